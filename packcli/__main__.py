@@ -1,0 +1,5 @@
+"""``python -m packcli``."""
+
+from packcli.cli import main
+
+main()

@@ -1,0 +1,241 @@
+"""Chat templates: load, render in a sandbox, and find the characters the loss is computed on.
+
+A chat template is code from the internet, so it runs in Jinja2's immutable sandbox. Supervised
+spans come from ``{% generation %}...{% endgeneration %}`` markers (the convention of HF's
+``apply_chat_template(return_assistant_tokens_mask=True)`` and TRL's ``*_training.jinja``): the
+template itself says which characters the assistant wrote, so no role-guessing heuristic can drift
+from what the model sees. Where HF returns an all-zero mask for a template without markers, we raise.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+from importlib import resources
+from pathlib import Path
+
+import jinja2
+from jinja2 import nodes
+from jinja2.ext import Extension
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from packcli.errors import InputError
+from packcli.ingest import Kind, Message, Record
+
+# Templates that print the date (Llama 3) must render the same text on every run.
+FIXED_DATE = "26 Jul 2024"
+GENERATION_MARKER = re.compile(r"\{%-?\s*generation\s*-?%\}")
+
+
+class LossPolicy(str, Enum):
+    """Which tokens carry loss. ``auto``: assistant for chat, completion for prompt/completion, all for text."""
+
+    auto = "auto"
+    assistant = "assistant"
+    last_assistant = "last-assistant"
+    completion = "completion"
+    all = "all"
+
+
+@dataclass(frozen=True)
+class ChatTemplate:
+    """A template's text and where it came from; its sha256 pins it in the manifest."""
+
+    text: str
+    source: str
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+
+    @property
+    def has_generation_markers(self) -> bool:
+        return bool(GENERATION_MARKER.search(self.text))
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """Text to tokenize, the half-open character spans that carry loss, and whether to add specials."""
+
+    text: str
+    spans: tuple[tuple[int, int], ...]
+    add_special_tokens: bool
+
+
+class RenderError(Exception):
+    """A record that renders to nothing trainable; its message is the rejection reason."""
+
+
+def load_template(spec: str, tokenizer_config: dict | None = None) -> ChatTemplate:
+    """Resolve ``--template``: ``auto``, ``chatml``, a ``.jinja`` file, or a ``tokenizer_config.json``.
+
+    ``auto`` takes the tokenizer's own ``chat_template`` when it has one, else the built-in ChatML.
+
+    Raises:
+        InputError: the file is missing, unreadable, or has no chat template.
+    """
+    if spec == "auto":
+        if tokenizer_config and isinstance(tokenizer_config.get("chat_template"), str):
+            return ChatTemplate(tokenizer_config["chat_template"], "tokenizer_config.json")
+        spec = "chatml"
+    if spec == "chatml":
+        text = resources.files("packcli").joinpath("templates/chatml.jinja").read_text(encoding="utf-8")
+        return ChatTemplate(text, "builtin:chatml")
+    path = Path(spec)
+    if not path.is_file():
+        raise InputError(f"template {spec}: no such file", "use --template chatml, a .jinja file or a tokenizer_config.json")
+    raw = path.read_text(encoding="utf-8")
+    if path.suffix == ".json":
+        try:
+            config = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{path}: not valid JSON: {exc.msg} at line {exc.lineno}") from exc
+        template = config.get("chat_template") if isinstance(config, dict) else None
+        if isinstance(template, list):  # newer configs hold named templates
+            named = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
+            template = named.get("default")
+        if not isinstance(template, str):
+            raise InputError(f"{path}: has no chat_template", "pass a .jinja file with --template")
+        return ChatTemplate(template, str(path))
+    return ChatTemplate(raw, str(path))
+
+
+class _GenerationTracker(Extension):
+    """``{% generation %}`` blocks: record where in the output each block's text lands.
+
+    ``Template.generate`` yields output chunks in order, so when a block is evaluated the chunks
+    yielded so far are everything that precedes it.
+    """
+
+    tags = {"generation"}
+
+    def __init__(self, environment: jinja2.Environment) -> None:
+        super().__init__(environment)
+        self.chunks: list[str] | None = None
+        self.spans: list[tuple[int, int]] = []
+
+    def parse(self, parser):  # noqa: ANN001, ANN201 - jinja2's extension protocol
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+        return nodes.CallBlock(self.call_method("_track", []), [], [], body).set_lineno(lineno)
+
+    def _track(self, caller) -> str:  # noqa: ANN001
+        text = caller()
+        if self.chunks is not None:
+            start = sum(len(chunk) for chunk in self.chunks)
+            self.spans.append((start, start + len(text)))
+        return text
+
+
+def _raise_exception(message: str) -> None:
+    raise jinja2.exceptions.TemplateError(message)
+
+
+def _tojson(value, ensure_ascii=False, indent=None, separators=None, sort_keys=False):  # noqa: ANN001, ANN202
+    # HF's tojson: unlike Jinja's built-in it does not HTML-escape, which templates rely on.
+    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+
+class Renderer:
+    """Renders records to text plus supervised character spans under one template and loss policy."""
+
+    def __init__(self, template: ChatTemplate, policy: LossPolicy, *, bos_token: str | None, eos_token: str | None) -> None:
+        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[_GenerationTracker, "jinja2.ext.loopcontrols"])
+        env.filters["tojson"] = _tojson
+        env.globals["raise_exception"] = _raise_exception
+        env.globals["strftime_now"] = lambda fmt: FIXED_DATE if fmt == "%d %b %Y" else "2024-07-26"
+        try:
+            self._template = env.from_string(template.text)
+        except jinja2.exceptions.TemplateSyntaxError as exc:
+            raise InputError(f"template {template.source}: syntax error at line {exc.lineno}: {exc.message}") from exc
+        self._tracker: _GenerationTracker = env.extensions[_GenerationTracker.identifier]  # type: ignore[assignment]
+        self.template = template
+        self.policy = policy
+        self.bos_token = bos_token
+        self.eos_token = eos_token
+
+    def render(self, record: Record) -> Rendered:
+        """Render one record.
+
+        Raises:
+            RenderError: the policy does not apply to this record, or it has nothing to supervise.
+        """
+        policy = effective_policy(self.policy, record.kind)
+        if record.kind is Kind.chat:
+            return self._render_chat(record.messages, policy)
+        eos = self.eos_token or ""
+        if record.kind is Kind.prompt_completion:
+            if policy not in (LossPolicy.completion, LossPolicy.all):
+                raise RenderError(f"--loss {policy.value} does not apply to prompt/completion records; use completion or all")
+            text = record.prompt + record.completion + eos
+            start = 0 if policy is LossPolicy.all else len(record.prompt)
+            return Rendered(text, ((start, len(text)),), add_special_tokens=True)
+        if policy is not LossPolicy.all:
+            raise RenderError(f"--loss {policy.value} does not apply to plain text records; use --loss all (or auto)")
+        text = record.text + eos
+        return Rendered(text, ((0, len(text)),), add_special_tokens=True)
+
+    def _render_chat(self, messages: Sequence[Message], policy: LossPolicy) -> Rendered:
+        if policy is LossPolicy.completion:
+            raise RenderError("--loss completion applies to prompt/completion records; use assistant or last-assistant for chat")
+        supervised = policy in (LossPolicy.assistant, LossPolicy.last_assistant)
+        if supervised and not self.template.has_generation_markers:
+            raise _no_markers(self.template)  # fatal: every chat record would come out unsupervised
+        if supervised and not any(m.role == "assistant" for m in messages):
+            raise RenderError("no assistant turn to supervise; use --loss all to train on the whole text")
+        chunks: list[str] = []
+        self._tracker.chunks, self._tracker.spans = chunks, []
+        try:
+            for chunk in self._template.generate(
+                messages=[{"role": m.role, "content": m.content} for m in messages],
+                bos_token=self.bos_token or "", eos_token=self.eos_token or "",
+                add_generation_prompt=False, tools=None, date_string=FIXED_DATE,
+            ):
+                chunks.append(chunk)
+        except jinja2.exceptions.SecurityError as exc:
+            raise InputError(f"template {self.template.source}: unsafe operation blocked by the sandbox: {exc}") from exc
+        except jinja2.exceptions.TemplateError as exc:
+            raise RenderError(f"template raised: {exc}") from exc
+        finally:
+            spans, self._tracker.chunks = self._tracker.spans, None
+        text = "".join(chunks)
+        if policy is LossPolicy.all:
+            return Rendered(text, ((0, len(text)),), add_special_tokens=False)
+        spans = [s for s in spans if s[1] > s[0]]
+        if not spans:
+            raise RenderError("assistant turns rendered to no supervised text (empty generation blocks)")
+        if policy is LossPolicy.last_assistant:
+            spans = spans[-1:]
+        # The template renders special tokens (BOS included) itself: adding them again would double BOS.
+        return Rendered(text, tuple(spans), add_special_tokens=False)
+
+
+def effective_policy(policy: LossPolicy, kind: Kind) -> LossPolicy:
+    """Resolve ``auto`` per record kind."""
+    if policy is not LossPolicy.auto:
+        return policy
+    return {Kind.chat: LossPolicy.assistant, Kind.prompt_completion: LossPolicy.completion, Kind.text: LossPolicy.all}[kind]
+
+
+def require_markers(template: ChatTemplate, policy: LossPolicy) -> None:
+    """Refuse an assistant-only policy with a template that cannot say what the assistant wrote.
+
+    Called before any data is read when the policy is explicit; under ``auto`` the first chat record
+    triggers the same error.
+
+    Raises:
+        InputError: the template has no ``{% generation %}`` markers.
+    """
+    if policy in (LossPolicy.assistant, LossPolicy.last_assistant) and not template.has_generation_markers:
+        raise _no_markers(template)
+
+
+def _no_markers(template: ChatTemplate) -> InputError:
+    return InputError(
+        f"template {template.source} has no {{% generation %}} markers, so assistant-only loss masks cannot be computed",
+        "use --template chatml, a *_training.jinja template (e.g. TRL's), or --loss all",
+    )

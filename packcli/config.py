@@ -1,0 +1,84 @@
+"""Validated, frozen configuration for a ``pack`` run.
+
+Every argument is checked before any data is read, and all problems are reported at once, so a
+user never waits for tokenization to learn that ``--capacity`` was zero.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from enum import Enum
+from pathlib import Path
+
+from packcli.chat import LossPolicy
+from packcli.errors import PackcliError
+from packcli.ingest import Format
+
+STRATEGIES = ("window", "bfd", "ffd", "sequential")
+
+
+class Overlong(str, Enum):
+    """What to do with an example longer than the capacity."""
+
+    drop = "drop"
+    truncate = "truncate"
+
+
+class OnError(str, Enum):
+    """What to do with a bad record: reject it (counted, written to rejects.jsonl) or stop."""
+
+    skip = "skip"
+    fail = "fail"
+
+
+@dataclass(frozen=True)
+class PackConfig:
+    """Everything that shapes a packed artifact. Fields that shape a seam go into the manifest."""
+
+    inputs: tuple[str, ...]
+    tokenizer: str
+    out: Path
+    capacity: int = 4096
+    template: str = "auto"
+    loss: LossPolicy = LossPolicy.auto
+    input_format: Format = Format.auto
+    strategy: str = "window"
+    window: int | None = None
+    seed: int = 0
+    shuffle: bool = True
+    shuffle_packs: bool = True
+    overlong: Overlong = Overlong.drop
+    on_error: OnError = OnError.skip
+    min_density: float | None = None
+    max_displacement: float | None = None
+    packs_per_shard: int = 2048
+    batch_records: int = 4096
+    force: bool = False
+
+    def __post_init__(self) -> None:
+        problems = []
+        if not self.inputs:
+            problems.append("no input files given")
+        if self.capacity < 2:
+            problems.append(f"--capacity must be at least 2, got {self.capacity}")
+        if self.strategy not in STRATEGIES:
+            problems.append(f"--strategy must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}")
+        if self.window is not None and self.window < 1:
+            problems.append(f"--window must be positive, got {self.window}")
+        if self.min_density is not None and not 0 < self.min_density <= 1:
+            problems.append(f"--min-density must be in (0, 1], got {self.min_density}")
+        if self.max_displacement is not None and self.max_displacement < 0:
+            problems.append(f"--max-displacement must be >= 0, got {self.max_displacement}")
+        if self.packs_per_shard < 1:
+            problems.append(f"--packs-per-shard must be positive, got {self.packs_per_shard}")
+        if self.batch_records < 1:
+            problems.append(f"batch size must be positive, got {self.batch_records}")
+        if problems:
+            raise PackcliError("invalid configuration: " + "; ".join(problems))
+
+    def seam_settings(self) -> dict:
+        """The settings that decide where seams fall and what carries loss (pinned in the manifest)."""
+        data = asdict(self)
+        keep = ("capacity", "loss", "input_format", "strategy", "window", "seed", "shuffle", "shuffle_packs",
+                "overlong", "min_density", "max_displacement", "packs_per_shard")
+        return {k: (v.value if isinstance(v, Enum) else v) for k, v in data.items() if k in keep}

@@ -1,0 +1,93 @@
+"""The contract manifest: everything that shapes a seam, pinned by hashes, hashed itself.
+
+The manifest is written last, so a directory without one was never finished. Its hash is taken over
+canonical JSON (sorted keys, compact separators, UTF-8) of every field except ``manifest_sha256``
+itself and ``unhashed`` (the creation time and host: facts about the run, not about the data).
+Same inputs and config therefore give the same hash on any machine with the same versions.
+
+Version rule: ``CONTRACT_VERSION`` goes up when a column, the label or position convention, or the
+meaning of a manifest field changes (docs/contract.md). Readers refuse versions they do not know.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import sys
+from pathlib import Path
+from typing import Any
+
+from packcli.errors import ContractError, InputError
+
+CONTRACT_VERSION = 1
+MANIFEST_NAME = "manifest.json"
+SEAM_TABLE_NAME = "examples.parquet"
+REJECTS_NAME = "rejects.jsonl"
+UNHASHED_KEYS = ("manifest_sha256", "unhashed")
+CONVENTIONS = {
+    "labels": "unshifted",
+    "ignore_index": -100,
+    "first_label_of_example": "ignored",
+    "positions": "reset-per-example",
+    "padding": "none-stored",
+}
+
+
+def canonical_json(data: Any) -> bytes:
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def manifest_hash(manifest: dict) -> str:
+    """sha256 over the canonical form of the hashed fields."""
+    return hashlib.sha256(canonical_json({k: v for k, v in manifest.items() if k not in UNHASHED_KEYS})).hexdigest()
+
+
+def versions() -> dict[str, str]:
+    """Versions of everything that can move a seam or a byte of the output."""
+    import numba
+    import numpy
+    import pyarrow
+    import tokenizers
+
+    from packcli import __version__
+
+    return {"packcli": __version__, "python": platform.python_version(), "tokenizers": tokenizers.__version__,
+            "pyarrow": pyarrow.__version__, "numpy": numpy.__version__, "numba": numba.__version__}
+
+
+def finalize(manifest: dict) -> dict:
+    """Add the unhashed run facts and the manifest hash."""
+    manifest = dict(manifest, contract_version=CONTRACT_VERSION)
+    manifest["unhashed"] = {"host": platform.node(), "argv": sys.argv[1:], "pid": os.getpid()}
+    manifest["manifest_sha256"] = manifest_hash(manifest)
+    return manifest
+
+
+def write_manifest(manifest: dict, directory: Path) -> Path:
+    path = directory / MANIFEST_NAME
+    path.write_text(json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+    return path
+
+
+def read_manifest(directory: Path) -> dict:
+    """Read a manifest and refuse a contract version this packcli does not know.
+
+    Raises:
+        InputError: no manifest (not an artifact, or an unfinished run).
+        ContractError: unreadable manifest or unknown contract version.
+    """
+    path = Path(directory) / MANIFEST_NAME
+    if not path.is_file():
+        raise InputError(f"{directory}: no {MANIFEST_NAME}; not a packcli artifact (or an interrupted run)",
+                         "pass the --out directory of a finished `packcli pack`")
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ContractError(f"{path}: not valid JSON ({exc})") from exc
+    version = manifest.get("contract_version") if isinstance(manifest, dict) else None
+    if version != CONTRACT_VERSION:
+        raise ContractError(f"{path}: contract version {version!r} is not supported (this packcli reads {CONTRACT_VERSION})",
+                            "use the packcli version that wrote it, or re-pack with this one")
+    return manifest

@@ -1,0 +1,176 @@
+"""Human and JSON renderings of results. Results go to stdout; nothing here computes anything."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from packcli import console
+
+
+def render_pack_summary(summary, *, as_json: bool) -> None:  # noqa: ANN001 - PackSummary, imported lazily
+    m = summary.manifest
+    counts, metrics = m["counts"], m["metrics"]
+    if as_json:
+        console.print_json({"out": str(summary.out), "manifest_sha256": m["manifest_sha256"], "counts": counts,
+                            "metrics": metrics, "stage_seconds": summary.stage_seconds,
+                            "shards": [s["name"] for s in m["shards"]]})
+        return
+    table = Table(title=f"packed -> {summary.out}", show_header=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column(justify="right")
+    table.add_row("records", f"{counts['records']:,}")
+    table.add_row("packed / truncated", f"{counts['packed']:,} / {counts['truncated']:,}")
+    table.add_row("dropped / rejected", f"{counts['dropped']:,} / {counts['rejected']:,}")
+    table.add_row("packs (capacity)", f"{counts['packs']:,} ({m['config']['capacity']:,})")
+    table.add_row("tokens / supervised", f"{counts['tokens']:,} / {counts['supervised_tokens']:,}")
+    table.add_row("density", f"{metrics['density']:.4f}")
+    table.add_row("supervised density", f"{metrics['supervised_density']:.4f}")
+    table.add_row("gap to lower bound", f"{metrics['gap_to_bound']:.4%}")
+    table.add_row("displacement mean / max", f"{metrics['displacement_mean']:.1f} / {metrics['displacement_max']:.0f}")
+    table.add_row("strategy", f"{m['config']['strategy']} (window {m['config']['window']})")
+    table.add_row("shards", str(len(m["shards"])))
+    table.add_row("time", " ".join(f"{k.removesuffix('_s')} {v:.2f}s" for k, v in summary.stage_seconds.items()))
+    table.add_row("manifest", m["manifest_sha256"][:16])
+    console.out.print(table)
+    if counts["rejected"]:
+        console.err.print(f"{counts['rejected']} records rejected: see {summary.out}/rejects.jsonl", highlight=False)
+
+
+def render_verify(report, attention, *, as_json: bool) -> bool:  # noqa: ANN001
+    """Print a verify report; return whether everything held."""
+    ok = report.ok and (attention is None or attention.ok)
+    if as_json:
+        data = report.to_dict()
+        if attention is not None:
+            data["attention"] = attention.to_dict()
+        data["ok"] = ok
+        console.print_json(data)
+        return ok
+    table = Table(title=f"verify {report.directory}", title_justify="left")
+    for col in ("check", "checked", "violations", "result"):
+        table.add_column(col, justify="right" if col in ("checked", "violations") else "left")
+    for c in report.checks:
+        verdict = "[green]ok[/]" if c.ok else (f"[yellow]skipped[/]: {c.skipped}" if c.skipped else "[red]FAIL[/]")
+        table.add_row(c.name, f"{c.checked:,}", f"{c.count:,}", verdict)
+    if attention is not None:
+        for b in attention.backends:
+            table.add_row(f"attention:{b.name}", f"{b.examples:,}", "-", "[green]ok[/]" if b.ok else "[red]FAIL[/]")
+    console.out.print(table)
+    for c in report.checks:
+        for v in c.violations:
+            console.out.print(f"[red]{c.name}[/]: {v.where()}: {v.message}", highlight=False, soft_wrap=True)
+        if c.count > len(c.violations):
+            console.out.print(f"  ... and {c.count - len(c.violations)} more {c.name} violations")
+    if attention is not None:
+        render_attention(attention)
+    console.out.print("[bold green]all invariants hold[/]" if ok else "[bold red]violations found[/]")
+    return ok
+
+
+def render_self_test(results, *, as_json: bool) -> int:  # noqa: ANN001
+    """Print the negative-control table; return the exit code (0 only if every fault was caught)."""
+    ok = all(r.caught for r in results)
+    if as_json:
+        console.print_json({"ok": ok, "faults": [vars(r) for r in results]})
+        return 0 if ok else 1
+    table = Table(title="verify --self-test: each fault must be caught", title_justify="left")
+    for col in ("fault", "caught by", "result", "message"):
+        table.add_column(col, overflow="fold")
+    for r in results:
+        table.add_row(r.name, r.check, "[green]caught[/]" if r.caught else "[red]MISSED[/]", r.message)
+    console.out.print(table)
+    return 0 if ok else 1
+
+
+def _kv_table(title: str, rows: list[tuple[str, str]]) -> Table:
+    table = Table(title=title, show_header=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column(justify="right")
+    for key, value in rows:
+        table.add_row(key, value)
+    return table
+
+
+def _quantile_table(stats) -> Table:  # noqa: ANN001
+    table = Table(title="token-length quantiles", title_justify="left")
+    table.add_column("")
+    keys = list(stats.total.values)
+    for key in keys:
+        table.add_column(key, justify="right")
+    table.add_row("total", *(f"{stats.total.values[k]:,.0f}" for k in keys))
+    table.add_row("supervised", *(f"{stats.supervised.values.get(k, 0):,.0f}" for k in keys))
+    return table
+
+
+def render_length_stats(stats, *, as_json: bool, plot) -> None:  # noqa: ANN001
+    from packcli.stats import terminal_histogram
+
+    if plot is not None:
+        from packcli.plots import plot_stats
+
+        cap = stats.recommendation.capacity
+        plot_stats(plot, lengths=stats.lengths, capacity=cap, quantiles=stats.total.values, sweep=stats.what_if,
+                   title=f"{stats.examples:,} examples")
+    if as_json:
+        data = stats.to_dict()
+        data["plot"] = str(plot) if plot else None
+        console.print_json(data)
+        return
+    console.out.print(_kv_table("records", [("records", f"{stats.records:,}"), ("tokenized", f"{stats.examples:,}"),
+                                            ("rejected", f"{stats.rejected:,}")]))
+    for reason, count in list(stats.rejected_reasons.items())[:10]:
+        console.out.print(f"  rejected {count:>6}: {reason}", highlight=False)
+    if not stats.examples:
+        return
+    console.out.print(_quantile_table(stats))
+    console.out.print("\n".join(terminal_histogram(stats.lengths)), highlight=False)
+    table = Table(title="what-if (over-long examples dropped)", title_justify="left")
+    for col in ("capacity", "strategy", "packs", "density", "sup. density", "dropped ex.", "dropped sup.", "displ. mean"):
+        table.add_column(col, justify="right")
+    for w in stats.what_if:
+        table.add_row(f"{w.capacity:,}", w.strategy, f"{w.packs:,}", f"{w.density:.4f}", f"{w.supervised_density:.4f}",
+                      f"{w.dropped_examples:,}", f"{w.dropped_supervised_fraction:.3%}", f"{w.displacement_mean:,.1f}")
+    console.out.print(table)
+    rec = stats.recommendation
+    console.out.print(f"[bold]recommendation:[/] {rec.reason}", highlight=False)
+    if plot:
+        console.err.print(f"plot written to {plot}")
+
+
+def render_artifact_stats(stats, *, as_json: bool, plot) -> None:  # noqa: ANN001
+    if plot is not None:
+        from packcli.plots import plot_stats
+        from packcli.stats import Quantiles
+
+        plot_stats(plot, lengths=stats.lengths, capacity=stats.identity["config"]["capacity"],
+                   quantiles=Quantiles.of(stats.lengths).values, fill=stats.fill, title=stats.directory)
+    if as_json:
+        data = stats.to_dict()
+        data["plot"] = str(plot) if plot else None
+        console.print_json(data)
+        return
+    c, m = stats.counts, stats.metrics
+    console.out.print(_kv_table(f"artifact {stats.directory}", [
+        ("packs", f"{c['packs']:,}"), ("tokens / supervised", f"{c['tokens']:,} / {c['supervised_tokens']:,}"),
+        ("density / supervised density", f"{m['density']:.4f} / {m['supervised_density']:.4f}"),
+        ("gap to lower bound", f"{m['gap_to_bound']:.4%}"),
+        ("records", f"{c['records']:,}"), ("packed / truncated", f"{c['packed']:,} / {c['truncated']:,}"),
+        ("dropped / rejected", f"{c['dropped']:,} / {c['rejected']:,}"),
+        ("tokens lost (dropped+truncated)", f"{c['tokens_lost']:,}"),
+        ("supervised tokens lost", f"{c['supervised_tokens_lost']:,}"),
+        ("displacement mean / p99 / max", f"{m['displacement_mean']:.1f} / {m['displacement_p99']:.0f} / "
+                                          f"{m['displacement_max']:.0f}"),
+    ]))
+    table = Table(title="shards", title_justify="left")
+    for col in ("shard", "packs", "examples", "tokens", "supervised", "density", "bytes"):
+        table.add_column(col, justify="right")
+    for s in stats.shards:
+        table.add_row(s["name"], f"{s['packs']:,}", f"{s['examples']:,}", f"{s['tokens']:,}", f"{s['supervised']:,}",
+                      f"{s['density']:.4f}", f"{s['bytes']:,}")
+    console.out.print(table)
+    ident = stats.identity
+    console.out.print(_kv_table("identity", [
+        ("manifest", ident["manifest_sha256"][:16]), ("contract", str(ident["contract_version"])),
+        ("tokenizer", ident["tokenizer_sha256"][:16]), ("template", f"{ident['template_sha256'][:16]} "
+                                                                    f"({ident['template_source']})"),
+        ("loss", ident["loss_policy"]), *((k, v) for k, v in ident["versions"].items())]))

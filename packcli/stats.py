@@ -1,0 +1,247 @@
+"""Length statistics and what-if packing, for choosing capacity and strategy before packing.
+
+Pure functions over length arrays: the same numba kernels ``pack`` uses answer "what would this
+capacity and strategy give?" in milliseconds per cell, so a whole sweep over 1M lengths is seconds.
+The control row ``padding`` is one example per row padded to the capacity.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+QUANTILES = (5, 25, 50, 75, 90, 99, 99.9)
+DEFAULT_CAPACITIES = (1024, 2048, 4096, 8192, 16384, 32768)
+WHAT_IF_STRATEGIES = ("bfd", "ffd", "window", "sequential", "padding")
+MAX_SUPERVISED_LOSS = 0.001  # the recommendation's "loses < 0.1% of supervised tokens"
+
+
+@dataclass(frozen=True)
+class Quantiles:
+    """Token-length quantiles (``p5`` ... ``p99.9``), max and mean."""
+
+    values: dict[str, float]
+
+    @classmethod
+    def of(cls, lengths: npt.NDArray) -> Quantiles:
+        if len(lengths) == 0:
+            return cls({})
+        values = {f"p{q:g}": float(np.percentile(lengths, q)) for q in QUANTILES}
+        values.update(max=float(lengths.max()), mean=float(lengths.mean()))
+        return cls(values)
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """One (capacity, strategy) cell of the sweep."""
+
+    capacity: int
+    strategy: str
+    packs: int
+    density: float
+    supervised_density: float
+    dropped_examples: int
+    dropped_tokens: int
+    dropped_supervised: int
+    dropped_supervised_fraction: float
+    displacement_mean: float
+    displacement_max: float
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    capacity: int | None
+    strategy: str | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class LengthStats:
+    """``packcli stats`` on raw data."""
+
+    records: int
+    examples: int
+    rejected: int
+    rejected_reasons: dict[str, int]
+    total: Quantiles
+    supervised: Quantiles
+    what_if: list[WhatIf]
+    recommendation: Recommendation
+    lengths: npt.NDArray[np.int64] = field(repr=False, compare=False)
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data.pop("lengths")
+        data["total"], data["supervised"] = self.total.values, self.supervised.values
+        return data
+
+
+def what_if(lengths: npt.NDArray[np.int64], supervised: npt.NDArray[np.int64], capacity: int, strategy: str, *,
+            seed: int = 0, window: int | None = None) -> WhatIf:
+    """Pack the examples that fit ``capacity`` (over-long ones are dropped) and measure the result."""
+    import time
+
+    from packcli.pack import pack_lengths
+
+    fits = lengths <= capacity
+    kept, kept_sup = lengths[fits], supervised[fits]
+    t0 = time.perf_counter()
+    if strategy == "padding":
+        packs, disp_mean, disp_max = len(kept), 0.0, 0.0
+    else:
+        plan = pack_lengths(kept, capacity, strategy=strategy, window=window, seed=seed)
+        packs, disp_mean, disp_max = plan.num_packs, plan.metrics.displacement_mean, plan.metrics.displacement_max
+    seconds = time.perf_counter() - t0
+    slots = packs * capacity
+    total_sup = int(supervised.sum())
+    dropped_sup = int(supervised[~fits].sum())
+    return WhatIf(
+        capacity=capacity, strategy=strategy, packs=packs,
+        density=float(kept.sum() / slots) if slots else 0.0,
+        supervised_density=float(kept_sup.sum() / slots) if slots else 0.0,
+        dropped_examples=int((~fits).sum()), dropped_tokens=int(lengths[~fits].sum()),
+        dropped_supervised=dropped_sup, dropped_supervised_fraction=dropped_sup / total_sup if total_sup else 0.0,
+        displacement_mean=float(disp_mean), displacement_max=float(disp_max), seconds=seconds,
+    )
+
+
+def sweep(lengths: npt.NDArray[np.int64], supervised: npt.NDArray[np.int64], capacities=DEFAULT_CAPACITIES,
+          strategies=WHAT_IF_STRATEGIES, *, seed: int = 0) -> list[WhatIf]:
+    return [what_if(lengths, supervised, c, s, seed=seed) for c in capacities for s in strategies]
+
+
+def recommend(cells: list[WhatIf], *, min_density: float, max_displacement: float) -> Recommendation:
+    """The smallest capacity that loses < 0.1% of supervised tokens, and at it the densest strategy
+    whose mean displacement stays within budget (``max_displacement`` examples)."""
+    caps = sorted({c.capacity for c in cells})
+    ok_caps = [c for c in caps if all(w.dropped_supervised_fraction < MAX_SUPERVISED_LOSS for w in cells if w.capacity == c)]
+    if not ok_caps:
+        return Recommendation(None, None, f"every capacity tried loses >= {MAX_SUPERVISED_LOSS:.1%} of supervised "
+                                          f"tokens; try larger capacities or --overlong truncate")
+    cap = ok_caps[0]
+    fitting = [w for w in cells if w.capacity == cap and w.strategy != "padding"
+               and w.density >= min_density and w.displacement_mean <= max_displacement]
+    if not fitting:
+        return Recommendation(cap, None, f"at capacity {cap} no strategy reaches density {min_density} with mean "
+                                         f"displacement <= {max_displacement:g}; relax a budget")
+    best = max(fitting, key=lambda w: (w.density, -w.displacement_mean))
+    return Recommendation(cap, best.strategy, f"capacity {cap} loses {best.dropped_supervised_fraction:.4%} of "
+                                              f"supervised tokens; {best.strategy} gives density {best.density:.4f} "
+                                              f"with mean displacement {best.displacement_mean:.1f} examples")
+
+
+def length_stats(inputs, tokenizer: str, *, template: str = "auto", loss=None, capacities=DEFAULT_CAPACITIES,
+                 seed: int = 0, min_density: float = 0.95, max_displacement: float | None = None,
+                 batch: int = 4096) -> LengthStats:
+    """Tokenize raw inputs (the same stage as ``pack``) and compute quantiles, sweep, recommendation."""
+    from packcli.chat import LossPolicy, Renderer, load_template, require_markers
+    from packcli.ingest import expand_inputs, read_lines
+    from packcli.prepare import Preparer
+    from packcli.tokenization import load_tokenizer
+
+    policy = loss or LossPolicy.auto
+    tok = load_tokenizer(tokenizer)
+    tpl = load_template(template, tok.config)
+    require_markers(tpl, policy)
+    preparer = Preparer(Renderer(tpl, policy, bos_token=tok.bos_token, eos_token=tok.eos_token), tok)
+    lengths, supervised, reasons = [], [], Counter()
+    records = 0
+    for fi, path in enumerate(expand_inputs(inputs)):
+        pending: list[tuple[int, int, bytes]] = []
+        for line, raw in read_lines(Path(path), fi):
+            pending.append((fi, line, raw))
+            if len(pending) == batch:
+                records += _measure(preparer, pending, lengths, supervised, reasons)
+                pending = []
+        records += _measure(preparer, pending, lengths, supervised, reasons)
+    lens = np.asarray(lengths, dtype=np.int64)
+    sups = np.asarray(supervised, dtype=np.int64)
+    budget = max_displacement if max_displacement is not None else max(1.0, 0.01 * len(lens))
+    cells = sweep(lens, sups, capacities, seed=seed) if len(lens) else []
+    return LengthStats(records=records, examples=len(lens), rejected=sum(reasons.values()),
+                       rejected_reasons=dict(reasons.most_common()), total=Quantiles.of(lens),
+                       supervised=Quantiles.of(sups), what_if=cells,
+                       recommendation=recommend(cells, min_density=min_density, max_displacement=budget),
+                       lengths=lens)
+
+
+def _measure(preparer, pending, lengths: list, supervised: list, reasons: Counter) -> int:  # noqa: ANN001
+    for outcome in preparer.prepare(pending) if pending else []:
+        if isinstance(outcome, str):
+            reasons[outcome] += 1
+        else:
+            lengths.append(len(outcome.input_ids))
+            supervised.append(outcome.supervised)
+    return len(pending)
+
+
+@dataclass(frozen=True)
+class ArtifactStats:
+    """``packcli stats DIR``: what a packed artifact holds, from its manifest and shards."""
+
+    directory: str
+    identity: dict
+    counts: dict
+    metrics: dict
+    shards: list[dict]
+    fill: npt.NDArray[np.float64] = field(repr=False, compare=False)
+    lengths: npt.NDArray[np.int64] = field(repr=False, compare=False)
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data.pop("fill")
+        data.pop("lengths")
+        data["fill_quantiles"] = Quantiles.of(self.fill).values
+        return data
+
+
+def artifact_stats(directory: str | Path) -> ArtifactStats:
+    """Read the manifest and the per-pack counts (not the tokens) of every shard."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from packcli import manifest as mf
+
+    directory = Path(directory)
+    manifest = mf.read_manifest(directory)
+    capacity = manifest["config"]["capacity"]
+    fills, shards = [], []
+    for info in manifest["shards"]:
+        table = pq.read_table(directory / info["name"], columns=["num_tokens", "num_supervised", "cu_seqlens"])
+        tokens = table["num_tokens"].to_numpy()
+        fills.append(tokens / capacity)
+        shards.append({"name": info["name"], "packs": len(table), "tokens": int(tokens.sum()),
+                       "supervised": int(pc.sum(table["num_supervised"]).as_py() or 0),
+                       "examples": int(pc.sum(pc.subtract(pc.list_value_length(table["cu_seqlens"]), 1)).as_py() or 0),
+                       "density": float(tokens.sum() / (len(table) * capacity)) if len(table) else 0.0,
+                       "bytes": info["bytes"]})
+    seam = pq.read_table(directory / manifest["seam_table"]["name"], columns=["length", "status"])
+    in_packs = pc.is_in(seam["status"], pa.array(["packed", "truncated"]))
+    lengths = seam["length"].filter(in_packs).to_numpy().astype(np.int64)
+    identity = {"manifest_sha256": manifest["manifest_sha256"], "contract_version": manifest["contract_version"],
+                "tokenizer_sha256": manifest["tokenizer"]["sha256"], "template_sha256": manifest["template"]["sha256"],
+                "template_source": manifest["template"]["source"], "loss_policy": manifest["loss_policy"],
+                "config": manifest["config"], "versions": manifest["versions"]}
+    return ArtifactStats(str(directory), identity, manifest["counts"], manifest["metrics"], shards,
+                         fill=np.concatenate(fills) if fills else np.zeros(0), lengths=lengths)
+
+
+def terminal_histogram(lengths: npt.NDArray[np.int64], *, width: int = 40) -> list[str]:
+    """A compact histogram over power-of-two length bins, one text line per bin."""
+    if len(lengths) == 0:
+        return []
+    top = int(np.ceil(np.log2(max(2, lengths.max()))))
+    edges = [0] + [2 ** k for k in range(4, max(top, 4) + 1)]
+    counts = np.histogram(lengths, bins=edges)[0]
+    peak = counts.max() or 1
+    lines = []
+    for lo, hi, count in zip(edges[:-1], edges[1:], counts):
+        bar = "#" * int(round(width * count / peak))
+        lines.append(f"{lo:>6}-{hi:<6} {bar:<{width}} {count}")
+    return lines

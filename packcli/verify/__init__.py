@@ -1,0 +1,1 @@
+"""Verification: invariants of packed buffers and proof that nothing crosses a seam."""

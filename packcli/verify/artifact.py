@@ -1,0 +1,58 @@
+"""``verify_artifact``: run every check on a packed directory and return one report.
+
+Order: integrity first (a shard that fails its hash is still checked structurally when readable, so
+one corrupted byte does not hide a broken seam elsewhere), then contract drift, per-pack layout,
+global bookkeeping, and reconstruction from the sources.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from packcli import manifest as mf
+from packcli.console import NO_PROGRESS, Progress
+from packcli.errors import InputError
+from packcli.verify.invariants import check_drift, check_global, check_integrity, check_packs
+from packcli.verify.reconstruct import check_reconstruction
+from packcli.verify.report import VerifyReport
+
+
+def verify_artifact(directory: str | Path, *, tokenizer: str | None = None, template: str | None = None,
+                    source_root: str | Path | None = None, reconstruct: bool = True, max_violations: int = 20,
+                    progress: Progress = NO_PROGRESS) -> VerifyReport:
+    """Check every invariant of a ``packcli pack`` artifact.
+
+    Args:
+        directory: the artifact (``--out`` of ``pack``).
+        tokenizer, template: override where the pinned tokenizer/template are looked for.
+        source_root: resolve relative source paths against this directory instead of the cwd.
+        reconstruct: re-tokenize every source record and compare (needs the sources and tokenizer).
+        max_violations: keep at most this many offending examples per check.
+
+    Raises:
+        InputError: the directory, a source or the tokenizer needed for reconstruction is missing.
+        ContractError: unreadable manifest or unknown contract version.
+    """
+    directory = Path(directory)
+    root = Path(source_root) if source_root is not None else None
+    manifest = mf.read_manifest(directory)
+    report = VerifyReport(str(directory), manifest_sha256=manifest.get("manifest_sha256"))
+    with progress.running():
+        shards = check_integrity(directory, manifest, report.check("integrity", max_violations))
+        tok, text = check_drift(manifest, report.check("contract_drift", max_violations), tokenizer=tokenizer,
+                                template=template, source_root=root, require_tokenizer=reconstruct)
+        check_packs(shards, manifest["config"]["capacity"], report.check("pack_layout", max_violations))
+        seam_path = directory / manifest["seam_table"]["name"]
+        if not seam_path.is_file():
+            raise InputError(f"{seam_path}: missing; the artifact is incomplete")
+        seam = pq.read_table(seam_path)
+        check_global(shards, seam, manifest, report.check("global", max_violations))
+        if reconstruct:
+            result = report.check("reconstruction", max_violations)
+            if tok is None or text is None:
+                result.skipped = "the pinned tokenizer or template changed (see contract_drift)"
+            else:
+                check_reconstruction(manifest, seam, shards, tok, text, result, source_root=root, progress=progress)
+    return report

@@ -1,0 +1,240 @@
+"""Negative controls: corrupt copies of an artifact and show that verify catches each fault.
+
+A check that never sees the bad case proves nothing. Each fault below damages one thing. Faults
+that edit a shard or the seam table re-seal the manifest (new shard hashes, new manifest hash), a
+consistent forgery, so they must be caught by the semantic check named, not by a hash mismatch.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from packcli import manifest as mf
+from packcli.shards import SCHEMA, file_sha256, write_shard
+from packcli.verify.artifact import verify_artifact
+from packcli.verify.invariants import load_flat, resolve
+
+
+@dataclass(frozen=True)
+class Fault:
+    name: str
+    description: str
+    check: str  # the check that must catch it
+    expect: str  # a phrase its message must contain
+    apply: Callable[[Path, Path], dict]  # (artifact copy, workspace) -> extra verify kwargs
+
+
+@dataclass(frozen=True)
+class FaultResult:
+    name: str
+    description: str
+    caught: bool
+    check: str
+    message: str
+
+
+def _reseal(directory: Path, edit: Callable[[dict], None] | None = None) -> None:
+    manifest = json.loads((directory / mf.MANIFEST_NAME).read_text())
+    if edit:
+        edit(manifest)
+    for info in manifest["shards"]:
+        path = directory / info["name"]
+        info.update(bytes=path.stat().st_size, sha256=file_sha256(path), rows=pq.read_metadata(path).num_rows)
+    seam = directory / mf.SEAM_TABLE_NAME
+    manifest["seam_table"].update(bytes=seam.stat().st_size, sha256=file_sha256(seam), rows=pq.read_metadata(seam).num_rows)
+    manifest["manifest_sha256"] = mf.manifest_hash(manifest)
+    mf.write_manifest(manifest, directory)
+
+
+def _rewrite_first_shard(directory: Path, mutate: Callable[[dict], None]) -> None:
+    """Rewrite shard-00000 after ``mutate`` edits its flat arrays, then re-seal."""
+    path = directory / "shard-00000.parquet"
+    flat = load_flat(pq.read_table(path), path.name)
+    row = next(r for r in range(flat.rows) if len(flat.cu[r]) > 2)  # a pack with a seam
+    arrays = {"ids": flat.ids.copy(), "labels": flat.labels.copy(), "positions": flat.positions.copy(),
+              "cu": [c.copy() for c in flat.cu], "row": row, "start": int(flat.row_offsets[row])}
+    mutate(arrays)
+    table = pq.read_table(path)
+    offsets = pa.array(flat.row_offsets.astype(np.int32))
+    cu_off = np.concatenate([[0], np.cumsum([len(c) for c in arrays["cu"]])]).astype(np.int32)
+    table = table.set_column(1, "labels", pa.ListArray.from_arrays(offsets, pa.array(arrays["labels"], pa.int32())))
+    table = table.set_column(2, "position_ids", pa.ListArray.from_arrays(offsets, pa.array(arrays["positions"], pa.int32())))
+    table = table.set_column(3, "cu_seqlens", pa.ListArray.from_arrays(
+        pa.array(cu_off), pa.array(np.concatenate(arrays["cu"]).astype(np.int32), pa.int32())))
+    sup = [int(np.count_nonzero(arrays["labels"][flat.row_offsets[r]:flat.row_offsets[r + 1]] != -100))
+           for r in range(flat.rows)]
+    table = table.set_column(6, "num_supervised", pa.array(sup, pa.int32()))
+    write_shard(table.cast(SCHEMA), path)
+    _reseal(directory)
+
+
+def _byte_flip(d: Path, ws: Path) -> dict:
+    path = d / "shard-00000.parquet"
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+    return {}
+
+
+def _cu_shift(d: Path, ws: Path) -> dict:
+    def mutate(a: dict) -> None:
+        a["cu"][a["row"]][1] += 1
+    _rewrite_first_shard(d, mutate)
+    return {}
+
+
+def _position_not_reset(d: Path, ws: Path) -> dict:
+    def mutate(a: dict) -> None:
+        cu, s = a["cu"][a["row"]], a["start"]
+        a["positions"][s + cu[1]:s + cu[2]] += cu[1]  # example 1 continues example 0's positions
+    _rewrite_first_shard(d, mutate)
+    return {}
+
+
+def _seam_label(d: Path, ws: Path) -> dict:
+    def mutate(a: dict) -> None:
+        t = a["start"] + a["cu"][a["row"]][1]
+        a["labels"][t] = a["ids"][t]  # the previous example's last token would predict this one
+    _rewrite_first_shard(d, mutate)
+    return {}
+
+
+def _duplicate(d: Path, ws: Path) -> dict:
+    path = d / "shard-00000.parquet"
+    table = pq.read_table(path)
+    write_shard(pa.concat_tables([table, table.slice(0, 1)]), path)
+    _reseal(d, lambda m: m["counts"].update(packs=m["counts"]["packs"] + 1))
+    return {}
+
+
+def _dropped_without_record(d: Path, ws: Path) -> dict:
+    path = d / "shard-00000.parquet"
+    table = pq.read_table(path)
+    gone = set(table["example_ids"][0].as_py())
+    tokens, sup = table["num_tokens"][0].as_py(), table["num_supervised"][0].as_py()
+    write_shard(table.slice(1), path)
+    seam = pq.read_table(d / mf.SEAM_TABLE_NAME)
+    keep = pc.invert(pc.is_in(seam["example_id"], pa.array(sorted(gone), pa.int64())))
+    seam = seam.filter(keep)
+    # Later rows of shard-00000 moved up by one: fix their row numbers so only the loss remains.
+    rows = pc.if_else(pc.equal(seam["shard"], "shard-00000.parquet"), pc.subtract(seam["row"], 1), seam["row"])
+    seam = seam.set_column(seam.schema.get_field_index("row"), "row", pc.cast(rows, pa.int32()))
+    pq.write_table(seam, d / mf.SEAM_TABLE_NAME, compression="zstd", write_statistics=False)
+
+    def edit(m: dict) -> None:
+        c = m["counts"]
+        c.update(records=c["records"] - len(gone), packs=c["packs"] - 1, tokens=c["tokens"] - tokens,
+                 supervised_tokens=c["supervised_tokens"] - sup)
+        statuses = seam["status"].to_pylist()
+        c.update(packed=statuses.count("packed"), truncated=statuses.count("truncated"))
+    _reseal(d, edit)
+    return {}
+
+
+def _tokenizer_swapped(d: Path, ws: Path) -> dict:
+    path = ws / "tokenizer" / "tokenizer.json"
+    data = json.loads(path.read_text())
+    vocab = data["model"]["vocab"]
+    a, b = sorted(vocab, key=vocab.get)[300:302]  # two ordinary tokens trade ids
+    vocab[a], vocab[b] = vocab[b], vocab[a]
+    path.write_text(json.dumps(data, ensure_ascii=False))
+    return {}
+
+
+def _template_edited(d: Path, ws: Path) -> dict:
+    manifest = json.loads((d / mf.MANIFEST_NAME).read_text())
+    edited = ws / "edited.jinja"
+    edited.write_text(manifest["template"]["text"].replace("<|im_start|>", "<|im_start|> ", 1) + " ")
+    source = manifest["template"]["source"]
+    if source == "tokenizer_config.json":
+        config_path = ws / "tokenizer" / "tokenizer_config.json"
+        config = json.loads(config_path.read_text())
+        config["chat_template"] = edited.read_text()
+        config_path.write_text(json.dumps(config, ensure_ascii=False))
+        return {}
+    if source.startswith("builtin:"):
+        return {"template": str(edited)}  # the user points verify at their edited copy
+    shutil.copyfile(edited, Path(source))
+    return {}
+
+
+def _manifest_edited(d: Path, ws: Path) -> dict:
+    path = d / mf.MANIFEST_NAME
+    manifest = json.loads(path.read_text())
+    manifest["counts"]["packed"] += 1
+    path.write_text(json.dumps(manifest, indent=2, sort_keys=True))
+    return {}
+
+
+FAULTS = (
+    Fault("byte-flip", "one byte flipped in a shard", "integrity", "sha256 differs", _byte_flip),
+    Fault("cu-shift", "a cu_seqlens entry shifted by one", "pack_layout", "position_ids not reset", _cu_shift),
+    Fault("position-not-reset", "positions continue across a seam", "pack_layout", "position_ids not reset",
+          _position_not_reset),
+    Fault("seam-label", "the first label of an example left supervised", "pack_layout", "seam label supervised",
+          _seam_label),
+    Fault("duplicate", "an example duplicated (a pack row repeated)", "global", "appears twice", _duplicate),
+    Fault("dropped-without-record", "a pack and its examples removed, with no record", "reconstruction",
+          "no seam-table row", _dropped_without_record),
+    Fault("tokenizer-swapped", "the pinned tokenizer file replaced by a different one", "contract_drift",
+          "tokenizer changed", _tokenizer_swapped),
+    Fault("template-edited", "the chat template edited after packing", "contract_drift", "template changed",
+          _template_edited),
+    Fault("manifest-edited", "a count in manifest.json edited", "integrity", "manifest.json was edited",
+          _manifest_edited),
+)
+
+
+def prepare_workspace(artifact: Path, workspace: Path, *, source_root: Path | None = None) -> Path:
+    """Copy the artifact and its tokenizer (and a template file) into ``workspace`` and re-point the
+    manifest at the copies, so faults damage copies and never the user's files. Sources are only
+    read, so they stay where they are."""
+    manifest = mf.read_manifest(artifact)
+    copy = workspace / "artifact"
+    shutil.copytree(artifact, copy)
+    tok_src = resolve(manifest["tokenizer"]["source"], source_root)
+    tok_dir = workspace / "tokenizer"
+    tok_dir.mkdir()
+    shutil.copyfile(tok_src, tok_dir / tok_src.name)
+    if (tok_src.parent / "tokenizer_config.json").is_file():
+        shutil.copyfile(tok_src.parent / "tokenizer_config.json", tok_dir / "tokenizer_config.json")
+    template_source = manifest["template"]["source"]
+
+    def edit(m: dict) -> None:
+        m["tokenizer"]["source"] = str(tok_dir / tok_src.name)
+        if template_source not in ("tokenizer_config.json",) and not template_source.startswith("builtin:"):
+            target = workspace / "template.jinja"
+            shutil.copyfile(resolve(template_source, source_root), target)
+            m["template"]["source"] = str(target)
+    _reseal(copy, edit)
+    return copy
+
+
+def run_self_test(artifact: str | Path, workspace: str | Path, *, source_root: str | Path | None = None) -> list[FaultResult]:
+    """Verify a clean copy (must pass), then each fault on a fresh copy (each must be caught)."""
+    artifact, workspace = Path(artifact), Path(workspace)
+    root = Path(source_root) if source_root else None
+    results = []
+    baseline = verify_artifact(prepare_workspace(artifact, workspace / "baseline", source_root=root), source_root=root)
+    results.append(FaultResult("clean-copy", "an untouched copy must pass", baseline.ok, "all",
+                               "; ".join(v.message for c in baseline.checks for v in c.violations) or "passes"))
+    for fault in FAULTS:
+        ws = workspace / fault.name
+        copy = prepare_workspace(artifact, ws, source_root=root)
+        kwargs = fault.apply(copy, ws)
+        report = verify_artifact(copy, source_root=root, **kwargs)
+        check = next(c for c in report.checks if c.name == fault.check)
+        messages = [v.message for v in check.violations]
+        caught = not report.ok and any(fault.expect in msg for msg in messages)
+        results.append(FaultResult(fault.name, fault.description, caught, fault.check,
+                                   messages[0] if messages else "not caught"))
+    return results

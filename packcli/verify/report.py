@@ -1,0 +1,68 @@
+"""Verification results: which check ran, over how much, and the first offending examples."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One broken invariant, located as precisely as the check can."""
+
+    message: str
+    shard: str | None = None
+    row: int | None = None
+    example_id: int | None = None
+    source: str | None = None
+    line: int | None = None
+
+    def where(self) -> str:
+        parts = []
+        if self.shard is not None:
+            parts.append(f"{self.shard}" + (f" row {self.row}" if self.row is not None else ""))
+        if self.example_id is not None:
+            parts.append(f"example {self.example_id}")
+        if self.source is not None:
+            parts.append(f"{self.source}:{self.line}")
+        return ", ".join(parts)
+
+
+@dataclass
+class CheckResult:
+    """One named check. ``count`` is every violation found; ``violations`` keeps the first few."""
+
+    name: str
+    checked: int = 0
+    count: int = 0
+    violations: list[Violation] = field(default_factory=list)
+    skipped: str | None = None
+    limit: int = 20
+
+    @property
+    def ok(self) -> bool:
+        return self.count == 0 and self.skipped is None
+
+    def fail(self, violation: Violation) -> None:
+        self.count += 1
+        if len(self.violations) < self.limit:
+            self.violations.append(violation)
+
+
+@dataclass
+class VerifyReport:
+    directory: str
+    checks: list[CheckResult] = field(default_factory=list)
+    manifest_sha256: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+    def check(self, name: str, limit: int = 20) -> CheckResult:
+        result = CheckResult(name, limit=limit)
+        self.checks.append(result)
+        return result
+
+    def to_dict(self) -> dict:
+        return {"directory": self.directory, "ok": self.ok, "manifest_sha256": self.manifest_sha256,
+                "checks": [dict(asdict(c), ok=c.ok) for c in self.checks]}
