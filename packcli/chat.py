@@ -154,7 +154,7 @@ class Renderer:
             raise InputError(f"template {template.source}: syntax error at line {exc.lineno}: {exc.message}") from exc
         self._tracker: _GenerationTracker = env.extensions[_GenerationTracker.identifier]  # type: ignore[assignment]
         self.template = template
-        self.policy = policy
+        self.policy = LossPolicy(policy)
         self.bos_token = bos_token
         self.eos_token = eos_token
 

@@ -56,6 +56,15 @@ class PackConfig:
     force: bool = False
 
     def __post_init__(self) -> None:
+        # Accept plain strings from Python callers; store the enums.
+        for name, kind in (("loss", LossPolicy), ("input_format", Format), ("overlong", Overlong), ("on_error", OnError)):
+            try:
+                object.__setattr__(self, name, kind(getattr(self, name)))
+            except ValueError:
+                choices = ", ".join(k.value for k in kind)
+                raise PackcliError(f"invalid configuration: {name} must be one of {choices}, got {getattr(self, name)!r}")
+        object.__setattr__(self, "out", Path(self.out))
+        object.__setattr__(self, "inputs", tuple(str(i) for i in self.inputs))
         problems = []
         if not self.inputs:
             problems.append("no input files given")

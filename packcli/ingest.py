@@ -116,8 +116,9 @@ def describe_input(path: Path) -> InputFile:
     return InputFile(path=path, size=path.stat().st_size, sha256=digest.hexdigest())
 
 
-def open_binary(path: Path) -> IO[bytes]:
+def open_binary(path: str | Path) -> IO[bytes]:
     """Open a JSONL file for reading raw lines, decompressing .gz and .zst transparently."""
+    path = Path(path)
     name = path.name.lower()
     if name.endswith(".gz"):
         return gzip.open(path, "rb")
@@ -128,7 +129,7 @@ def open_binary(path: Path) -> IO[bytes]:
     return open(path, "rb")
 
 
-def read_lines(path: Path, file_index: int) -> Iterator[tuple[int, bytes]]:
+def read_lines(path: str | Path, file_index: int) -> Iterator[tuple[int, bytes]]:
     """Yield (1-based line number, raw bytes) for every non-blank line.
 
     Raises:
@@ -169,7 +170,7 @@ def parse_record(raw: bytes, *, file_index: int, line: int, fmt: Format = Format
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
-        return Rejection(file_index, line, f"malformed JSON: {exc.msg} at column {exc.colno}")
+        return Rejection(file_index, line, f"malformed JSON: {exc.msg} (column {exc.colno})")
     try:
         if not isinstance(obj, dict):
             raise _Invalid(f"expected a JSON object, got {_type_name(obj)}")

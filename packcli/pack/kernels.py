@@ -1,0 +1,314 @@
+"""Numba kernels that assign examples to packs: integer arrays in, integer arrays out.
+
+Every kernel reads lengths in the order the caller wants them considered (the shuffled order) and
+returns, for each of those positions, a pack id numbered in creation order. Nothing here knows about
+seeds, metrics or the public API; `strategies.py` wires them together.
+
+Best fit (`best_fit_windows`) runs in O(n + C) per window rather than O(n x packs): open packs sit in
+a stack per remaining room 0..C and a 64-ary summary bitset over room values answers "smallest room
+>= length that has a pack" with a few word lookups. First fit (`first_fit_decreasing`) uses a max segment tree over packs, O(n log n).
+
+Tie-breaks are part of the contract, because tests compare assignments with a reference:
+  * decreasing order: longer first, equal lengths by position (a stable sort);
+  * best fit: among packs with the same least room, the one whose room changed most recently;
+  * first fit: the lowest pack id (creation order).
+"""
+
+import numpy as np
+from numba import njit
+
+_ALL_ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
+_DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)
+
+
+def _debruijn_table() -> np.ndarray:
+    """Index of the lowest set bit, looked up by de Bruijn hashing of the isolated bit."""
+    table = np.zeros(64, dtype=np.int64)
+    for bit in range(64):
+        table[((1 << bit) * int(_DEBRUIJN) % (1 << 64)) >> 58] = bit
+    return table
+
+
+_CTZ_TABLE = _debruijn_table()
+
+
+@njit(cache=True)
+def _lowest_bit(word):
+    """Index of the lowest set bit of a nonzero uint64 (portable count-trailing-zeros)."""
+    isolated = word & (~word + np.uint64(1))
+    return _CTZ_TABLE[np.int64((isolated * _DEBRUIJN) >> np.uint64(58))]
+
+
+@njit(cache=True)
+def _bitset_new(universe):
+    """A 64-ary summary bitset over 0..universe-1: level k+1 has a bit per nonzero word of level k."""
+    sizes = [(universe + 63) >> 6]
+    while sizes[-1] > 1:
+        sizes.append((sizes[-1] + 63) >> 6)
+    offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
+    for level in range(len(sizes)):
+        offsets[level + 1] = offsets[level] + sizes[level]
+    return np.zeros(offsets[-1], dtype=np.uint64), offsets
+
+
+@njit(cache=True)
+def _bitset_add(bits, offsets, x):
+    for level in range(offsets.size - 1):
+        word = offsets[level] + (x >> 6)
+        old = bits[word]
+        bits[word] = old | (np.uint64(1) << np.uint64(x & 63))
+        if old != 0:
+            return
+        x >>= 6
+
+
+@njit(cache=True)
+def _bitset_discard(bits, offsets, x):
+    for level in range(offsets.size - 1):
+        word = offsets[level] + (x >> 6)
+        new = bits[word] & ~(np.uint64(1) << np.uint64(x & 63))
+        bits[word] = new
+        if new != 0:
+            return
+        x >>= 6
+
+
+@njit(cache=True)
+def _bitset_first_at_least(bits, offsets, x):
+    """Smallest member >= x, or -1: climb until a word has a bit at or after x, then descend."""
+    levels = offsets.size - 1
+    level = 0
+    while level < levels:
+        word = x >> 6
+        if offsets[level] + word >= offsets[level + 1]:
+            return -1
+        masked = bits[offsets[level] + word] & (_ALL_ONES << np.uint64(x & 63))
+        if masked != 0:
+            x = (word << 6) | _lowest_bit(masked)
+            while level > 0:
+                level -= 1
+                x = (x << 6) | _lowest_bit(bits[offsets[level] + x])
+            return x
+        x = word + 1
+        level += 1
+    return -1
+
+
+@njit(cache=True)
+def _merge_sort(keys):
+    """Ascending bottom-up merge sort; hand-written because np.sort/argsort add ~5 s of JIT."""
+    src = keys.copy()
+    dst = np.empty_like(keys)
+    n = keys.size
+    width = 1
+    while width < n:
+        for lo in range(0, n, 2 * width):
+            mid = min(lo + width, n)
+            hi = min(lo + 2 * width, n)
+            i = lo
+            j = mid
+            for k in range(lo, hi):
+                if i < mid and (j >= hi or src[i] <= src[j]):
+                    dst[k] = src[i]
+                    i += 1
+                else:
+                    dst[k] = src[j]
+                    j += 1
+        src, dst = dst, src
+        width *= 2
+    return src
+
+
+@njit(cache=True)
+def sort_decreasing(lengths, start, stop, capacity, counts):
+    """Positions start..stop-1 by length descending, ties by position (stable), and their lengths.
+
+    Counting sort when the window is not much smaller than the capacity, merge sort otherwise, so
+    tiny windows under a huge capacity do not pay O(C) each. The counting sort writes the sorted
+    lengths from the histogram instead of gathering them: a gather is 1M random reads at n=1M.
+    `counts` is scratch of size capacity+1.
+    """
+    size = stop - start
+    if size * 8 < capacity:
+        # Key = (capacity - length, position): unique, so any correct sort is stable here.
+        keys = np.empty(size, dtype=np.int64)
+        for i in range(size):
+            keys[i] = (capacity - lengths[start + i]) * size + i
+        keys = _merge_sort(keys)
+        return keys % size + start, capacity - keys // size
+    shortest = capacity
+    longest = 0
+    for pos in range(start, stop):
+        shortest = min(shortest, lengths[pos])
+        longest = max(longest, lengths[pos])
+    counts[shortest : longest + 1] = 0
+    for pos in range(start, stop):
+        counts[lengths[pos]] += 1
+    ordered = np.empty(size, dtype=np.int64)
+    running = 0
+    for length in range(longest, shortest - 1, -1):
+        here = counts[length]
+        for i in range(running, running + here):
+            ordered[i] = length
+        counts[length] = running
+        running += here
+    order = np.empty(size, dtype=np.int64)
+    for pos in range(start, stop):
+        length = lengths[pos]
+        order[counts[length]] = pos
+        counts[length] += 1
+    return order, ordered
+
+
+@njit(cache=True)
+def best_fit_windows(lengths, capacity, window, max_age):
+    """Best-fit decreasing within consecutive windows, carrying open packs across window edges.
+
+    Positions [k*window, (k+1)*window) form window k; each window is sorted longest-first and every
+    example goes to the open pack with the least room that still fits (a new pack if none does).
+    After window k, packs created in window k - max_age + 1 or earlier are closed, so a pack only
+    ever holds examples from max_age consecutive windows. window >= n is plain BFD.
+
+    Packs are created in window order, so "closed" is simply "id < oldest"; closed packs stay in
+    their room's stack and are dropped lazily when they reach its top (amortised O(1) each).
+
+    Returns (pack id per position in creation order as int32, number of packs).
+    """
+    n = lengths.size
+    pack_of = np.empty(n, dtype=np.int32)
+    born = np.empty(n, dtype=np.int64)
+    below = np.empty(n, dtype=np.int64)  # next pack down in the same room's stack, -1 at the bottom
+    top = np.full(capacity + 1, -1, dtype=np.int64)  # newest pack per room value, -1 if none
+    bits, offsets = _bitset_new(capacity + 1)  # room values whose stack is nonempty
+    counts = np.empty(capacity + 1, dtype=np.int64)
+    num_packs = 0
+    oldest = 0
+    for chunk in range((n + window - 1) // window):
+        start = chunk * window
+        order, ordered = sort_decreasing(lengths, start, min(start + window, n), capacity, counts)
+        # Place in sorted order, then scatter: the hot loop touches no input-ordered array.
+        placed = np.empty(order.size, dtype=np.int32)
+        for i in range(order.size):
+            length = ordered[i]
+            pack = -1
+            while pack < 0:
+                fit = _bitset_first_at_least(bits, offsets, length)
+                if fit < 0:
+                    pack = num_packs
+                    num_packs += 1
+                    born[pack] = chunk
+                    left = capacity - length
+                    break
+                pack = top[fit]
+                while pack >= 0 and pack < oldest:
+                    pack = below[pack]
+                if pack >= 0:
+                    top[fit] = below[pack]
+                else:
+                    top[fit] = -1
+                if top[fit] < 0:
+                    _bitset_discard(bits, offsets, fit)
+                left = fit - length
+            below[pack] = top[left]
+            if top[left] < 0:
+                _bitset_add(bits, offsets, left)
+            top[left] = pack
+            placed[i] = pack
+        pack_of[order] = placed
+        while oldest < num_packs and born[oldest] <= chunk - max_age + 1:
+            oldest += 1
+    return pack_of, num_packs
+
+
+@njit(cache=True)
+def _grow_tree(tree, size, capacity):
+    """Double the number of leaves; the new leaves are fresh packs with full room."""
+    bigger = np.full(4 * size, capacity, dtype=np.int64)
+    bigger[2 * size : 3 * size] = tree[size:]
+    for node in range(2 * size - 1, 0, -1):
+        bigger[node] = max(bigger[2 * node], bigger[2 * node + 1])
+    return bigger, 2 * size
+
+
+@njit(cache=True)
+def first_fit_decreasing(lengths, capacity):
+    """First-fit decreasing: each example, longest first, into the lowest-numbered pack that fits.
+
+    The segment tree's leaves are packs initialised to full room, so "the first leaf with room >=
+    length" is either an open pack or the next fresh one. It starts with a power of two above
+    9/8 of the sum bound (FFD is within 11/9 of optimal) and doubles when the leaves run out.
+    """
+    n = lengths.size
+    pack_of = np.empty(n, dtype=np.int32)
+    bound = (np.int64(lengths.sum()) + capacity - 1) // capacity
+    size = 1
+    while size < bound + bound // 8 + 1:
+        size *= 2
+    tree = np.full(2 * size, capacity, dtype=np.int64)
+    num_packs = 0
+    order, ordered = sort_decreasing(lengths, 0, n, capacity, np.empty(capacity + 1, dtype=np.int64))
+    placed = np.empty(n, dtype=np.int32)
+    for i in range(n):
+        length = ordered[i]
+        if tree[1] < length:
+            tree, size = _grow_tree(tree, size, capacity)
+        node = 1
+        while node < size:
+            node = 2 * node if tree[2 * node] >= length else 2 * node + 1
+        placed[i] = node - size
+        num_packs = max(num_packs, node - size + 1)
+        tree[node] -= length
+        node >>= 1
+        while node > 0:
+            tree[node] = max(tree[2 * node], tree[2 * node + 1])
+            node >>= 1
+    pack_of[order] = placed
+    return pack_of, num_packs
+
+
+@njit(cache=True)
+def next_fit(lengths, capacity):
+    """Next fit in the given order: start a new pack whenever the example does not fit the current one."""
+    n = lengths.size
+    pack_of = np.empty(n, dtype=np.int32)
+    pack = -1
+    left = 0
+    for pos in range(n):
+        if lengths[pos] > left:
+            pack += 1
+            left = capacity
+        left -= lengths[pos]
+        pack_of[pos] = pack
+    return pack_of, pack + 1
+
+
+@njit(cache=True)
+def renumber_by_first_position(pack_of, num_packs):
+    """Renumber packs 0.. in order of their first (lowest) position."""
+    new_id = np.full(num_packs, -1, dtype=np.int32)
+    out = np.empty(pack_of.size, dtype=np.int32)
+    next_id = 0
+    for pos in range(pack_of.size):
+        pack = pack_of[pos]
+        if new_id[pack] < 0:
+            new_id[pack] = next_id
+            next_id += 1
+        out[pos] = new_id[pack]
+    return out
+
+
+@njit(cache=True)
+def group_by_pack(pack_of, num_packs):
+    """Positions grouped by pack id (positions ascending within a pack) and the num_packs+1 offsets."""
+    offsets = np.zeros(num_packs + 1, dtype=np.int64)
+    for pos in range(pack_of.size):
+        offsets[pack_of[pos] + 1] += 1
+    for pack in range(num_packs):
+        offsets[pack + 1] += offsets[pack]
+    fill = offsets[:-1].copy()
+    grouped = np.empty(pack_of.size, dtype=np.int64)
+    for pos in range(pack_of.size):
+        pack = pack_of[pos]
+        grouped[fill[pack]] = pos
+        fill[pack] += 1
+    return grouped, offsets

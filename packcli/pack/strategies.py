@@ -1,0 +1,350 @@
+"""Pack example lengths into fixed-capacity packs: the strategy registry, metrics and budgets.
+
+`pack_lengths` shuffles (seeded), lets a strategy assign the shuffled examples to packs, and
+returns a `PackPlan`: which pack each example is in and the order training reads them in.
+
+    shuffled input   e7 e2 e9 e4 e0 e5 ...            (PCG64(seed) permutation of the input)
+    strategy         pack A: e7 e9 e0   pack B: e2 e4   pack C: e5 ...
+    plan.order       | e5 ..  | e7 e9 e0 | e2 e4 |    (packs permuted by PCG64(seed).jumped())
+    pack_offsets     0        k          k+3     k+5
+
+Strategies, by what they trade:
+  * ``bfd``: best-fit decreasing over the whole input. Densest (within ~0.01% of the lower bound
+    on SFT-like lengths) but a pack mixes examples from anywhere in the shuffled order.
+  * ``ffd``: first-fit decreasing; as dense as BFD on most inputs, slower (O(n log n)).
+  * ``window`` (default): BFD over windows of W shuffled examples with open packs carried into the
+    next WINDOW_MAX_AGE - 1 windows, so a pack spans fewer than WINDOW_MAX_AGE * W consecutive
+    shuffled positions. With ``shuffle_packs=False`` every example lands fewer than
+    WINDOW_MAX_AGE * W positions from its shuffled position (see `window_displacement_bound`).
+  * ``sequential``: next fit in shuffled order; zero reordering, the density control.
+"""
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+
+import numpy as np
+import numpy.typing as npt
+
+from packcli.pack import kernels
+
+DEFAULT_WINDOW = 1000
+"""Examples per window: ~90 packs' worth of SFT-like examples at C=4096, enough choice for best
+fit to land within 0.05% of whole-input BFD (docs/benchmarks-packing.md)."""
+
+WINDOW_MAX_AGE = 4
+"""Windows a pack stays open for. 1 closes packs at every window edge as TRL does per 1000-row
+batch (0.44% density lost on SFT-like lengths at C=4096); 2 leaves 0.05%; 4 costs almost no mean
+displacement and cuts the loss on uniform lengths from 1.03% to 0.70% (docs/benchmarks-packing.md)."""
+
+PackAssigner = Callable[[npt.NDArray[np.int64], int, int], tuple[npt.NDArray[np.int32], int]]
+"""(shuffled lengths, capacity, window) -> (pack id per shuffled position, number of packs)."""
+
+_ASSIGNERS: dict[str, PackAssigner] = {
+    "bfd": lambda lengths, capacity, window: kernels.best_fit_windows(
+        lengths, capacity, max(lengths.size, 1), 1
+    ),
+    "ffd": lambda lengths, capacity, window: kernels.first_fit_decreasing(lengths, capacity),
+    "window": lambda lengths, capacity, window: kernels.best_fit_windows(
+        lengths, capacity, window, WINDOW_MAX_AGE
+    ),
+    "sequential": lambda lengths, capacity, window: kernels.next_fit(lengths, capacity),
+}
+
+STRATEGIES: tuple[str, ...] = tuple(_ASSIGNERS)
+
+
+def window_displacement_bound(window: int) -> int:
+    """Largest |packed position - shuffled position| the window strategy allows (shuffle_packs=False).
+
+    A pack born in window k holds only positions in [kW, (k+A)W) (A = WINDOW_MAX_AGE), and packs are
+    ordered by first position, so everything before example i in the packed order lies below
+    (k+A)W and everything at a shuffled position below the pack's first example comes before i.
+    """
+    return WINDOW_MAX_AGE * window - 1
+
+
+@dataclass(frozen=True)
+class LowerBounds:
+    """Lower bounds on the number of packs any packing needs."""
+
+    sum: int
+    """ceil(total tokens / capacity)."""
+    l2: int
+    """Martello-Toth L2 (1990), never below `sum`."""
+
+    @property
+    def best(self) -> int:
+        return max(self.sum, self.l2)
+
+
+def lower_bounds(lengths: npt.ArrayLike, capacity: int) -> LowerBounds:
+    """ceil(sum/C) and Martello-Toth L2 = max over 0 <= K <= C/2 of
+    |{l > C-K}| + |{C/2 < l <= C-K}| + max(0, ceil((sum{K <= l <= C/2} - free room of the second
+    set) / C)), computed for every K at once from a length histogram in O(n + C).
+    """
+    lengths = np.asarray(lengths, dtype=np.int64)
+    if lengths.size == 0:
+        return LowerBounds(sum=0, l2=0)
+    hist = np.bincount(lengths, minlength=capacity + 1)[: capacity + 1]
+    count_upto = np.cumsum(hist)  # items with length <= index
+    tokens_upto = np.cumsum(hist * np.arange(capacity + 1))
+    half = capacity // 2  # l <= C/2  <=>  l <= half, for integers
+    k = np.arange(half + 1)
+    big = lengths.size - count_upto[capacity - k]  # l > C - K
+    mid = count_upto[capacity - k] - count_upto[half]  # C/2 < l <= C - K
+    mid_tokens = tokens_upto[capacity - k] - tokens_upto[half]
+    below_k = np.where(k > 0, k - 1, 0)
+    small_tokens = tokens_upto[half] - tokens_upto[below_k]  # K <= l <= C/2
+    overflow = small_tokens - (mid * capacity - mid_tokens)
+    l2 = big + mid + np.maximum(0, -(-overflow // capacity))
+    return LowerBounds(sum=int(-(-int(lengths.sum()) // capacity)), l2=int(l2.max()))
+
+
+@dataclass(frozen=True)
+class PackMetrics:
+    """How dense a packing is and how far it moved examples from their shuffled positions."""
+
+    num_examples: int
+    num_packs: int
+    tokens: int
+    density: float
+    """tokens / (num_packs * capacity); 0 with no packs."""
+    lower_bound: int
+    lb_sum: int
+    lb_l2: int
+    gap_to_bound: float
+    """(num_packs - lower_bound) / lower_bound; 0 with no packs."""
+    displacement_mean: float
+    """|position in plan.order - position in the shuffled input|, in examples. Pack shuffling
+    moves whole packs, so with shuffle_packs=True this is O(n) for every strategy."""
+    displacement_p99: float
+    displacement_max: int
+    length_position_corr: float
+    """Pearson correlation of length with position in plan.order (0 if undefined)."""
+
+    def to_dict(self) -> dict[str, int | float]:
+        return asdict(self)
+
+
+def measure_packing(
+    shuffled_lengths: npt.NDArray[np.int64],
+    grouped: npt.NDArray[np.int64],
+    pack_offsets: npt.NDArray[np.int64],
+    capacity: int,
+) -> PackMetrics:
+    """Metrics of any packing given as shuffled positions grouped by pack (also used for peers).
+
+    Args:
+        shuffled_lengths: lengths in the order the packer saw them.
+        grouped: shuffled positions in packed order (a permutation of 0..n-1).
+        pack_offsets: num_packs + 1 offsets into `grouped`.
+        capacity: tokens per pack.
+    """
+    n = int(shuffled_lengths.size)
+    num_packs = int(pack_offsets.size - 1)
+    tokens = int(shuffled_lengths.sum())
+    bounds = lower_bounds(shuffled_lengths, capacity)
+    displacement = np.abs(np.arange(n) - grouped)
+    packed_lengths = shuffled_lengths[grouped].astype(np.float64)
+    corr = 0.0
+    if n >= 2 and packed_lengths.std() > 0:
+        corr = float(np.corrcoef(packed_lengths, np.arange(n, dtype=np.float64))[0, 1])
+    return PackMetrics(
+        num_examples=n,
+        num_packs=num_packs,
+        tokens=tokens,
+        density=tokens / (num_packs * capacity) if num_packs else 0.0,
+        lower_bound=bounds.best,
+        lb_sum=bounds.sum,
+        lb_l2=bounds.l2,
+        gap_to_bound=(num_packs - bounds.best) / bounds.best if bounds.best else 0.0,
+        displacement_mean=float(displacement.mean()) if n else 0.0,
+        displacement_p99=float(np.percentile(displacement, 99)) if n else 0.0,
+        displacement_max=int(displacement.max()) if n else 0,
+        length_position_corr=corr,
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class PackPlan:
+    """Where every example goes. Arrays are read-only; `lengths` is kept so the plan can be
+    checked and re-packed (check_budgets) without the caller passing the data again."""
+
+    lengths: npt.NDArray[np.int64]
+    """Token count per example, input order."""
+    pack_of: npt.NDArray[np.int32]
+    """Final pack index per example, input order."""
+    order: npt.NDArray[np.int64]
+    """Example indices in packed order: pack 0's examples, then pack 1's, ..."""
+    pack_offsets: npt.NDArray[np.int64]
+    """num_packs + 1 offsets into `order`."""
+    num_packs: int
+    capacity: int
+    strategy: str
+    window: int | None
+    seed: int
+    shuffle: bool
+    shuffle_packs: bool
+    metrics: PackMetrics
+
+
+def _validated_lengths(lengths: npt.ArrayLike, capacity: int) -> npt.NDArray[np.int64]:
+    array = np.asarray(lengths)
+    if array.ndim != 1:
+        raise ValueError(f"lengths must be one-dimensional, got shape {array.shape}")
+    if array.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    if array.dtype.kind not in "iu":
+        raise ValueError(f"lengths must be integers, got dtype {array.dtype}")
+    bad = np.flatnonzero((array < 1) | (array > capacity))
+    if bad.size:
+        first = int(bad[0])
+        raise ValueError(
+            f"lengths[{first}] = {array[first]} is outside 1..{capacity} (capacity); "
+            f"{bad.size} example(s) out of range: drop empty examples and truncate or drop "
+            "over-long ones before packing"
+        )
+    return array.astype(np.int64)
+
+
+def pack_lengths(
+    lengths: npt.ArrayLike,
+    capacity: int,
+    *,
+    strategy: str = "window",
+    window: int | None = None,
+    seed: int = 0,
+    shuffle: bool = True,
+    shuffle_packs: bool = True,
+) -> PackPlan:
+    """Assign examples to packs of `capacity` tokens.
+
+    Args:
+        lengths: tokens per example, input order; each in 1..capacity.
+        capacity: tokens per pack.
+        strategy: one of STRATEGIES.
+        window: examples per window for strategy="window" (default DEFAULT_WINDOW); ignored and
+            stored as None for the other strategies.
+        seed: seeds the example shuffle (PCG64(seed)) and the pack shuffle (PCG64(seed).jumped()),
+            so a seed gives the same plan on any machine.
+        shuffle: permute the examples before packing; False packs them in input order.
+        shuffle_packs: permute the packs, so training does not meet all long-example packs first;
+            False numbers packs by their first example's shuffled position.
+
+    Returns:
+        The PackPlan with its metrics.
+
+    Raises:
+        ValueError: an unknown strategy, a bad capacity/window/seed, or a length outside 1..capacity.
+    """
+    if strategy not in _ASSIGNERS:
+        raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
+    if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)) or capacity < 1:
+        raise ValueError(f"capacity must be a positive integer, got {capacity!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    if strategy == "window":
+        window = DEFAULT_WINDOW if window is None else window
+        if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1:
+            raise ValueError(f"window must be a positive integer, got {window!r}")
+    else:
+        window = None
+    capacity = int(capacity)
+    values = _validated_lengths(lengths, capacity)
+    n = values.size
+
+    shuffled_from = np.random.Generator(np.random.PCG64(seed)).permutation(n) if shuffle else np.arange(n)
+    shuffled = values[shuffled_from]
+    raw, num_packs = _ASSIGNERS[strategy](shuffled, capacity, int(window or 0))
+    pack_at = kernels.renumber_by_first_position(raw, num_packs)
+    if shuffle_packs:
+        pack_perm = np.random.Generator(np.random.PCG64(seed).jumped()).permutation(num_packs)
+        pack_at = pack_perm.astype(np.int32)[pack_at]
+    grouped, pack_offsets = kernels.group_by_pack(pack_at, num_packs)
+    pack_of = np.empty(n, dtype=np.int32)
+    pack_of[shuffled_from] = pack_at
+    order = shuffled_from[grouped].astype(np.int64)
+    for array in (values, pack_of, order, pack_offsets):
+        array.setflags(write=False)
+    return PackPlan(
+        lengths=values,
+        pack_of=pack_of,
+        order=order,
+        pack_offsets=pack_offsets,
+        num_packs=int(num_packs),
+        capacity=capacity,
+        strategy=strategy,
+        window=None if window is None else int(window),
+        seed=int(seed),
+        shuffle=shuffle,
+        shuffle_packs=shuffle_packs,
+        metrics=measure_packing(shuffled, grouped, pack_offsets, capacity),
+    )
+
+
+def _meets(metrics: PackMetrics, min_density: float | None, max_displacement: float | None) -> bool:
+    return (min_density is None or metrics.density >= min_density) and (
+        max_displacement is None or metrics.displacement_max <= max_displacement
+    )
+
+
+def check_budgets(
+    plan: PackPlan, *, min_density: float | None, max_displacement: float | None
+) -> list[str]:
+    """One message per unmet budget, with the achieved value and an alternative that meets it.
+
+    `max_displacement` is compared with `metrics.displacement_max` (examples). Alternatives are
+    found by re-packing `plan.lengths` with every other strategy (same seed, shuffle and window),
+    and, for an unmet displacement budget, also with shuffle_packs=False, since pack shuffling
+    alone moves examples O(n). Among those that meet the budget, one that meets every budget is named
+    first, then the densest.
+
+    Returns:
+        Messages such as "density 0.9512 < --min-density 0.97 (strategy=sequential); bfd reaches
+        0.9987"; empty when every budget is met.
+    """
+    metrics = plan.metrics
+    unmet_density = min_density is not None and metrics.density < min_density
+    unmet_displacement = max_displacement is not None and metrics.displacement_max > max_displacement
+    if not (unmet_density or unmet_displacement):
+        return []
+    # Density does not depend on pack order, so unshuffled variants only matter for displacement.
+    pack_orders = (plan.shuffle_packs, False) if unmet_displacement else (plan.shuffle_packs,)
+    alternatives = []
+    for shuffle_packs in dict.fromkeys(pack_orders):
+        for strategy in STRATEGIES:
+            if (strategy, shuffle_packs) == (plan.strategy, plan.shuffle_packs):
+                continue
+            other = pack_lengths(
+                plan.lengths,
+                plan.capacity,
+                strategy=strategy,
+                window=plan.window if strategy == plan.strategy else None,
+                seed=plan.seed,
+                shuffle=plan.shuffle,
+                shuffle_packs=shuffle_packs,
+            )
+            name = strategy if shuffle_packs == plan.shuffle_packs else f"{strategy} with shuffle_packs=False"
+            alternatives.append((name, other.metrics))
+    alternatives.sort(key=lambda item: (not _meets(item[1], min_density, max_displacement), -item[1].density))
+    where = f"(strategy={plan.strategy})"
+    messages = []
+    if unmet_density:
+        found = [(name, m) for name, m in alternatives if m.density >= min_density]
+        hint = f"{found[0][0]} reaches {found[0][1].density:.4f}" if found else (
+            f"no strategy reaches it; the lower bound allows at most "
+            f"{metrics.tokens / (metrics.lower_bound * plan.capacity):.4f}"
+        )
+        messages.append(f"density {metrics.density:.4f} < --min-density {min_density} {where}; {hint}")
+    if unmet_displacement:
+        found = [(name, m) for name, m in alternatives if m.displacement_max <= max_displacement]
+        hint = (
+            f"{found[0][0]} reaches {found[0][1].displacement_max} at density {found[0][1].density:.4f}"
+            if found
+            else "no strategy reaches it; lower --window or use sequential with shuffle_packs=False"
+        )
+        messages.append(
+            f"max displacement {metrics.displacement_max} > --max-displacement {max_displacement:g} "
+            f"{where}; {hint}"
+        )
+    return messages
