@@ -155,7 +155,7 @@ def verify(
                                  progress=console.Progress(enabled=not json_out))
         attn = None
         if attention:
-            from packcli.verify.packs import attention_check
+            from packcli.verify.artifact import attention_check
 
             attn = attention_check(directory, [b.strip() for b in attention.split(",") if b.strip()],
                                    device=device, dtype=dtype, packs=packs)

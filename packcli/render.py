@@ -53,8 +53,8 @@ def render_verify(report, attention, *, as_json: bool) -> bool:  # noqa: ANN001
         verdict = "[green]ok[/]" if c.ok else (f"[yellow]skipped[/]: {c.skipped}" if c.skipped else "[red]FAIL[/]")
         table.add_row(c.name, f"{c.checked:,}", f"{c.count:,}", verdict)
     if attention is not None:
-        for b in attention.backends:
-            table.add_row(f"attention:{b.name}", f"{b.examples:,}", "-", "[green]ok[/]" if b.ok else "[red]FAIL[/]")
+        for b in attention.results:
+            table.add_row(f"attention:{b.backend}", f"{len(b.packs)} packs", "-", "[green]ok[/]" if b.ok else "[red]FAIL[/]")
     console.out.print(table)
     for c in report.checks:
         for v in c.violations:
@@ -174,3 +174,26 @@ def render_artifact_stats(stats, *, as_json: bool, plot) -> None:  # noqa: ANN00
         ("tokenizer", ident["tokenizer_sha256"][:16]), ("template", f"{ident['template_sha256'][:16]} "
                                                                     f"({ident['template_source']})"),
         ("loss", ident["loss_policy"]), *((k, v) for k, v in ident["versions"].items())]))
+
+
+def render_attention(report) -> None:  # noqa: ANN001 - AttentionReport
+    """Per backend: the largest differences against the unpacked control, and the controls."""
+    table = Table(title="attention: packed vs each example alone", title_justify="left")
+    for col in ("backend", "dtype", "max |logit diff|", "max token-loss diff", "max grad rel diff",
+                "neighbour mutation", "continued positions", "result"):
+        table.add_column(col, justify="right" if "diff" in col else "left")
+    for b in report.results:
+        logit = max((max(p.logits_max_diff) for p in b.packs), default=0.0)
+        loss = max((p.token_loss_max_diff for p in b.packs), default=0.0)
+        grads = [p.grad_weight_rel_diff for p in b.packs if p.grad_weight_rel_diff is not None]
+        neighbour = [p.neighbour for p in b.packs if p.neighbour is not None]
+        table.add_row(b.backend, b.dtype, f"{logit:.2e}", f"{loss:.2e}", f"{max(grads):.2e}" if grads else "-",
+                      ("unchanged" if not any(n.moved for n in neighbour) else "[red]MOVED[/]") if neighbour else "-",
+                      "detected" if all(p.rotary.continued_detected for p in b.packs) else "[red]missed[/]",
+                      "[green]ok[/]" if b.ok else "[red]LEAKS[/]")
+    console.out.print(table)
+    for b in report.results:
+        for line in b.evidence[:5]:
+            console.out.print(f"  {b.backend}: {line}", highlight=False, soft_wrap=True)
+    for name, why in report.skipped:
+        console.out.print(f"  skipped {name}: {why}", highlight=False)

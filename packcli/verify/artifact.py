@@ -56,3 +56,22 @@ def verify_artifact(directory: str | Path, *, tokenizer: str | None = None, temp
             else:
                 check_reconstruction(manifest, seam, shards, tok, text, result, source_root=root, progress=progress)
     return report
+
+
+def attention_check(directory: str | Path, backends: list[str], *, device: str = "cpu", dtype: str = "float32",
+                    packs: int = 4, check_grads: bool = True):  # noqa: ANN201 - AttentionReport, imported lazily
+    """Prove packed == alone for the first ``packs`` packs with a seam, through each backend.
+
+    Raises:
+        PackcliError: torch missing, or a backend that cannot run on this device/dtype (never a fallback).
+    """
+    from packcli.data import iter_packs
+    from packcli.verify.attention import PackArrays, check_packs
+
+    chosen = []
+    for pack in iter_packs(directory):
+        if len(pack.cu_seqlens) > 2:
+            chosen.append(PackArrays(pack.input_ids, pack.labels, pack.position_ids, pack.cu_seqlens))
+        if len(chosen) == packs:
+            break
+    return check_packs(chosen, backends=backends, device=device, dtype=dtype, check_grads=check_grads)

@@ -1,0 +1,84 @@
+"""The CLI: exit codes, messages on stderr, --json on stdout, bare `packcli pack`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import FIXTURES, ROOT
+from packcli.cli import app
+
+runner = CliRunner()
+
+
+def run(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def test_bare_pack_packs_the_bundled_corpus(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "packcli", "pack", "--out", str(tmp_path / "p"), "--json"],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["counts"]["packs"] > 0 and data["counts"]["records"] > 200
+    manifest = json.loads((tmp_path / "p" / "manifest.json").read_text())
+    assert all(not i["path"].startswith("/") for i in manifest["inputs"]), "relative paths keep manifests portable"
+
+
+def test_pack_json_and_verify_exit_codes(tmp_path, corpus_files, tokenizer_dir):
+    out = tmp_path / "o"
+    result = run("pack", *corpus_files, "-t", tokenizer_dir, "-o", out, "-c", 512, "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["metrics"]["density"] > 0.9
+    ok = run("verify", out, "--json")
+    assert ok.exit_code == 0 and json.loads(ok.stdout)["ok"] is True
+    shard = out / "shard-00000.parquet"
+    data = bytearray(shard.read_bytes())
+    data[100] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    bad = run("verify", out, "--json")
+    assert bad.exit_code == 1 and json.loads(bad.stdout)["ok"] is False
+
+
+@pytest.mark.parametrize("args,message", [
+    (["pack", "missing.jsonl", "-t", FIXTURES / "tokenizer"], "missing.jsonl: no such file"),
+    (["pack", FIXTURES / "corpus" / "text.jsonl", "-t", "/nonexistent/tok.json"], "no such file"),
+    (["pack", FIXTURES / "corpus" / "text.jsonl", "-t", FIXTURES / "tokenizer", "-c", "0"], "--capacity must be at least 2"),
+    (["verify", "/nonexistent-dir"], "not a packcli artifact"),
+    (["stats", "missing.jsonl", "-t", FIXTURES / "tokenizer"], "missing.jsonl: no such file"),
+    (["stats", FIXTURES / "corpus" / "text.jsonl", "-t", FIXTURES / "corpus" / "text.jsonl"], "not a valid tokenizer.json"),
+])
+def test_usage_errors_exit_2_with_a_message(args, message, tmp_path):
+    result = run(*args, *(["-o", tmp_path / "o"] if args[0] == "pack" else []))
+    assert result.exit_code == 2
+    assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_on_error_fail_exits_1_with_file_line(tmp_path):
+    result = run("pack", FIXTURES / "corpus" / "broken.jsonl", "-t", FIXTURES / "tokenizer", "-o", tmp_path / "o",
+                 "--on-error", "fail")
+    assert result.exit_code == 1
+    assert "broken.jsonl:3:" in result.stderr and not (tmp_path / "o").exists()
+
+
+def test_budget_failure_exits_1_and_names_a_strategy(tmp_path, corpus_files):
+    result = run("pack", *corpus_files, "-t", FIXTURES / "tokenizer", "-o", tmp_path / "o", "--strategy", "sequential",
+                 "--min-density", "0.999")
+    assert result.exit_code == 1 and "density" in result.stderr and not (tmp_path / "o").exists()
+
+
+def test_self_test_cli(packed):
+    result = run("verify", packed, "--self-test", "--json")
+    assert result.exit_code == 0, result.output
+    faults = json.loads(result.stdout)["faults"]
+    assert len(faults) == 10 and all(f["caught"] for f in faults)
+
+
+def test_help_lists_commands_and_examples():
+    result = run("--help")
+    assert all(cmd in result.stdout for cmd in ("pack", "verify", "stats"))
+    assert "Examples" in run("pack", "--help").stdout

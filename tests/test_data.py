@@ -1,0 +1,35 @@
+"""packcli.data: loading packs and collating varlen batches."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from packcli.data import collate_flattening, collate_varlen, iter_packs
+
+
+def test_iter_and_collate(packed):
+    packs = list(iter_packs(packed))
+    assert packs and all(len(p.input_ids) == p.cu_seqlens[-1] for p in packs)
+    batch = collate_varlen(packs[:3])
+    total = sum(len(p.input_ids) for p in packs[:3])
+    assert batch["input_ids"].shape == (1, total) and batch["cu_seqlens"][-1] == total
+    assert len(batch["cu_seqlens"]) == sum(len(p.example_ids) for p in packs[:3]) + 1
+    seg = np.diff(batch["cu_seqlens"])
+    assert batch["max_seqlen"] == seg.max()
+    # positions restart exactly at the global seams
+    assert np.all(batch["position_ids"][0][batch["cu_seqlens"][:-1]] == 0)
+
+
+def test_fixed_shapes(packed):
+    packs = list(iter_packs(packed))[:2]
+    batch = collate_varlen(packs, pad_to=4096, fixed_segments=64)
+    assert batch["input_ids"].shape == (1, 4096) and batch["cu_seqlens"].shape == (65,)
+    assert np.all(batch["labels"][0][sum(len(p.input_ids) for p in packs):] == -100)
+    with pytest.raises(ValueError, match="pad_to"):
+        collate_varlen(packs, pad_to=10)
+
+
+def test_flattening_has_no_attention_mask(packed):
+    batch = collate_flattening(list(iter_packs(packed))[:2])
+    assert set(batch) == {"input_ids", "labels", "position_ids"}
