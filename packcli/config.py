@@ -53,6 +53,7 @@ class PackConfig:
     max_displacement: float | None = None
     packs_per_shard: int = 2048
     batch_records: int = 4096
+    lines_per_unit: int = 100_000
     force: bool = False
 
     def __post_init__(self) -> None:
@@ -80,6 +81,8 @@ class PackConfig:
             problems.append(f"--max-displacement must be >= 0, got {self.max_displacement}")
         if self.packs_per_shard < 1:
             problems.append(f"--packs-per-shard must be positive, got {self.packs_per_shard}")
+        if self.lines_per_unit < 1:
+            problems.append(f"--unit-lines must be positive, got {self.lines_per_unit}")
         if self.batch_records < 1:
             problems.append(f"batch size must be positive, got {self.batch_records}")
         if problems:

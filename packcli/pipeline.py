@@ -12,12 +12,12 @@ has no manifest and that ``verify`` refuses.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -28,15 +28,17 @@ from packcli import manifest as mf
 from packcli.chat import Renderer, load_template, require_markers
 from packcli.config import Overlong, OnError, PackConfig
 from packcli.console import NO_PROGRESS, Progress
-from packcli.errors import BudgetError, InputError, RecordError
-from packcli.ingest import InputFile, describe_input, expand_inputs, read_lines
+from packcli.errors import BudgetError, InputError
+from packcli.engine import Engine
+from packcli.engine.local import LocalEngine
+from packcli.ingest import describe_input, expand_inputs
 from packcli.pack import check_budgets, pack_lengths
-from packcli.prepare import Preparer, example_id
+from packcli.prepare import Preparer
+from packcli.units import (DROPPED, PACKED, REJECTED, STATUSES, TRUNCATED, UnitIndex, UnitJob, UnitSpec,
+                           plan_units, register_preparer, spill_paths)
 from packcli.shards import ShardInfo, build_table, file_sha256, shard_name, write_shard
 from packcli.tokenization import IGNORE_INDEX, LoadedTokenizer, load_tokenizer, token_hash
 
-STATUSES = ("packed", "truncated", "dropped", "rejected")
-PACKED, TRUNCATED, DROPPED, REJECTED = range(4)
 SEAM_TABLE_SCHEMA = pa.schema([
     ("example_id", pa.int64()), ("source", pa.string()), ("line", pa.int32()), ("status", pa.string()),
     ("reason", pa.string()), ("shard", pa.string()), ("row", pa.int32()), ("offset", pa.int32()),
@@ -45,31 +47,33 @@ SEAM_TABLE_SCHEMA = pa.schema([
 ])
 
 
-@dataclass
+@dataclass(frozen=True)
 class ExampleIndex:
-    """Per-example facts in input order; token ids and labels live in the spill files."""
+    """Per-example facts in input order; token ids and labels live in the merged spill."""
 
-    ids: list[int] = field(default_factory=list)
-    file_index: list[int] = field(default_factory=list)
-    line: list[int] = field(default_factory=list)
-    status: list[int] = field(default_factory=list)
-    reason: list[str] = field(default_factory=list)
-    spill_offset: list[int] = field(default_factory=list)
-    length: list[int] = field(default_factory=list)
-    supervised: list[int] = field(default_factory=list)
-    records_per_file: list[int] = field(default_factory=list)
+    ids: np.ndarray
+    file_index: np.ndarray
+    line: np.ndarray
+    status: np.ndarray
+    reason: list[str]
+    spill_offset: np.ndarray
+    length: np.ndarray
+    supervised: np.ndarray
+    records_per_file: list[int]
 
-    def add(self, eid: int, fi: int, line: int, status: int, reason: str, offset: int, length: int,
-            supervised: int) -> None:
-        self.ids.append(eid)
-        self.file_index.append(fi)
-        self.line.append(line)
-        self.status.append(status)
-        self.reason.append(reason)
-        self.spill_offset.append(offset)
-        self.length.append(length)
-        self.supervised.append(supervised)
-        self.records_per_file[fi] += 1
+    @classmethod
+    def merge(cls, specs: list[UnitSpec], units: list[UnitIndex], num_files: int) -> ExampleIndex:
+        lengths = np.concatenate([u.lengths for u in units]) if units else np.zeros(0, np.int64)
+        offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64) if len(lengths) else lengths
+        file_index = np.concatenate([np.full(len(u.lines), s.file_index, np.int32) for s, u in zip(specs, units)])
+        return cls(
+            ids=np.concatenate([u.example_ids for u in units]), file_index=file_index,
+            line=np.concatenate([u.lines for u in units]), status=np.concatenate([u.status for u in units]),
+            reason=[r for u in units for r in u.reasons],
+            spill_offset=np.where(np.concatenate([u.status for u in units]) == REJECTED, -1, offsets),
+            length=lengths, supervised=np.concatenate([u.supervised for u in units]),
+            records_per_file=np.bincount(file_index, minlength=num_files).tolist(),
+        )
 
 
 @dataclass(frozen=True)
@@ -81,8 +85,13 @@ class PackSummary:
     stage_seconds: dict[str, float]
 
 
-def pack_corpus(config: PackConfig, progress: Progress = NO_PROGRESS) -> PackSummary:
+def pack_corpus(config: PackConfig, progress: Progress = NO_PROGRESS, engine: Engine | None = None) -> PackSummary:
     """Run the whole ``pack`` job. See the module docstring for the streaming and atomicity design.
+
+    Args:
+        config: the validated configuration.
+        progress: where to report progress (silent by default).
+        engine: runs the tokenization units; the local engine by default.
 
     Raises:
         PackcliError: bad configuration, inputs, tokenizer or template; a record under
@@ -97,17 +106,60 @@ def pack_corpus(config: PackConfig, progress: Progress = NO_PROGRESS) -> PackSum
     out = Path(config.out)
     _check_out(out, config.force)
     out.parent.mkdir(parents=True, exist_ok=True)
+    work = out.parent / f".packcli-work-{out.name}"  # unit spills; kept after a failure so a re-run resumes
+    work.mkdir(exist_ok=True)
+    job = UnitJob(tokenizer=config.tokenizer, template=config.template, loss=config.loss.value,
+                  input_format=config.input_format.value, batch_records=config.batch_records,
+                  fail_fast=config.on_error is OnError.fail, work_dir=str(work),
+                  config_hash=_tokenization_hash(tokenizer, template, config))
+    register_preparer(job, Preparer(renderer, tokenizer, config.input_format))
     tmp = Path(tempfile.mkdtemp(prefix=f".packcli-tmp-{out.name}-", dir=out.parent))
     try:
         with progress.running():
-            index, spill_ids, spill_labels = _tokenize_all(files, renderer, tokenizer, config, tmp, progress, timings)
+            specs = plan_units(files, config.lines_per_unit)
+            progress.start("units", "tokenizing", total=len(specs))
+            t0 = time.perf_counter()
+            units = (engine or LocalEngine()).run(job, specs, lambda spec: progress.advance("units"))
+            timings["tokenize_wall_s"] = time.perf_counter() - t0
+            for key in ("read_render_s", "tokenize_s"):
+                timings[key] = sum(u.seconds.get(key, 0.0) for u in units)
+            index = ExampleIndex.merge(specs, units, len(files))
+            if not len(index.ids):
+                raise InputError("no records found in the inputs (all files empty?)", "check the input paths")
+            spill_ids, spill_labels = _merge_spills(specs, work, tmp)
             manifest = _plan_and_write(index, spill_ids, spill_labels, files, tokenizer, template, config, tmp,
                                        progress, timings)
         _replace_dir(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    shutil.rmtree(work, ignore_errors=True)
     return PackSummary(out=out, manifest=manifest, stage_seconds=timings)
+
+
+def _tokenization_hash(tokenizer: LoadedTokenizer, template, config: PackConfig) -> str:  # noqa: ANN001
+    """Everything that decides a unit's tokens: a re-run may reuse units only when this matches."""
+    from packcli import __version__
+
+    key = [__version__, tokenizer.sha256, template.sha256, config.loss.value, config.input_format.value,
+           config.on_error.value, config.lines_per_unit]
+    return hashlib.sha256(json.dumps(key).encode()).hexdigest()
+
+
+def _merge_spills(specs: list[UnitSpec], work: Path, tmp: Path):
+    """Concatenate the units' spills (in unit order) into one memory-mapped pair in the temp dir."""
+    spill_dir = tmp / ".spill"
+    spill_dir.mkdir()
+    merged = (spill_dir / "ids.bin", spill_dir / "labels.bin")
+    with open(merged[0], "wb") as ids_out, open(merged[1], "wb") as labels_out:
+        for spec in specs:
+            ids_path, labels_path = spill_paths(work, spec)
+            for src, dst in ((ids_path, ids_out), (labels_path, labels_out)):
+                with open(src, "rb") as handle:
+                    shutil.copyfileobj(handle, dst, 1 << 22)
+    if merged[0].stat().st_size == 0:
+        return np.zeros(0, np.int32), np.zeros(0, np.int32)
+    return (np.memmap(merged[0], dtype=np.int32, mode="r"), np.memmap(merged[1], dtype=np.int32, mode="r"))
 
 
 def _check_out(out: Path, force: bool) -> None:
@@ -124,49 +176,6 @@ def _replace_dir(tmp: Path, out: Path) -> None:
         shutil.rmtree(trash) if trash.is_dir() else trash.unlink()
     else:
         tmp.rename(out)
-
-
-def _batches(files: list[InputFile], size: int) -> Iterator[list[tuple[int, int, bytes]]]:
-    batch: list[tuple[int, int, bytes]] = []
-    for fi, f in enumerate(files):
-        for line, raw in read_lines(f.path, fi):
-            batch.append((fi, line, raw))
-            if len(batch) == size:
-                yield batch
-                batch = []
-    if batch:
-        yield batch
-
-
-def _tokenize_all(files, renderer: Renderer, tokenizer: LoadedTokenizer, config: PackConfig, tmp: Path,
-                  progress: Progress, timings: dict[str, float]):
-    """Stream every record through parse -> render -> tokenize, appending tokens to spill files."""
-    index = ExampleIndex(records_per_file=[0] * len(files))
-    preparer = Preparer(renderer, tokenizer, config.input_format)
-    spill_dir = tmp / ".spill"
-    spill_dir.mkdir()
-    offset = 0
-    progress.start("read", "tokenizing", total=None)
-    with open(spill_dir / "ids.bin", "wb") as ids_out, open(spill_dir / "labels.bin", "wb") as labels_out:
-        for batch in _batches(files, config.batch_records):
-            for (fi, line, _), outcome in zip(batch, preparer.prepare(batch)):
-                eid = example_id(files[fi].sha256, line)
-                if isinstance(outcome, str):
-                    if config.on_error is OnError.fail:
-                        raise RecordError(str(files[fi].path), line, outcome)
-                    index.add(eid, fi, line, REJECTED, outcome, -1, 0, 0)
-                    continue
-                ids_out.write(outcome.input_ids.tobytes())
-                labels_out.write(outcome.labels.tobytes())
-                index.add(eid, fi, line, PACKED, "", offset, len(outcome.input_ids), outcome.supervised)
-                offset += len(outcome.input_ids)
-            progress.advance("read", len(batch))
-    timings.update(preparer.seconds)
-    if not index.ids:
-        raise InputError("no records found in the inputs (all files empty?)", "check the input paths")
-    spill_ids = np.memmap(spill_dir / "ids.bin", dtype=np.int32, mode="r") if offset else np.zeros(0, np.int32)
-    spill_labels = np.memmap(spill_dir / "labels.bin", dtype=np.int32, mode="r") if offset else np.zeros(0, np.int32)
-    return index, spill_ids, spill_labels
 
 
 def _plan_and_write(index: ExampleIndex, spill_ids, spill_labels, files, tokenizer, template, config: PackConfig,
@@ -294,7 +303,7 @@ def _write_rejects(tmp: Path, index: ExampleIndex, files, status) -> int:
     count = 0
     with open(tmp / mf.REJECTS_NAME, "w", encoding="utf-8") as handle:
         for i in np.flatnonzero(status == REJECTED):
-            record = {"source": str(files[index.file_index[i]].path), "line": index.line[i], "reason": index.reason[i]}
+            record = {"source": str(files[index.file_index[i]].path), "line": int(index.line[i]), "reason": index.reason[i]}
             handle.write(json.dumps(record, ensure_ascii=False) + "\n")
             count += 1
     return count

@@ -110,7 +110,10 @@ def test_failure_mid_write_leaves_nothing(tmp_path, corpus_files, tokenizer_dir,
     monkeypatch.setattr(pipeline, "write_shard", failing)
     with pytest.raises(RuntimeError, match="disk full"):
         pack_corpus(config(corpus_files, tokenizer_dir, tmp_path / "out", capacity=512, packs_per_shard=4))
-    assert list(tmp_path.iterdir()) == []
+    # Only the unit work directory survives (for resume); it holds no manifest and no shard.
+    assert [p.name for p in tmp_path.iterdir()] == [".packcli-work-out"]
+    assert not list((tmp_path / ".packcli-work-out").glob("*.parquet"))
+    assert not list(tmp_path.rglob("manifest.json"))
 
 
 def test_killed_run_leaves_no_valid_directory(tmp_path, tokenizer_dir):

@@ -4,9 +4,12 @@ Every kernel reads lengths in the order the caller wants them considered (the sh
 returns, for each of those positions, a pack id numbered in creation order. Nothing here knows about
 seeds, metrics or the public API; `strategies.py` wires them together.
 
-Best fit (`best_fit_windows`) runs in O(n + C) per window rather than O(n x packs): open packs sit in
-a stack per remaining room 0..C and a 64-ary summary bitset over room values answers "smallest room
->= length that has a pack" with a few word lookups. First fit (`first_fit_decreasing`) uses a max segment tree over packs, O(n log n).
+Best fit (`best_fit_windows`) places an example in O(log_64 C), not O(open packs): open packs sit
+in a stack per remaining room 0..C, and a 64-ary summary bitset over room values answers "smallest
+room >= length that has a pack" with a few word lookups (three levels up to C = 262143). Sorting a
+window costs O(W + its length range). First fit (`first_fit_decreasing`) uses a max segment tree
+over packs, O(n log n). Both place examples in sorted order and scatter the result afterwards, so
+the hot loop touches only the small per-pack tables (at n=1M this is what makes BFD ~35 ms).
 
 Tie-breaks are part of the contract, because tests compare assignments with a reference:
   * decreasing order: longer first, equal lengths by position (a stable sort);
@@ -29,7 +32,7 @@ def _debruijn_table() -> np.ndarray:
     return table
 
 
-_CTZ_TABLE = _debruijn_table()
+_CTZ_TABLE = _debruijn_table()  # a constant the kernels read; numba freezes it into the code
 
 
 @njit(cache=True)
@@ -42,13 +45,17 @@ def _lowest_bit(word):
 @njit(cache=True)
 def _bitset_new(universe):
     """A 64-ary summary bitset over 0..universe-1: level k+1 has a bit per nonzero word of level k."""
-    sizes = [(universe + 63) >> 6]
-    while sizes[-1] > 1:
-        sizes.append((sizes[-1] + 63) >> 6)
-    offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
-    for level in range(len(sizes)):
-        offsets[level + 1] = offsets[level] + sizes[level]
-    return np.zeros(offsets[-1], dtype=np.uint64), offsets
+    levels = 1
+    words = (universe + 63) >> 6
+    while words > 1:
+        words = (words + 63) >> 6
+        levels += 1
+    offsets = np.zeros(levels + 1, dtype=np.int64)
+    words = (universe + 63) >> 6
+    for level in range(levels):
+        offsets[level + 1] = offsets[level] + words
+        words = (words + 63) >> 6
+    return np.zeros(offsets[levels], dtype=np.uint64), offsets
 
 
 @njit(cache=True)
@@ -135,13 +142,19 @@ def sort_decreasing(lengths, start, stop, capacity, counts):
         for i in range(size):
             keys[i] = (capacity - lengths[start + i]) * size + i
         keys = _merge_sort(keys)
-        return keys % size + start, capacity - keys // size
+        order = np.empty(size, dtype=np.int64)
+        ordered = np.empty(size, dtype=np.int64)
+        for i in range(size):
+            order[i] = keys[i] % size + start
+            ordered[i] = capacity - keys[i] // size
+        return order, ordered
     shortest = capacity
     longest = 0
     for pos in range(start, stop):
         shortest = min(shortest, lengths[pos])
         longest = max(longest, lengths[pos])
-    counts[shortest : longest + 1] = 0
+    for length in range(shortest, longest + 1):
+        counts[length] = 0
     for pos in range(start, stop):
         counts[lengths[pos]] += 1
     ordered = np.empty(size, dtype=np.int64)
@@ -186,7 +199,7 @@ def best_fit_windows(lengths, capacity, window, max_age):
     for chunk in range((n + window - 1) // window):
         start = chunk * window
         order, ordered = sort_decreasing(lengths, start, min(start + window, n), capacity, counts)
-        # Place in sorted order, then scatter: the hot loop touches no input-ordered array.
+        # Place in sorted order, then scatter (module docstring).
         placed = np.empty(order.size, dtype=np.int32)
         for i in range(order.size):
             length = ordered[i]
@@ -200,21 +213,19 @@ def best_fit_windows(lengths, capacity, window, max_age):
                     left = capacity - length
                     break
                 pack = top[fit]
-                while pack >= 0 and pack < oldest:
+                while pack >= 0 and pack < oldest:  # closed: drop it now
                     pack = below[pack]
-                if pack >= 0:
-                    top[fit] = below[pack]
-                else:
-                    top[fit] = -1
+                top[fit] = below[pack] if pack >= 0 else -1
                 if top[fit] < 0:
                     _bitset_discard(bits, offsets, fit)
-                left = fit - length
+                left = fit - length  # unused if pack < 0: every pack in that stack was closed, search again
             below[pack] = top[left]
             if top[left] < 0:
                 _bitset_add(bits, offsets, left)
             top[left] = pack
             placed[i] = pack
-        pack_of[order] = placed
+        for i in range(order.size):
+            pack_of[order[i]] = placed[i]
         while oldest < num_packs and born[oldest] <= chunk - max_age + 1:
             oldest += 1
     return pack_of, num_packs
@@ -224,7 +235,8 @@ def best_fit_windows(lengths, capacity, window, max_age):
 def _grow_tree(tree, size, capacity):
     """Double the number of leaves; the new leaves are fresh packs with full room."""
     bigger = np.full(4 * size, capacity, dtype=np.int64)
-    bigger[2 * size : 3 * size] = tree[size:]
+    for leaf in range(size):
+        bigger[2 * size + leaf] = tree[size + leaf]
     for node in range(2 * size - 1, 0, -1):
         bigger[node] = max(bigger[2 * node], bigger[2 * node + 1])
     return bigger, 2 * size
@@ -240,7 +252,10 @@ def first_fit_decreasing(lengths, capacity):
     """
     n = lengths.size
     pack_of = np.empty(n, dtype=np.int32)
-    bound = (np.int64(lengths.sum()) + capacity - 1) // capacity
+    tokens = 0
+    for pos in range(n):
+        tokens += lengths[pos]
+    bound = (tokens + capacity - 1) // capacity
     size = 1
     while size < bound + bound // 8 + 1:
         size *= 2
@@ -262,7 +277,8 @@ def first_fit_decreasing(lengths, capacity):
         while node > 0:
             tree[node] = max(tree[2 * node], tree[2 * node + 1])
             node >>= 1
-    pack_of[order] = placed
+    for i in range(n):
+        pack_of[order[i]] = placed[i]
     return pack_of, num_packs
 
 
@@ -305,7 +321,7 @@ def group_by_pack(pack_of, num_packs):
         offsets[pack_of[pos] + 1] += 1
     for pack in range(num_packs):
         offsets[pack + 1] += offsets[pack]
-    fill = offsets[:-1].copy()
+    fill = offsets.copy()
     grouped = np.empty(pack_of.size, dtype=np.int64)
     for pos in range(pack_of.size):
         pack = pack_of[pos]

@@ -3,24 +3,31 @@
 `pack_lengths` shuffles (seeded), lets a strategy assign the shuffled examples to packs, and
 returns a `PackPlan`: which pack each example is in and the order training reads them in.
 
-    shuffled input   e7 e2 e9 e4 e0 e5 ...            (PCG64(seed) permutation of the input)
-    strategy         pack A: e7 e9 e0   pack B: e2 e4   pack C: e5 ...
-    plan.order       | e5 ..  | e7 e9 e0 | e2 e4 |    (packs permuted by PCG64(seed).jumped())
-    pack_offsets     0        k          k+3     k+5
+    input          e0 e1 e2 e3 e4 e5 e6 e7 e8 e9
+    shuffled       e7 e2 e9 e4 e0 e5 ...              PCG64(seed).permutation(n)
+    strategy       A = e7 e9 e0   B = e2 e4   C = e5 ...   (shuffled order kept inside a pack)
+    numbered       A=0 B=1 C=2 by first shuffled position; with shuffle_packs, then permuted by
+                   PCG64(seed).jumped(), say C=0 A=1 B=2
+    plan.order     e5 ... | e7 e9 e0 | e2 e4
+    pack_offsets   0        k          k+3     k+5          plan.pack_of[e9] == 1
 
-Strategies, by what they trade:
-  * ``bfd``: best-fit decreasing over the whole input. Densest (within ~0.01% of the lower bound
+Strategies, by what they trade (numbers: docs/benchmarks-packing.md):
+  * ``bfd``: best-fit decreasing over the whole input. Densest (within 0.01% of the lower bound
     on SFT-like lengths) but a pack mixes examples from anywhere in the shuffled order.
-  * ``ffd``: first-fit decreasing; as dense as BFD on most inputs, slower (O(n log n)).
+  * ``ffd``: first-fit decreasing; as dense as BFD or slightly less, 2-3x slower.
   * ``window`` (default): BFD over windows of W shuffled examples with open packs carried into the
     next WINDOW_MAX_AGE - 1 windows, so a pack spans fewer than WINDOW_MAX_AGE * W consecutive
-    shuffled positions. With ``shuffle_packs=False`` every example lands fewer than
-    WINDOW_MAX_AGE * W positions from its shuffled position (see `window_displacement_bound`).
+    shuffled positions and, with ``shuffle_packs=False``, no example moves WINDOW_MAX_AGE * W or
+    more positions (`window_displacement_bound`). Within 0.05-0.08% of BFD's density on SFT-like
+    lengths; uniform lengths are its hard case (~0.7% below BFD at W=1000): use bfd or a larger W.
   * ``sequential``: next fit in shuffled order; zero reordering, the density control.
+
+Pack shuffling moves whole packs, so with ``shuffle_packs=True`` every strategy's displacement is
+O(n); the window strategy's locality is for runs that keep pack order.
 """
 
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -36,8 +43,14 @@ WINDOW_MAX_AGE = 4
 batch (0.44% density lost on SFT-like lengths at C=4096); 2 leaves 0.05%; 4 costs almost no mean
 displacement and cuts the loss on uniform lengths from 1.03% to 0.70% (docs/benchmarks-packing.md)."""
 
-PackAssigner = Callable[[npt.NDArray[np.int64], int, int], tuple[npt.NDArray[np.int32], int]]
-"""(shuffled lengths, capacity, window) -> (pack id per shuffled position, number of packs)."""
+
+class PackAssigner(Protocol):
+    """A strategy: pack id (creation order) for every shuffled position, and the pack count."""
+
+    def __call__(
+        self, lengths: npt.NDArray[np.int64], capacity: int, window: int
+    ) -> tuple[npt.NDArray[np.int32], int]: ...
+
 
 _ASSIGNERS: dict[str, PackAssigner] = {
     "bfd": lambda lengths, capacity, window: kernels.best_fit_windows(
@@ -45,7 +58,7 @@ _ASSIGNERS: dict[str, PackAssigner] = {
     ),
     "ffd": lambda lengths, capacity, window: kernels.first_fit_decreasing(lengths, capacity),
     "window": lambda lengths, capacity, window: kernels.best_fit_windows(
-        lengths, capacity, window, WINDOW_MAX_AGE
+        lengths, capacity, min(window, max(lengths.size, 1)), WINDOW_MAX_AGE
     ),
     "sequential": lambda lengths, capacity, window: kernels.next_fit(lengths, capacity),
 }
@@ -56,9 +69,11 @@ STRATEGIES: tuple[str, ...] = tuple(_ASSIGNERS)
 def window_displacement_bound(window: int) -> int:
     """Largest |packed position - shuffled position| the window strategy allows (shuffle_packs=False).
 
-    A pack born in window k holds only positions in [kW, (k+A)W) (A = WINDOW_MAX_AGE), and packs are
-    ordered by first position, so everything before example i in the packed order lies below
-    (k+A)W and everything at a shuffled position below the pack's first example comes before i.
+    With A = WINDOW_MAX_AGE: a pack created in window k takes examples from windows k..k+A-1 only,
+    so its first position f and every member i lie in [kW, (k+A)W). Packs are numbered by first
+    position, so every example shuffled before f is packed before i (packed(i) >= f > i - AW), and
+    every example packed before i sits in a pack created in window k or earlier, hence at a
+    shuffled position below (k+A)W (packed(i) <= (k+A)W - 1 <= i + AW - 1).
     """
     return WINDOW_MAX_AGE * window - 1
 
@@ -81,8 +96,11 @@ def lower_bounds(lengths: npt.ArrayLike, capacity: int) -> LowerBounds:
     """ceil(sum/C) and Martello-Toth L2 = max over 0 <= K <= C/2 of
     |{l > C-K}| + |{C/2 < l <= C-K}| + max(0, ceil((sum{K <= l <= C/2} - free room of the second
     set) / C)), computed for every K at once from a length histogram in O(n + C).
+
+    Raises:
+        ValueError: a length outside 1..capacity (as pack_lengths).
     """
-    lengths = np.asarray(lengths, dtype=np.int64)
+    lengths = _validated_lengths(lengths, capacity)
     if lengths.size == 0:
         return LowerBounds(sum=0, l2=0)
     hist = np.bincount(lengths, minlength=capacity + 1)[: capacity + 1]
@@ -146,9 +164,10 @@ def measure_packing(
     bounds = lower_bounds(shuffled_lengths, capacity)
     displacement = np.abs(np.arange(n) - grouped)
     packed_lengths = shuffled_lengths[grouped].astype(np.float64)
-    corr = 0.0
-    if n >= 2 and packed_lengths.std() > 0:
-        corr = float(np.corrcoef(packed_lengths, np.arange(n, dtype=np.float64))[0, 1])
+    packed_lengths -= packed_lengths.mean() if n else 0.0
+    positions = np.arange(n, dtype=np.float64) - (n - 1) / 2
+    spread = float(np.sqrt(np.dot(packed_lengths, packed_lengths) * np.dot(positions, positions)))
+    corr = float(np.dot(packed_lengths, positions)) / spread if spread > 0 else 0.0
     return PackMetrics(
         num_examples=n,
         num_packs=num_packs,
@@ -284,7 +303,7 @@ def pack_lengths(
 
 def _meets(metrics: PackMetrics, min_density: float | None, max_displacement: float | None) -> bool:
     return (min_density is None or metrics.density >= min_density) and (
-        max_displacement is None or metrics.displacement_max <= max_displacement
+        max_displacement is None or metrics.displacement_mean <= max_displacement
     )
 
 
@@ -293,7 +312,7 @@ def check_budgets(
 ) -> list[str]:
     """One message per unmet budget, with the achieved value and an alternative that meets it.
 
-    `max_displacement` is compared with `metrics.displacement_max` (examples). Alternatives are
+    `max_displacement` is compared with `metrics.displacement_mean` (examples). Alternatives are
     found by re-packing `plan.lengths` with every other strategy (same seed, shuffle and window),
     and, for an unmet displacement budget, also with shuffle_packs=False, since pack shuffling
     alone moves examples O(n). Among those that meet the budget, one that meets every budget is named
@@ -305,7 +324,7 @@ def check_budgets(
     """
     metrics = plan.metrics
     unmet_density = min_density is not None and metrics.density < min_density
-    unmet_displacement = max_displacement is not None and metrics.displacement_max > max_displacement
+    unmet_displacement = max_displacement is not None and metrics.displacement_mean > max_displacement
     if not (unmet_density or unmet_displacement):
         return []
     # Density does not depend on pack order, so unshuffled variants only matter for displacement.
@@ -337,14 +356,14 @@ def check_budgets(
         )
         messages.append(f"density {metrics.density:.4f} < --min-density {min_density} {where}; {hint}")
     if unmet_displacement:
-        found = [(name, m) for name, m in alternatives if m.displacement_max <= max_displacement]
+        found = [(name, m) for name, m in alternatives if m.displacement_mean <= max_displacement]
         hint = (
-            f"{found[0][0]} reaches {found[0][1].displacement_max} at density {found[0][1].density:.4f}"
+            f"{found[0][0]} reaches {found[0][1].displacement_mean:.1f} at density {found[0][1].density:.4f}"
             if found
             else "no strategy reaches it; lower --window or use sequential with shuffle_packs=False"
         )
         messages.append(
-            f"max displacement {metrics.displacement_max} > --max-displacement {max_displacement:g} "
+            f"mean displacement {metrics.displacement_mean:.1f} > --max-displacement {max_displacement:g} "
             f"{where}; {hint}"
         )
     return messages

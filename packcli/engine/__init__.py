@@ -1,0 +1,32 @@
+"""Engines run units of work. The local engine is the default and the reference; the Ray engine
+schedules the same `run_unit` on a cluster. Both return results in unit order, so the artifact is
+byte-identical whichever engine made it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from packcli.units import UnitIndex, UnitJob, UnitSpec
+
+
+class Engine(Protocol):
+    name: str
+
+    def run(self, job: UnitJob, specs: Sequence[UnitSpec], on_done: Callable[[UnitSpec], None]) -> list[UnitIndex]:
+        """Run every unit; return their indexes in ``specs`` order; call ``on_done`` as each finishes."""
+        ...
+
+
+def make_engine(name: str, *, workers: int | None = None, address: str | None = None, out: str | None = None) -> Engine:
+    from packcli.errors import PackcliError
+
+    if name == "local":
+        from packcli.engine.local import LocalEngine
+
+        return LocalEngine()
+    if name == "ray":
+        from packcli.engine.ray import RayEngine
+
+        return RayEngine(workers=workers, address=address, out=out)
+    raise PackcliError(f"--engine must be local or ray, got {name!r}")

@@ -1,0 +1,68 @@
+"""Units of work: splitting at line boundaries changes nothing; finished units are reused on resume."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+
+from packcli import manifest as mf
+from packcli.config import PackConfig
+from packcli.ingest import describe_input, read_lines
+from packcli.pipeline import pack_corpus
+from packcli.prepare import Preparer
+from packcli.units import iter_unit_lines, plan_units
+
+
+def test_units_cover_every_line_once(tmp_path):
+    path = tmp_path / "a.jsonl"
+    lines = [b'{"text": "line %d"}' % i if i % 5 else b"" for i in range(1, 104)]
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    specs = plan_units([describe_input(path)], 10)
+    assert len(specs) == 11 and [s.first_line for s in specs] == list(range(1, 104, 10))
+    got = [item for s in specs for item in iter_unit_lines(s)]
+    assert got == list(read_lines(path, 0))
+
+
+def test_compressed_file_is_one_unit(tmp_path):
+    path = tmp_path / "a.jsonl.gz"
+    path.write_bytes(gzip.compress(b'{"text": "x"}\n' * 50))
+    specs = plan_units([describe_input(path)], 10)
+    assert len(specs) == 1 and len(list(iter_unit_lines(specs[0]))) == 50
+
+
+@pytest.mark.parametrize("unit_lines", [1, 7, 64])
+def test_unit_size_does_not_change_the_artifact(tmp_path, corpus_files, tokenizer_dir, unit_lines):
+    def run(out, n):
+        return pack_corpus(PackConfig(inputs=tuple(corpus_files), tokenizer=str(tokenizer_dir), out=tmp_path / out,
+                                      capacity=512, lines_per_unit=n))
+    a, b = run("a", 100_000), run("b", unit_lines)
+    assert a.manifest["manifest_sha256"] == b.manifest["manifest_sha256"]
+    for info in a.manifest["shards"]:
+        assert (tmp_path / "a" / info["name"]).read_bytes() == (tmp_path / "b" / info["name"]).read_bytes()
+
+
+def test_resume_reuses_finished_units(tmp_path, corpus_files, tokenizer_dir, monkeypatch):
+    import packcli.pipeline as pipeline
+
+    cfg = PackConfig(inputs=tuple(corpus_files), tokenizer=str(tokenizer_dir), out=tmp_path / "o", capacity=512,
+                     lines_per_unit=25)
+    monkeypatch.setattr(pipeline, "_plan_and_write", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt()))
+    with pytest.raises(KeyboardInterrupt):
+        pack_corpus(cfg)
+    monkeypatch.undo()
+    work = tmp_path / ".packcli-work-o"
+    sidecars = sorted(work.glob("unit-*.json"))
+    assert len(sidecars) == len(plan_units([describe_input(Path(p)) for p in corpus_files], 25))
+    sidecars[2].unlink()  # lose one unit: only it is redone
+    calls = []
+    real = Preparer.prepare
+    monkeypatch.setattr(Preparer, "prepare", lambda self, batch: calls.append(len(batch)) or real(self, batch))
+    summary = pack_corpus(cfg)
+    assert sum(calls) <= 25 and calls, "only the lost unit is tokenized again"
+    assert not work.exists()
+    fresh = pack_corpus(PackConfig(inputs=tuple(corpus_files), tokenizer=str(tokenizer_dir), out=tmp_path / "f",
+                                   capacity=512, lines_per_unit=25))
+    assert fresh.manifest["manifest_sha256"] == summary.manifest["manifest_sha256"]
+    assert mf.read_manifest(tmp_path / "o")["manifest_sha256"] == summary.manifest["manifest_sha256"]
