@@ -77,6 +77,11 @@ def pack(
         help="Fail (write nothing) if mean displacement exceeds this many examples.")] = None,
     packs_per_shard: Annotated[int, typer.Option(help="Packs (rows) per Parquet shard.")] = 2048,
     force: Annotated[bool, typer.Option(help="Replace a non-empty --out.")] = False,
+    engine: Annotated[str, typer.Option(help="local, or ray to tokenize units on a Ray cluster (packcli[ray]).")] = "local",
+    workers: Annotated[Optional[int], typer.Option(help="Ray workers (default: the cluster's CPUs).")] = None,
+    ray_address: Annotated[Optional[str], typer.Option(help="Join this Ray cluster ('auto' for the current one).")] = None,
+    shared_fs: Annotated[bool, typer.Option(help="Confirm --out is on a filesystem every Ray node mounts.")] = False,
+    unit_lines: Annotated[int, typer.Option(help="Input lines per unit of work (resume and Ray granularity).")] = 100_000,
     json_out: Json = False,
 ) -> None:
     """Tokenize, mask and pack JSONL chat data into Parquet shards with a hashed manifest.
@@ -90,8 +95,11 @@ def pack(
       packcli pack chat.jsonl.gz -t tokenizer.json --template qwen3_training.jinja --loss last-assistant
 
       packcli pack data.jsonl -t tok/ --strategy bfd --min-density 0.98 --json
+
+      packcli pack big/*.jsonl -t tok/ --engine ray --ray-address auto --shared-fs -o /mnt/shared/out
     """
     from packcli.config import PackConfig
+    from packcli.engine import make_engine
     from packcli.pipeline import pack_corpus
     from packcli.render import render_pack_summary
 
@@ -101,9 +109,10 @@ def pack(
             inputs=paths, tokenizer=tok, out=out, capacity=capacity, template=template, loss=loss,
             input_format=input_format, strategy=strategy, window=window, seed=seed, shuffle=shuffle,
             shuffle_packs=shuffle_packs, overlong=overlong, on_error=on_error, min_density=min_density,
-            max_displacement=max_displacement, packs_per_shard=packs_per_shard, force=force,
+            max_displacement=max_displacement, packs_per_shard=packs_per_shard, force=force, lines_per_unit=unit_lines,
         )
-        summary = pack_corpus(config, progress=console.Progress(enabled=not json_out))
+        runner = make_engine(engine, workers=workers, address=ray_address, out=str(out), shared_fs=shared_fs)
+        summary = pack_corpus(config, progress=console.Progress(enabled=not json_out), engine=runner)
     except PackcliError as exc:
         _fail(exc)
     render_pack_summary(summary, as_json=json_out)

@@ -14,7 +14,7 @@ class PackcliError(Exception):
     exit_code: int = 2
 
     def __init__(self, message: str, hint: str | None = None) -> None:
-        super().__init__(message)
+        super().__init__(message, hint)  # args rebuild the error when it crosses a process (Ray)
         self.message = message
         self.hint = hint
 
@@ -33,6 +33,7 @@ class RecordError(PackcliError):
 
     def __init__(self, source: str, line: int, reason: str) -> None:
         super().__init__(f"{source}:{line}: {reason}", "fix the record, or use --on-error skip to reject it and go on")
+        self.args = (source, line, reason)
         self.source = source
         self.line = line
         self.reason = reason

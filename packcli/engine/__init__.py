@@ -18,7 +18,9 @@ class Engine(Protocol):
         ...
 
 
-def make_engine(name: str, *, workers: int | None = None, address: str | None = None, out: str | None = None) -> Engine:
+def make_engine(name: str, *, workers: int | None = None, address: str | None = None, out: str | None = None,
+                shared_fs: bool = False) -> Engine:
+    """The engine ``--engine`` names; Ray is imported only when chosen."""
     from packcli.errors import PackcliError
 
     if name == "local":
@@ -28,5 +30,5 @@ def make_engine(name: str, *, workers: int | None = None, address: str | None = 
     if name == "ray":
         from packcli.engine.ray import RayEngine
 
-        return RayEngine(workers=workers, address=address, out=out)
+        return RayEngine(workers=workers, address=address, out=out, shared_fs=shared_fs)
     raise PackcliError(f"--engine must be local or ray, got {name!r}")

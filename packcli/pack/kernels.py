@@ -130,34 +130,33 @@ def _merge_sort(keys):
 def sort_decreasing(lengths, start, stop, capacity, counts):
     """Positions start..stop-1 by length descending, ties by position (stable), and their lengths.
 
-    Counting sort when the window is not much smaller than the capacity, merge sort otherwise, so
-    tiny windows under a huge capacity do not pay O(C) each. The counting sort writes the sorted
-    lengths from the histogram instead of gathering them: a gather is 1M random reads at n=1M.
-    `counts` is scratch of size capacity+1.
+    Counting sort over the window's length range, O(size + range), unless the range exceeds 16x
+    the size (tiny windows, huge capacities): then a merge sort, O(size log size). The counting
+    sort writes the sorted lengths from the histogram instead of gathering them (a gather is 1M
+    random reads at n=1M). `counts` is scratch of size capacity+1.
     """
     size = stop - start
-    if size * 8 < capacity:
-        # Key = (capacity - length, position): unique, so any correct sort is stable here.
-        keys = np.empty(size, dtype=np.int64)
-        for i in range(size):
-            keys[i] = (capacity - lengths[start + i]) * size + i
-        keys = _merge_sort(keys)
-        order = np.empty(size, dtype=np.int64)
-        ordered = np.empty(size, dtype=np.int64)
-        for i in range(size):
-            order[i] = keys[i] % size + start
-            ordered[i] = capacity - keys[i] // size
-        return order, ordered
     shortest = capacity
     longest = 0
     for pos in range(start, stop):
         shortest = min(shortest, lengths[pos])
         longest = max(longest, lengths[pos])
+    order = np.empty(size, dtype=np.int64)
+    ordered = np.empty(size, dtype=np.int64)
+    if longest - shortest > 16 * size:
+        # Key = (capacity - length, position): unique, so any correct sort is stable here.
+        keys = np.empty(size, dtype=np.int64)
+        for i in range(size):
+            keys[i] = (capacity - lengths[start + i]) * size + i
+        keys = _merge_sort(keys)
+        for i in range(size):
+            order[i] = keys[i] % size + start
+            ordered[i] = capacity - keys[i] // size
+        return order, ordered
     for length in range(shortest, longest + 1):
         counts[length] = 0
     for pos in range(start, stop):
         counts[lengths[pos]] += 1
-    ordered = np.empty(size, dtype=np.int64)
     running = 0
     for length in range(longest, shortest - 1, -1):
         here = counts[length]
@@ -165,7 +164,6 @@ def sort_decreasing(lengths, start, stop, capacity, counts):
             ordered[i] = length
         counts[length] = running
         running += here
-    order = np.empty(size, dtype=np.int64)
     for pos in range(start, stop):
         length = lengths[pos]
         order[counts[length]] = pos

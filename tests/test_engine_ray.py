@@ -1,0 +1,84 @@
+"""--engine ray: byte-identical to the local engine, resumable, and a clear message without Ray."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from packcli.config import PackConfig
+from packcli.errors import PackcliError
+from packcli.pipeline import pack_corpus
+
+pytestmark = [pytest.mark.ray, pytest.mark.timeout(180)]
+
+
+@pytest.fixture(scope="module")
+def ray_session():
+    """One local Ray for the module (start-up costs seconds); a short temp dir for the socket path limit."""
+    ray = pytest.importorskip("ray")
+    import tempfile
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
+             _temp_dir=tempfile.mkdtemp(prefix="pcr-", dir="/tmp"))
+    yield ray
+    ray.shutdown()
+
+
+def cfg(corpus_files, tokenizer_dir, out, **kw):
+    return PackConfig(inputs=tuple(corpus_files), tokenizer=str(tokenizer_dir), out=out, capacity=512,
+                      lines_per_unit=20, **kw)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_ray_is_byte_identical_to_local(ray_session, tmp_path, corpus_files, tokenizer_dir, workers):
+    from packcli.engine.ray import RayEngine
+
+    local = pack_corpus(cfg(corpus_files, tokenizer_dir, tmp_path / "local"))
+    remote = pack_corpus(cfg(corpus_files, tokenizer_dir, tmp_path / "ray"), engine=RayEngine(workers=workers))
+    assert local.manifest["manifest_sha256"] == remote.manifest["manifest_sha256"]
+    names = [s["name"] for s in local.manifest["shards"]] + ["examples.parquet", "rejects.jsonl"]
+    for name in names:
+        assert (tmp_path / "local" / name).read_bytes() == (tmp_path / "ray" / name).read_bytes(), name
+
+
+def test_ray_surfaces_record_errors(ray_session, tmp_path, tokenizer_dir):
+    from conftest import FIXTURES
+    from packcli.engine.ray import RayEngine
+    from packcli.errors import RecordError
+
+    with pytest.raises(RecordError, match="broken.jsonl:3"):
+        pack_corpus(cfg([FIXTURES / "corpus" / "broken.jsonl"], tokenizer_dir, tmp_path / "o", on_error="fail"),
+                    engine=RayEngine(workers=2))
+
+
+def test_without_ray_installed_says_how_to_install(monkeypatch, tmp_path, corpus_files, tokenizer_dir):
+    from packcli.engine.ray import RayEngine
+
+    monkeypatch.setitem(sys.modules, "ray", None)
+    with pytest.raises(PackcliError, match="needs Ray") as info:
+        pack_corpus(cfg(corpus_files, tokenizer_dir, tmp_path / "o"), engine=RayEngine())
+    assert "pip install 'packcli[ray]'" in str(info.value)
+    assert not (tmp_path / "o").exists()
+
+
+def test_multi_node_cluster_refuses_a_driver_local_out(ray_session, monkeypatch, tmp_path, corpus_files, tokenizer_dir):
+    from packcli.engine.ray import RayEngine
+
+    monkeypatch.setattr(ray_session, "nodes", lambda: [{"Alive": True}, {"Alive": True}])
+    with pytest.raises(PackcliError, match="2 nodes") as info:
+        pack_corpus(cfg(corpus_files, tokenizer_dir, tmp_path / "o"), engine=RayEngine(out=str(tmp_path / "o")))
+    assert "--shared-fs" in str(info.value)
+
+
+def test_cli_engine_ray(ray_session, tmp_path, corpus_files, tokenizer_dir):
+    import json
+
+    from typer.testing import CliRunner
+
+    from packcli.cli import app
+
+    result = CliRunner().invoke(app, ["pack", *corpus_files, "-t", str(tokenizer_dir), "-o", str(tmp_path / "o"),
+                                      "-c", "512", "--engine", "ray", "--workers", "2", "--unit-lines", "30", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["counts"]["packs"] > 0
