@@ -294,10 +294,12 @@ class SdpaAttention:
 class FlexAttention:
     """FlexAttention with a document mask from ``cu_seqlens``.
 
-    Compiled on CUDA (what trainers run). On CPU torch 2.13 runs it uncompiled, forward only
-    (``NotImplementedError: FlexAttention does not support backward on CPU``), and compiling it
-    for CPU took 17 s and then hit an inductor C++ compile error on the second shape: so on CPU the
-    check runs it with ``check_grads=False`` and says so.
+    Compiled on CUDA (what trainers run). On CPU it runs uncompiled: torch 2.13's flex has no CPU
+    backward (``NotImplementedError: FlexAttention does not support backward on CPU``), so the CPU
+    check is forward-only (``check_grads=False``) and says so; and compiled CPU flex was wrong here
+    (plain causal mask, T=40: zeros for the first query of the last head, max diff 1.84 vs sdpa;
+    a 128-token document mask: InductorError in the C++ compile). Uncompiled, it runs the same
+    mask_mod/BlockMask through flex's reference math: it checks the mask, not a fused kernel.
     """
 
     name = "flex"
@@ -745,16 +747,16 @@ def _check_pack(runner: Any, ctrl: _Control, p: _Tensors, index: int, tol: Toler
 def _to_tensors(pack: PackArrays, vocab_size: int, device: str) -> tuple[_Tensors, bool]:
     import torch
 
-    ids = np.asarray(pack.input_ids, dtype=np.int64)
-    labels = np.asarray(pack.labels, dtype=np.int64)
+    ids = np.array(pack.input_ids, dtype=np.int64)
+    labels = np.array(pack.labels, dtype=np.int64)
     remapped = bool(ids.max() >= vocab_size) or bool(labels.max() >= vocab_size)
     if remapped:  # token identity is irrelevant to seams; the label == input_id relation survives
         ids = ids % vocab_size
         labels = np.where(labels == IGNORE_INDEX, IGNORE_INDEX, labels % vocab_size)
-    cu = torch.as_tensor(np.asarray(pack.cu_seqlens, dtype=np.int32), device=device)
+    cu = torch.as_tensor(np.array(pack.cu_seqlens, dtype=np.int32), device=device)  # copy: Arrow arrays are read-only
     spans = [(int(a), int(b)) for a, b in zip(pack.cu_seqlens[:-1], pack.cu_seqlens[1:])]
     return _Tensors(torch.as_tensor(ids, device=device), torch.as_tensor(labels, device=device),
-                    torch.as_tensor(np.asarray(pack.position_ids, dtype=np.int64), device=device), cu,
+                    torch.as_tensor(np.array(pack.position_ids, dtype=np.int64), device=device), cu,
                     max(b - a for a, b in spans), _segment_ids(cu, len(ids)), spans), remapped
 
 

@@ -128,7 +128,8 @@ def build_model(config: ModelConfig, attention: AttentionBackend, *, seed: int =
         A ``torch.nn.Module`` (``TinyDecoder``) in eval mode, float32, on CPU.
 
     Raises:
-        RuntimeError: torch is not installed (see ``packcli.verify.attention.require_torch``).
+        ImportError: torch is not installed (``check_packs`` turns that into ``TorchMissingError``
+            before it gets here).
     """
     import torch
     from torch import nn

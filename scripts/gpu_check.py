@@ -1,0 +1,243 @@
+"""Run the attention check for every backend in bf16 and fp32 on fixture packs, in one call.
+
+    python scripts/gpu_check.py                         # CUDA, every backend, bf16 + fp32
+    python scripts/gpu_check.py --device cpu --backends sdpa,naive,hf:sdpa --dtypes float32
+    python scripts/gpu_check.py --artifact packed/ --packs 4 --json bench-out/gpu_check.json
+
+Each (backend, dtype) is its own ``check_packs`` call inside one process, so one backend that is
+missing, unsupported or crashing becomes a row, not an aborted run. Cheap backends run first, the
+ones that compile (flex, hf:flex_attention) last, under a wall-clock budget, and only on the last
+pack (three 128-token examples: two shapes to compile, where the other packs need up to eight;
+hf:flex_attention took 214 s on one 7-example pack on CPU). The JSON is rewritten after every row,
+so a run killed by a timeout still leaves what it measured. Nothing is installed or downloaded.
+Logs go to stderr; the table is printed last, on stdout.
+
+Exit status: 0 when every seam-aware backend that ran passed and ``naive`` was caught; 1 otherwise;
+2 for a bad invocation (e.g. ``--device cuda`` without CUDA).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from packcli.verify.attention import (  # noqa: E402
+    HF_VARIANTS,
+    IGNORE_INDEX,
+    PackArrays,
+    UnsupportedBackendError,
+    check_packs,
+)
+from packcli.verify.model import ModelConfig  # noqa: E402
+
+CORE = ("sdpa", "torch-varlen", "flash-attn", "naive")
+HF_FAST = ("eager", "sdpa", "flash_attention_2")
+SLOW = ("flex",) + tuple(f"hf:flex_attention{'+' + v if v else ''}" for v in HF_VARIANTS)
+# Same total length for every pack: compiled flex then reuses its kernels across packs.
+FIXTURE_LENGTHS = ([1, 37, 150, 64, 90, 3, 39], [200, 1, 120, 63], [128, 128, 128])
+
+
+def fixture_packs(vocab: int, seed: int = 1234) -> list[PackArrays]:
+    """Three 384-token packs: a one-token example, a fully masked example, seams on flex's
+    128-token block boundaries, and prompt spans masked in every example."""
+    rng = np.random.default_rng(seed)
+    packs = []
+    for lengths in FIXTURE_LENGTHS:
+        ids = rng.integers(0, vocab, sum(lengths)).astype(np.int32)
+        labels, positions, cu = ids.copy(), [], [0]
+        for n in lengths:
+            s = cu[-1]
+            prompt = n if n <= 3 else int(rng.integers(1, n // 2))  # short examples fully masked
+            labels[s:s + prompt] = IGNORE_INDEX
+            positions += range(n)
+            cu.append(s + n)
+        packs.append(PackArrays(ids, labels, np.asarray(positions, np.int32), np.asarray(cu, np.int32)))
+    return packs
+
+
+def artifact_packs(directory: str, limit: int) -> list[PackArrays]:
+    from packcli.data import iter_packs
+
+    packs = []
+    for p in iter_packs(directory):
+        if len(p.cu_seqlens) > 2:
+            packs.append(PackArrays(p.input_ids, p.labels, p.position_ids, p.cu_seqlens))
+        if len(packs) == limit:
+            break
+    return packs
+
+
+def default_backends(device: str) -> list[str]:
+    names = list(CORE) + [f"hf:{i}{'+' + v if v else ''}" for i in HF_FAST for v in HF_VARIANTS]
+    return names + list(SLOW)
+
+
+def role(name: str) -> str:
+    if name == "naive":
+        return "must-leak"
+    if name.startswith("hf:") and "+" in name and not name.endswith("+cu_seqlens"):
+        return "trap"
+    return "must-pass"
+
+
+def summarize(result) -> dict:
+    packs = result.packs
+    worst = lambda xs: max(xs) if xs else None  # noqa: E731
+    grads = [max(max(p.grad_embed_rel_diff), p.grad_weight_rel_diff) for p in packs if p.grad_embed_rel_diff]
+    mass = [max(p.cross_segment_mass) for p in packs if p.cross_segment_mass]
+    return {
+        "ok": result.ok,
+        "logits_max_diff": worst([max(p.logits_max_diff) for p in packs]),
+        "logits_atol": result.tolerance.logits_atol,
+        "token_loss_max_diff": worst([p.token_loss_max_diff for p in packs]),
+        "grad_rel_diff": worst(grads),
+        "grad_rtol": result.tolerance.grad_rtol,
+        "neighbour_max_diff": worst([p.neighbour.max_logit_diff for p in packs if p.neighbour]),
+        "neighbour_bitwise": all(p.neighbour.bitwise_equal for p in packs if p.neighbour),
+        "rotary_reset_ok": all(p.rotary.reset_phase_max_diff <= result.tolerance.rotary_atol for p in packs),
+        "continued_detected": all(p.rotary.continued_detected for p in packs),
+        "continued_logits_detected": all(p.rotary.continued_logits_detected for p in packs),
+        "seam_label_control": all(p.seam_label_control.detected for p in packs if p.seam_label_control),
+        "cross_mass_max": worst(mass),
+        "seconds": round(result.seconds, 2),
+        "evidence": list(result.evidence[:3]),
+        "versions": result.versions,
+    }
+
+
+def verdict(row: dict) -> str:
+    if row["status"] != "ran":
+        return row["status"]
+    leaked = not row["ok"]
+    if row["role"] == "must-pass":
+        return "FAIL" if leaked else "PASS"
+    if row["role"] == "must-leak":
+        return "LEAK (as it must)" if leaked else "MISSED"
+    return "LEAK" if leaked else "seam-aware"
+
+
+def fmt(x) -> str:
+    return "-" if x is None else f"{x:.1e}" if isinstance(x, float) else str(x)
+
+
+def table(rows: list[dict]) -> str:
+    head = ("backend", "dtype", "role", "verdict", "logits", "tol", "loss", "grad", "neigh", "rope", "seam", "s")
+    lines = [head]
+    for r in rows:
+        ran = r["status"] == "ran"
+        lines.append((r["backend"], r["dtype"], r["role"], verdict(r),
+                      fmt(r.get("logits_max_diff")), fmt(r.get("logits_atol")), fmt(r.get("token_loss_max_diff")),
+                      fmt(r.get("grad_rel_diff")) if ran else "-",
+                      (("=" if r["neighbour_bitwise"] else fmt(r["neighbour_max_diff"])) if ran else "-"),
+                      (("ok" if r["rotary_reset_ok"] and r["continued_detected"] else "BAD")
+                       + ("+L" if r["continued_logits_detected"] else "")) if ran else "-",
+                      ("ok" if r["seam_label_control"] else "MISSED") if ran else "-",
+                      f"{r['seconds']:.1f}" if ran else "-"))
+    widths = [max(len(str(line[i])) for line in lines) for i in range(len(head))]
+    out = ["  ".join(str(c).ljust(w) for c, w in zip(line, widths)) for line in lines]
+    out.insert(1, "  ".join("-" * w for w in widths))
+    legend = ("neigh: '=' other examples' logits bitwise unchanged when example 0 is mutated, else max move; "
+              "rope: phase restarts at seams and continued positions are seen ('+L': also in the logits); "
+              "seam: a supervised seam label is caught by the loss comparison")
+    return "\n".join(out + ["", legend])
+
+
+def write_json(path: Path, payload: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(payload, indent=2, sort_keys=True, default=str))
+    os.replace(tmp, path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--dtypes", default="bfloat16,float32")
+    ap.add_argument("--backends", default=None, help="comma list; default: every backend and HF variant")
+    ap.add_argument("--artifact", default=None, help="take packs from a packcli artifact instead of fixtures")
+    ap.add_argument("--packs", type=int, default=3)
+    ap.add_argument("--budget-s", type=float, default=300.0, help="stop starting new rows after this")
+    ap.add_argument("--json", default="bench-out/gpu_check.json")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (CPU path)")
+    for field in ("vocab_size", "hidden_size", "num_heads", "num_kv_heads", "num_layers", "intermediate_size"):
+        ap.add_argument(f"--{field.replace('_', '-')}", type=int, default=None)
+    ap.add_argument("--rope-theta", type=float, default=None)
+    args = ap.parse_args(argv)
+
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        print(f"gpu_check: --device {args.device} but torch {torch.__version__} sees no CUDA device "
+              "(use --device cpu for the CPU path)", file=sys.stderr)
+        return 2
+    overrides = {k: v for k, v in vars(args).items() if k in ModelConfig.__dataclass_fields__ and v is not None}
+    config = ModelConfig(**overrides)
+    if args.artifact:
+        packs = artifact_packs(args.artifact, args.packs)
+    else:
+        packs = fixture_packs(config.vocab_size)[:args.packs]
+    names = args.backends.split(",") if args.backends else default_backends(args.device)
+    dtypes = args.dtypes.split(",")
+    # cheap rows first for every dtype, then the compiling ones
+    order = [(n, d) for slow in (False, True) for d in dtypes for n in names if (n in SLOW) == slow]
+    meta = {"device": args.device, "dtypes": dtypes, "torch": torch.__version__, "argv": sys.argv[1:],
+            "packs": [list(np.diff(p.cu_seqlens).tolist()) for p in packs], "model_config": vars(config),
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    if args.device.startswith("cuda"):
+        meta["gpu"] = torch.cuda.get_device_name(0)
+    rows: list[dict] = []
+    reports: dict[str, dict] = {}
+    out = Path(args.json)
+    deadline = time.monotonic() + args.budget_s
+    for name, dtype in order:
+        row = {"backend": name, "dtype": dtype, "role": role(name)}
+        if time.monotonic() > deadline:
+            row.update(status="not run (budget)")
+        else:
+            # flex has no CPU backward: the CPU path checks it forward-only and says so in the row
+            grads = args.device.startswith("cuda") or "flex" not in name
+            print(f"gpu_check: {name} {dtype} ...", file=sys.stderr, flush=True)
+            subset = packs[-1:] if name in SLOW else packs
+            row["packs_checked"] = len(subset)
+            try:
+                report = check_packs(subset, backends=[name], device=args.device, dtype=dtype, seed=args.seed,
+                                     model_config=config, check_grads=grads)
+                row.update(status="ran", grads_checked=grads, **summarize(report.results[0]))
+                reports[f"{name}/{dtype}"] = report.to_dict()
+            except UnsupportedBackendError as exc:
+                row.update(status="unsupported", reason=str(exc))
+            except Exception as exc:  # a crashing backend is a row, with its traceback in the JSON
+                row.update(status="error", reason=f"{type(exc).__name__}: {exc}"[:500],
+                           traceback=traceback.format_exc()[-4000:])
+                print(f"gpu_check: {name} {dtype} raised {type(exc).__name__}: {exc}", file=sys.stderr)
+            if args.device.startswith("cuda"):
+                torch.cuda.empty_cache()
+        rows.append(row)
+        write_json(out, {"meta": {**meta, "finished": None}, "rows": rows, "reports": reports})
+    meta["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S")
+    write_json(out, {"meta": meta, "rows": rows, "reports": reports})
+    for r in rows:
+        if r["status"] in ("unsupported", "error"):
+            first_line = r["reason"].splitlines()[0]
+            print(f"gpu_check: {r['backend']} {r['dtype']}: {r['status']}: {first_line}", file=sys.stderr)
+    bad = [r for r in rows if verdict(r) in ("FAIL", "MISSED") or (r["status"] == "error" and r["role"] != "trap")]
+    print(f"wrote {out}", file=sys.stderr)
+    print(table(rows))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
