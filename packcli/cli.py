@@ -132,6 +132,7 @@ def verify(
     device: Annotated[str, typer.Option(help="cpu or cuda, for --attention.")] = "cpu",
     dtype: Annotated[str, typer.Option(help="float32 or bfloat16, for --attention.")] = "float32",
     packs: Annotated[int, typer.Option(help="How many packs the attention check runs on.")] = 4,
+    grads: Annotated[bool, typer.Option(help="Compare gradients too (--no-grads: forward only, e.g. flex on CPU).")] = True,
     self_test: Annotated[bool, typer.Option(
         "--self-test", help="Corrupt copies of the artifact in a temp dir and show that each fault is caught.")] = False,
     max_violations: Annotated[int, typer.Option(help="Offending examples shown per check.")] = 20,
@@ -143,7 +144,11 @@ def verify(
 
       packcli verify packed/
 
-      packcli verify packed/ --attention sdpa,flex,naive --json
+      packcli verify packed/ --attention sdpa,hf --json
+
+      packcli verify packed/ --attention flex --no-grads     # flex has no CPU backward in torch 2.13
+
+      packcli verify packed/ --attention naive               # negative control: must report a leak (exit 1)
 
       packcli verify fixtures/packed --self-test
     """
@@ -167,7 +172,7 @@ def verify(
             from packcli.verify.artifact import attention_check
 
             attn = attention_check(directory, [b.strip() for b in attention.split(",") if b.strip()],
-                                   device=device, dtype=dtype, packs=packs)
+                                   device=device, dtype=dtype, packs=packs, check_grads=grads)
     except PackcliError as exc:
         _fail(exc)
     ok = render_verify(report, attn, as_json=json_out)

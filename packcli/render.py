@@ -64,6 +64,7 @@ def render_verify(report, attention, *, as_json: bool) -> bool:  # noqa: ANN001
     if attention is not None:
         render_attention(attention)
     console.out.print("[bold green]all invariants hold[/]" if ok else "[bold red]violations found[/]")
+    console.out.print("")
     return ok
 
 
@@ -179,17 +180,17 @@ def render_artifact_stats(stats, *, as_json: bool, plot) -> None:  # noqa: ANN00
 def render_attention(report) -> None:  # noqa: ANN001 - AttentionReport
     """Per backend: the largest differences against the unpacked control, and the controls."""
     table = Table(title="attention: packed vs each example alone", title_justify="left")
-    for col in ("backend", "dtype", "max |logit diff|", "max token-loss diff", "max grad rel diff",
-                "neighbour mutation", "continued positions", "result"):
-        table.add_column(col, justify="right" if "diff" in col else "left")
+    # max |logit diff|, max per-token loss diff, max relative gradient diff (q_proj), against the control
+    for col in ("backend", "dtype", "logit Δ", "loss Δ", "grad Δ", "neighbour", "cont. pos.", "result"):
+        table.add_column(col, justify="right" if "Δ" in col else "left", no_wrap=True)
     for b in report.results:
         logit = max((max(p.logits_max_diff) for p in b.packs), default=0.0)
         loss = max((p.token_loss_max_diff for p in b.packs), default=0.0)
         grads = [p.grad_weight_rel_diff for p in b.packs if p.grad_weight_rel_diff is not None]
         neighbour = [p.neighbour for p in b.packs if p.neighbour is not None]
         table.add_row(b.backend, b.dtype, f"{logit:.2e}", f"{loss:.2e}", f"{max(grads):.2e}" if grads else "-",
-                      ("unchanged" if not any(n.moved for n in neighbour) else "[red]MOVED[/]") if neighbour else "-",
-                      "detected" if all(p.rotary.continued_detected for p in b.packs) else "[red]missed[/]",
+                      ("same" if not any(n.moved for n in neighbour) else "[red]MOVED[/]") if neighbour else "-",
+                      "caught" if all(p.rotary.continued_detected for p in b.packs) else "[red]missed[/]",
                       "[green]ok[/]" if b.ok else "[red]LEAKS[/]")
     console.out.print(table)
     for b in report.results:
