@@ -83,6 +83,7 @@ class PackSummary:
     out: Path
     manifest: dict
     stage_seconds: dict[str, float]
+    units: int
 
 
 def pack_corpus(config: PackConfig, progress: Progress = NO_PROGRESS, engine: Engine | None = None) -> PackSummary:
@@ -134,7 +135,7 @@ def pack_corpus(config: PackConfig, progress: Progress = NO_PROGRESS, engine: En
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     shutil.rmtree(work, ignore_errors=True)
-    return PackSummary(out=out, manifest=manifest, stage_seconds=timings)
+    return PackSummary(out=out, manifest=manifest, stage_seconds=timings, units=len(specs))
 
 
 def _tokenization_hash(tokenizer: LoadedTokenizer, template, config: PackConfig) -> str:  # noqa: ANN001

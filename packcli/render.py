@@ -12,7 +12,7 @@ def render_pack_summary(summary, *, as_json: bool) -> None:  # noqa: ANN001 - Pa
     counts, metrics = m["counts"], m["metrics"]
     if as_json:
         console.print_json({"out": str(summary.out), "manifest_sha256": m["manifest_sha256"], "counts": counts,
-                            "metrics": metrics, "stage_seconds": summary.stage_seconds,
+                            "metrics": metrics, "stage_seconds": summary.stage_seconds, "units": summary.units,
                             "shards": [s["name"] for s in m["shards"]]})
         return
     table = Table(title=f"packed -> {summary.out}", show_header=False, title_justify="left")
