@@ -17,13 +17,13 @@ Strategies, by what they trade (numbers: docs/benchmarks-packing.md):
   * ``ffd``: first-fit decreasing; as dense as BFD or slightly less, 2-3x slower.
   * ``window`` (default): BFD over windows of W shuffled examples with open packs carried into the
     next WINDOW_MAX_AGE - 1 windows, so a pack spans fewer than WINDOW_MAX_AGE * W consecutive
-    shuffled positions and, with ``shuffle_packs=False``, no example moves WINDOW_MAX_AGE * W or
-    more positions (`window_displacement_bound`). Within 0.05-0.08% of BFD's density on SFT-like
+    shuffled positions and no example moves WINDOW_MAX_AGE * W or
+    more positions (`window_displacement_bound`). Within 0.08% of BFD's density on SFT-like
     lengths; uniform lengths are its hard case (~0.7% below BFD at W=1000): use bfd or a larger W.
   * ``sequential``: next fit in shuffled order; zero reordering, the density control.
 
-Pack shuffling moves whole packs, so with ``shuffle_packs=True`` every strategy's displacement is
-O(n); the window strategy's locality is for runs that keep pack order.
+Displacement and the length-position correlation are measured before the pack shuffle: they
+describe what the packer did to the order, not the unbiased permutation of whole packs after it.
 """
 
 from dataclasses import asdict, dataclass
@@ -35,13 +35,13 @@ import numpy.typing as npt
 from packcli.pack import kernels
 
 DEFAULT_WINDOW = 1000
-"""Examples per window: ~90 packs' worth of SFT-like examples at C=4096, enough choice for best
+"""Examples per window: ~130 packs' worth of SFT-like examples at C=4096, enough choice for best
 fit to land within 0.05% of whole-input BFD (docs/benchmarks-packing.md)."""
 
 WINDOW_MAX_AGE = 4
 """Windows a pack stays open for. 1 closes packs at every window edge as TRL does per 1000-row
-batch (0.44% density lost on SFT-like lengths at C=4096); 2 leaves 0.05%; 4 costs almost no mean
-displacement and cuts the loss on uniform lengths from 1.03% to 0.70% (docs/benchmarks-packing.md)."""
+batch (0.42% below BFD's density on SFT-like lengths at C=4096); 2 leaves 0.05%; 4 costs almost no
+mean displacement and cuts the loss on uniform lengths from 1.01% to 0.66% (docs/benchmarks-packing.md)."""
 
 
 class PackAssigner(Protocol):
@@ -67,7 +67,7 @@ STRATEGIES: tuple[str, ...] = tuple(_ASSIGNERS)
 
 
 def window_displacement_bound(window: int) -> int:
-    """Largest |packed position - shuffled position| the window strategy allows (shuffle_packs=False).
+    """Largest |packed position - shuffled position| the window strategy allows (before the pack shuffle).
 
     With A = WINDOW_MAX_AGE: a pack created in window k takes examples from windows k..k+A-1 only,
     so its first position f and every member i lie in [kW, (k+A)W). Packs are numbered by first
@@ -133,12 +133,12 @@ class PackMetrics:
     gap_to_bound: float
     """(num_packs - lower_bound) / lower_bound; 0 with no packs."""
     displacement_mean: float
-    """|position in plan.order - position in the shuffled input|, in examples. Pack shuffling
-    moves whole packs, so with shuffle_packs=True this is O(n) for every strategy."""
+    """|position after packing - position in the shuffled input|, in examples, measured before
+    the pack shuffle (which moves whole packs at random and would make this O(n) for every strategy)."""
     displacement_p99: float
     displacement_max: int
     length_position_corr: float
-    """Pearson correlation of length with position in plan.order (0 if undefined)."""
+    """Pearson correlation of length with position after packing, before the pack shuffle (0 if undefined)."""
 
     def to_dict(self) -> dict[str, int | float]:
         return asdict(self)
@@ -166,8 +166,9 @@ def measure_packing(
     packed_lengths = shuffled_lengths[grouped].astype(np.float64)
     packed_lengths -= packed_lengths.mean() if n else 0.0
     positions = np.arange(n, dtype=np.float64) - (n - 1) / 2
-    spread = float(np.sqrt(np.dot(packed_lengths, packed_lengths) * np.dot(positions, positions)))
-    corr = float(np.dot(packed_lengths, positions)) / spread if spread > 0 else 0.0
+    # Elementwise sums, not np.dot: BLAS threads stall for tens of ms on a busy machine.
+    spread = float(np.sqrt((packed_lengths * packed_lengths).sum() * (positions * positions).sum()))
+    corr = float((packed_lengths * positions).sum()) / spread if spread > 0 else 0.0
     return PackMetrics(
         num_examples=n,
         num_packs=num_packs,
@@ -258,8 +259,8 @@ def pack_lengths(
     """
     if strategy not in _ASSIGNERS:
         raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
-    if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)) or capacity < 1:
-        raise ValueError(f"capacity must be a positive integer, got {capacity!r}")
+    if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)) or not 0 < capacity < 2**31:
+        raise ValueError(f"capacity must be a positive integer below 2**31, got {capacity!r}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
     if strategy == "window":
@@ -276,6 +277,9 @@ def pack_lengths(
     shuffled = values[shuffled_from]
     raw, num_packs = _ASSIGNERS[strategy](shuffled, capacity, int(window or 0))
     pack_at = kernels.renumber_by_first_position(raw, num_packs)
+    # Order metrics describe the packer, so they are taken before the pack shuffle: that shuffle is
+    # an unbiased permutation of whole packs, which moves every example O(n) whatever the strategy.
+    metrics = measure_packing(shuffled, *kernels.group_by_pack(pack_at, num_packs), capacity)
     if shuffle_packs:
         pack_perm = np.random.Generator(np.random.PCG64(seed).jumped()).permutation(num_packs)
         pack_at = pack_perm.astype(np.int32)[pack_at]
@@ -297,7 +301,7 @@ def pack_lengths(
         seed=int(seed),
         shuffle=shuffle,
         shuffle_packs=shuffle_packs,
-        metrics=measure_packing(shuffled, grouped, pack_offsets, capacity),
+        metrics=metrics,
     )
 
 
@@ -313,9 +317,8 @@ def check_budgets(
     """One message per unmet budget, with the achieved value and an alternative that meets it.
 
     `max_displacement` is compared with `metrics.displacement_mean` (examples). Alternatives are
-    found by re-packing `plan.lengths` with every other strategy (same seed, shuffle and window),
-    and, for an unmet displacement budget, also with shuffle_packs=False, since pack shuffling
-    alone moves examples O(n). Among those that meet the budget, one that meets every budget is named
+    found by re-packing `plan.lengths` with every other strategy (same seed, shuffle and window).
+    Among those that meet the budget, one that meets every budget is named
     first, then the densest.
 
     Returns:
@@ -327,24 +330,13 @@ def check_budgets(
     unmet_displacement = max_displacement is not None and metrics.displacement_mean > max_displacement
     if not (unmet_density or unmet_displacement):
         return []
-    # Density does not depend on pack order, so unshuffled variants only matter for displacement.
-    pack_orders = (plan.shuffle_packs, False) if unmet_displacement else (plan.shuffle_packs,)
     alternatives = []
-    for shuffle_packs in dict.fromkeys(pack_orders):
-        for strategy in STRATEGIES:
-            if (strategy, shuffle_packs) == (plan.strategy, plan.shuffle_packs):
-                continue
-            other = pack_lengths(
-                plan.lengths,
-                plan.capacity,
-                strategy=strategy,
-                window=plan.window if strategy == plan.strategy else None,
-                seed=plan.seed,
-                shuffle=plan.shuffle,
-                shuffle_packs=shuffle_packs,
-            )
-            name = strategy if shuffle_packs == plan.shuffle_packs else f"{strategy} with shuffle_packs=False"
-            alternatives.append((name, other.metrics))
+    for strategy in STRATEGIES:
+        if strategy == plan.strategy:
+            continue
+        other = pack_lengths(plan.lengths, plan.capacity, strategy=strategy, seed=plan.seed, shuffle=plan.shuffle,
+                             shuffle_packs=plan.shuffle_packs)
+        alternatives.append((strategy, other.metrics))
     alternatives.sort(key=lambda item: (not _meets(item[1], min_density, max_displacement), -item[1].density))
     where = f"(strategy={plan.strategy})"
     messages = []
@@ -360,7 +352,7 @@ def check_budgets(
         hint = (
             f"{found[0][0]} reaches {found[0][1].displacement_mean:.1f} at density {found[0][1].density:.4f}"
             if found
-            else "no strategy reaches it; lower --window or use sequential with shuffle_packs=False"
+            else "no strategy reaches it; lower --window or use sequential"
         )
         messages.append(
             f"mean displacement {metrics.displacement_mean:.1f} > --max-displacement {max_displacement:g} "

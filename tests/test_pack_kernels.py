@@ -1,0 +1,180 @@
+"""Each packing kernel against a short pure-Python reference: identical assignments, not just valid ones.
+
+The references scan every open pack (O(n x packs)), so they share no data structure with the
+kernels (bitset + per-room stacks, segment tree); they encode only the documented tie-breaks.
+"""
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from packcli.pack import kernels
+
+
+def ref_sort_decreasing(lengths, start, stop):
+    return sorted(range(start, stop), key=lambda pos: (-lengths[pos], pos))
+
+
+def ref_best_fit_windows(lengths, capacity, window, max_age):
+    """Least room that fits; ties to the pack whose room changed last; close packs by age."""
+    pack_of = [-1] * len(lengths)
+    room, born, touched, closed = [], [], [], []
+    clock = 0
+    for chunk, start in enumerate(range(0, len(lengths), window)):
+        for pos in ref_sort_decreasing(lengths, start, min(start + window, len(lengths))):
+            fits = [p for p in range(len(room)) if not closed[p] and room[p] >= lengths[pos]]
+            if fits:
+                pack = min(fits, key=lambda p: (room[p], -touched[p]))
+            else:
+                pack = len(room)
+                room.append(capacity)
+                born.append(chunk)
+                touched.append(0)
+                closed.append(False)
+            room[pack] -= lengths[pos]
+            clock += 1
+            touched[pack] = clock
+            pack_of[pos] = pack
+        for pack in range(len(room)):
+            closed[pack] = closed[pack] or born[pack] <= chunk - max_age + 1
+    return pack_of, len(room)
+
+
+def ref_first_fit_decreasing(lengths, capacity):
+    pack_of, room = [-1] * len(lengths), []
+    for pos in ref_sort_decreasing(lengths, 0, len(lengths)):
+        pack = next((p for p in range(len(room)) if room[p] >= lengths[pos]), len(room))
+        if pack == len(room):
+            room.append(capacity)
+        room[pack] -= lengths[pos]
+        pack_of[pos] = pack
+    return pack_of, len(room)
+
+
+def ref_next_fit(lengths, capacity):
+    pack_of, pack, fill = [], -1, capacity
+    for length in lengths:
+        if fill + length > capacity:
+            pack, fill = pack + 1, 0
+        fill += length
+        pack_of.append(pack)
+    return pack_of, pack + 1
+
+
+def random_lengths(rng, n, capacity):
+    """Mix of short, long and exactly-full examples, so ties and full packs occur."""
+    kind = rng.integers(3)
+    if kind == 0:
+        return rng.integers(1, capacity + 1, n)
+    if kind == 1:
+        return np.minimum(rng.geometric(min(1.0, 4 / capacity), n), capacity)
+    return rng.choice(np.unique([1, capacity // 3 or 1, capacity // 2 or 1, capacity]), n)
+
+
+GRID = [
+    (n, capacity, seed)
+    for n in (0, 1, 2, 17, 150)
+    for capacity in (1, 2, 3, 17, 33, 64, 65, 1000)
+    for seed in range(3)
+]
+
+
+@pytest.mark.parametrize(("n", "capacity", "seed"), GRID)
+def test_best_fit_matches_reference(n, capacity, seed):
+    rng = np.random.default_rng(seed)
+    lengths = random_lengths(rng, n, capacity).astype(np.int64)
+    for window, max_age in ((max(n, 1), 1), (1, 1), (7, 1), (7, 2), (16, 4), (40, 3)):
+        got, count = kernels.best_fit_windows(lengths, capacity, window, max_age)
+        want, want_count = ref_best_fit_windows(lengths.tolist(), capacity, window, max_age)
+        assert got.tolist() == want, f"window={window} max_age={max_age}"
+        assert count == want_count
+
+
+@pytest.mark.parametrize(("n", "capacity", "seed"), GRID)
+def test_first_fit_decreasing_matches_reference(n, capacity, seed):
+    lengths = random_lengths(np.random.default_rng(seed), n, capacity).astype(np.int64)
+    got, count = kernels.first_fit_decreasing(lengths, capacity)
+    want, want_count = ref_first_fit_decreasing(lengths.tolist(), capacity)
+    assert got.tolist() == want
+    assert count == want_count
+
+
+@pytest.mark.parametrize(("n", "capacity", "seed"), GRID)
+def test_next_fit_matches_reference(n, capacity, seed):
+    lengths = random_lengths(np.random.default_rng(seed), n, capacity).astype(np.int64)
+    got, count = kernels.next_fit(lengths, capacity)
+    assert (got.tolist(), count) == ref_next_fit(lengths.tolist(), capacity)
+
+
+def test_first_fit_grows_its_tree_past_the_initial_guess():
+    # 200 examples of C/2 + 1 need 200 packs, far above the 9/8 * ceil(sum/C) first guess.
+    lengths = np.full(200, 513, dtype=np.int64)
+    got, count = kernels.first_fit_decreasing(lengths, 1024)
+    assert count == 200
+    assert got.tolist() == ref_first_fit_decreasing(lengths.tolist(), 1024)[0]
+
+
+@pytest.mark.parametrize("capacity", [5, 40, 4096, 100_000])
+@pytest.mark.parametrize(("start", "stop"), [(0, 0), (0, 1), (3, 30), (0, 600)])
+def test_sort_decreasing_both_paths_match_reference(capacity, start, stop):
+    # A length range over 16x the window (27 examples under C=4096) takes the merge sort path.
+    lengths = np.random.default_rng(stop).integers(1, capacity + 1, 600).astype(np.int64)
+    counts = np.zeros(capacity + 1, dtype=np.int64)
+    order, ordered = kernels.sort_decreasing(lengths, start, stop, capacity, counts)
+    want = ref_sort_decreasing(lengths.tolist(), start, stop)
+    assert order.tolist() == want
+    assert ordered.tolist() == [int(lengths[pos]) for pos in want]
+
+
+@pytest.mark.parametrize("universe", [1, 63, 64, 65, 4097, 262_145])
+def test_bitset_first_at_least_matches_a_set(universe):
+    rng = np.random.default_rng(universe)
+    bits, offsets = kernels._bitset_new(universe)
+    members: set[int] = set()
+    for _ in range(400):
+        x = int(rng.integers(universe))
+        if rng.random() < 0.6:
+            kernels._bitset_add(bits, offsets, x)
+            members.add(x)
+        else:
+            kernels._bitset_discard(bits, offsets, x)
+            members.discard(x)
+        query = int(rng.integers(universe))
+        want = min((m for m in members if m >= query), default=-1)
+        assert kernels._bitset_first_at_least(bits, offsets, query) == want
+
+
+def test_renumber_and_group_match_reference():
+    rng = np.random.default_rng(0)
+    for n, packs in itertools.product((0, 1, 50), (1, 7)):
+        pack_of = rng.integers(packs, size=n).astype(np.int32)
+        used = int(pack_of.max()) + 1 if n else 0
+        renumbered = kernels.renumber_by_first_position(pack_of, used)
+        first_seen = list(dict.fromkeys(pack_of.tolist()))
+        assert renumbered.tolist() == [first_seen.index(p) for p in pack_of.tolist()]
+        grouped, offsets = kernels.group_by_pack(pack_of, packs)
+        want = sorted(range(n), key=lambda pos: (pack_of[pos], pos))
+        assert grouped.tolist() == want
+        assert offsets.tolist() == [0, *np.cumsum(np.bincount(pack_of, minlength=packs)).tolist()]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    lengths=st.lists(st.integers(1, 50), max_size=300),
+    extra=st.integers(0, 30),
+    window=st.integers(1, 40),
+    max_age=st.integers(1, 5),
+)
+def test_window_packs_are_valid_and_span_at_most_max_age_windows(lengths, extra, window, max_age):
+    capacity = max(lengths, default=1) + extra
+    array = np.array(lengths, dtype=np.int64)
+    pack_of, count = kernels.best_fit_windows(array, capacity, window, max_age)
+    assert sorted(set(pack_of.tolist())) == list(range(count))
+    fill = np.bincount(pack_of, weights=array, minlength=count)
+    assert (fill <= capacity).all()
+    for pack in range(count):
+        positions = np.flatnonzero(pack_of == pack)
+        assert positions.max() // window - positions.min() // window < max_age
