@@ -190,7 +190,7 @@ def stats(
     seed: Annotated[int, typer.Option(help="Seed of the what-if shuffles.")] = 0,
     min_density: Annotated[float, typer.Option(help="Density budget for the recommendation.")] = 0.95,
     max_displacement: Annotated[Optional[float], typer.Option(
-        help="Mean displacement budget (examples) for the recommendation. Default: 1% of examples.")] = None,
+        help="Mean displacement budget (examples) for the recommendation. Default: 1% of examples, at least 1000.")] = None,
     plot: Annotated[Optional[Path], typer.Option(help="Write a PNG: lengths, pack fill, capacity sweep.")] = None,
     json_out: Json = False,
 ) -> None:

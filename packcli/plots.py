@@ -31,7 +31,8 @@ def plot_stats(path: Path, *, lengths: npt.NDArray[np.int64], capacity: int | No
     for name, value in quantiles.items():
         if name in ("p50", "p90", "p99"):
             ax.axvline(value, color="#555555", linestyle="--", linewidth=1)
-            ax.text(value, ax.get_ylim()[1] * 0.95, f" {name}={value:,.0f}", rotation=90, va="top", fontsize=8)
+            ax.text(value, ax.get_ylim()[1] * 0.98, f" {name}={value:,.0f}", rotation=90, va="top", fontsize=8,
+                    bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "none", "pad": 1})
     if capacity:
         ax.axvline(capacity, color="#C44E52", linewidth=2, label=f"capacity {capacity:,}")
         ax.legend(loc="upper left")
@@ -60,9 +61,12 @@ def plot_stats(path: Path, *, lengths: npt.NDArray[np.int64], capacity: int | No
         ax2 = ax.twinx()
         caps = sorted({c.capacity for c in sweep})
         lost = [next(c.dropped_supervised_fraction for c in sweep if c.capacity == cap) * 100 for cap in caps]
-        ax2.plot(caps, lost, color="#C44E52", linestyle=":", marker="x", label="supervised dropped")
-        ax2.set_ylabel("supervised tokens dropped (%)", color="#C44E52")
-        ax.legend(loc="lower right", fontsize=8)
+        ax2.plot(caps, lost, color="black", linestyle=":", marker="x", label="supervised dropped (%, right)")
+        ax2.set_ylabel("supervised tokens dropped as over-long (%)")
+        ax2.set_ylim(bottom=0)
+        handles = ax.get_legend_handles_labels()[0] + ax2.get_legend_handles_labels()[0]
+        labels = ax.get_legend_handles_labels()[1] + ax2.get_legend_handles_labels()[1]
+        ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=3, fontsize=8, frameon=False)
         ax.set_title("capacity sweep")
 
     if title:

@@ -125,9 +125,10 @@ def render_length_stats(stats, *, as_json: bool, plot) -> None:  # noqa: ANN001
         return
     console.out.print(_quantile_table(stats))
     console.out.print("\n".join(terminal_histogram(stats.lengths)), highlight=False)
-    table = Table(title="what-if (over-long examples dropped)", title_justify="left")
-    for col in ("capacity", "strategy", "packs", "density", "sup. density", "dropped ex.", "dropped sup.", "displ. mean"):
-        table.add_column(col, justify="right")
+    table = Table(title="what-if (over-long examples dropped; displacement = mean examples moved)",
+                  title_justify="left")
+    for col in ("capacity", "strategy", "packs", "density", "sup.dens", "drop ex", "drop sup", "displ"):
+        table.add_column(col, justify="right", no_wrap=True)
     for w in stats.what_if:
         table.add_row(f"{w.capacity:,}", w.strategy, f"{w.packs:,}", f"{w.density:.4f}", f"{w.supervised_density:.4f}",
                       f"{w.dropped_examples:,}", f"{w.dropped_supervised_fraction:.3%}", f"{w.displacement_mean:,.1f}")
@@ -164,7 +165,7 @@ def render_artifact_stats(stats, *, as_json: bool, plot) -> None:  # noqa: ANN00
     ]))
     table = Table(title="shards", title_justify="left")
     for col in ("shard", "packs", "examples", "tokens", "supervised", "density", "bytes"):
-        table.add_column(col, justify="right")
+        table.add_column(col, justify="right", no_wrap=True)
     for s in stats.shards:
         table.add_row(s["name"], f"{s['packs']:,}", f"{s['examples']:,}", f"{s['tokens']:,}", f"{s['supervised']:,}",
                       f"{s['density']:.4f}", f"{s['bytes']:,}")

@@ -161,7 +161,8 @@ def length_stats(inputs, tokenizer: str, *, template: str = "auto", loss=None, c
         records += _measure(preparer, pending, lengths, supervised, reasons)
     lens = np.asarray(lengths, dtype=np.int64)
     sups = np.asarray(supervised, dtype=np.int64)
-    budget = max_displacement if max_displacement is not None else max(1.0, 0.01 * len(lens))
+    # Default ordering budget: 1% of the examples, but never below TRL's 1000-example batches.
+    budget = max_displacement if max_displacement is not None else max(1000.0, 0.01 * len(lens))
     cells = sweep(lens, sups, capacities, seed=seed) if len(lens) else []
     return LengthStats(records=records, examples=len(lens), rejected=sum(reasons.values()),
                        rejected_reasons=dict(reasons.most_common()), total=Quantiles.of(lens),

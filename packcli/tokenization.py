@@ -1,4 +1,4 @@
-"""Tokenize rendered text with HF ``tokenizers`` and turn character spans into labels.
+"""Tokenize rendered text behind a pluggable backend, turn character spans into labels, guard exactness.
 
 Labels follow the HF convention: unshifted, ``IGNORE_INDEX`` where a token carries no loss, and the
 first token of every example always ignored. That first label is never used when the example is
@@ -7,6 +7,15 @@ alone: the last token of one example can never learn to predict the first token 
 
 A token is supervised when its character span overlaps a supervised character span, which is what
 HF's ``char_to_token`` walk over the generation indices yields for byte-level tokenizers.
+
+Two backends implement `TokenizerBackend`: `ReferenceBackend` (HF ``tokenizers``, offsets from the
+library; what ``verify`` always uses) and `packcli.fast_tokenizer.FastBackend` (``fastokens`` ids,
+offsets recovered from byte lengths, ~40x faster: docs/tokenizer-backends.md). Speed is not allowed
+to cost exactness: every `encode_batch` on a non-reference backend re-encodes a deterministic sample
+(the first example of the batch, every example whose text CRC32 is 0 mod `GUARD_PERIOD`, or all of
+them under ``paranoid``) with the reference and raises `TokenizerMismatchError` on any difference in
+ids or labels. The trade-off is a sampled check (~4% of the fast backend's time at 1/256), not a proof
+per example; the proof is the self-check at load time plus the tests in tests/test_tokenizer_backends.py.
 """
 
 from __future__ import annotations
@@ -14,34 +23,112 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-from packcli.errors import InputError
+from packcli.errors import InputError, PackcliError
 
 IGNORE_INDEX = -100
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.json.gz")
+GUARD_PERIOD = 256  # an example is cross-checked when crc32(text) % GUARD_PERIOD == 0 (and index 0 of a batch)
+BackendChoice = Literal["auto", "hf", "fast"]
+BACKEND_CHOICES: tuple[str, ...] = ("auto", "hf", "fast")
 
 
 @dataclass(frozen=True)
 class Encoded:
-    """One tokenized example: token ids and labels, both int32 of the same length."""
+    """One tokenized example: token ids and labels, both int32 of the same length.
+
+    ``offsets`` (tokens x 2, character start/end) is what the labels were computed from; the guard
+    compares it across backends. Nothing downstream stores it.
+    """
 
     input_ids: npt.NDArray[np.int32]
     labels: npt.NDArray[np.int32]
+    offsets: npt.NDArray[np.int64] | None = field(default=None, repr=False, compare=False)
 
     @property
     def supervised(self) -> int:
         return int(np.count_nonzero(self.labels != IGNORE_INDEX))
 
 
+class TokenizerBackend(Protocol):
+    """Texts -> ids and labels. ``name``/``version`` identify the library for the manifest."""
+
+    name: str
+    version: str
+
+    def encode(self, texts: Sequence[str], spans: Sequence[Sequence[tuple[int, int]]], *,
+               add_special_tokens: bool) -> list[Encoded]: ...
+
+
+class ReferenceBackend:
+    """HF ``tokenizers``: ids and offsets from the library, labels by `labels_from_spans`."""
+
+    name = "tokenizers"
+
+    def __init__(self, tokenizer: object) -> None:
+        import tokenizers
+
+        self.tokenizer = tokenizer
+        self.version = tokenizers.__version__
+
+    def encode(self, texts: Sequence[str], spans: Sequence[Sequence[tuple[int, int]]], *,
+               add_special_tokens: bool) -> list[Encoded]:
+        # encode_batch runs on every core; add_special_tokens is always explicit (defaults differ by library)
+        result = []
+        for enc, sp in zip(self.tokenizer.encode_batch(list(texts), add_special_tokens=add_special_tokens), spans):
+            ids = np.asarray(enc.ids, dtype=np.int32)
+            offsets = np.asarray(enc.offsets, dtype=np.int64).reshape(-1, 2)
+            special = np.asarray(enc.special_tokens_mask, dtype=bool) if add_special_tokens else None
+            result.append(Encoded(ids, labels_from_spans(ids, offsets, sp, added=special), offsets))
+        return result
+
+
+@dataclass
+class GuardStats:
+    """What the exactness guard did in this process (mutable counters; record them in the manifest)."""
+
+    examples: int = 0  # examples encoded by a non-reference backend
+    checked: int = 0  # of those, re-encoded by the reference and found identical (ids and labels)
+    offset_mismatches: int = 0  # sampled examples with equal ids/labels but different offsets
+    disabled_reason: str | None = None  # set on the first offset mismatch: the reference does the rest
+
+
+class TokenizerMismatchError(PackcliError):
+    """The accelerated backend and the reference disagree on an example: a bug, so the run stops."""
+
+    exit_code = 1
+
+    def __init__(self, batch_index: int, what: str, position: int, fast: list[int], reference: list[int],
+                 backend: str, where: str | None = None) -> None:
+        self.batch_index, self.what, self.position = batch_index, what, position
+        self.fast, self.reference, self.backend, self.where = fast, reference, backend, where
+        at = where or f"example {batch_index} of the batch"
+        super().__init__(f"{at}: {backend} and tokenizers disagree: {what} differ at token {position} "
+                         f"({backend} {fast} vs tokenizers {reference})",
+                         "re-run with the reference backend (backend='hf' / --tokenizer-backend hf) and "
+                         "report this record; nothing was written")
+
+    def located(self, where: str) -> TokenizerMismatchError:
+        """The same error with ``where`` (e.g. ``chat.jsonl:1832``) in place of the batch index."""
+        return TokenizerMismatchError(self.batch_index, self.what, self.position, self.fast, self.reference,
+                                      self.backend, where)
+
+
 @dataclass(frozen=True)
 class LoadedTokenizer:
-    """A ``tokenizers.Tokenizer`` with its identity (content hash) and special-token strings."""
+    """A tokenizer: its identity (content hash), special-token strings, and the backend that encodes.
+
+    ``tokenizer`` is always the reference ``tokenizers.Tokenizer``; ``backend`` is what `encode_batch`
+    runs (``backend_name``/``backend_version`` pin it; ``backend_reason`` says why it was chosen).
+    """
 
     tokenizer: object = field(repr=False)
     source: str
@@ -49,6 +136,14 @@ class LoadedTokenizer:
     bos_token: str | None
     eos_token: str | None
     config: dict | None = field(default=None, repr=False)
+    backend: TokenizerBackend | None = field(default=None, repr=False)
+    backend_reason: str = "requested"
+    paranoid: bool = False
+    guard: GuardStats = field(default_factory=GuardStats, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.backend is None:
+            object.__setattr__(self, "backend", ReferenceBackend(self.tokenizer))
 
     @property
     def version(self) -> str:
@@ -56,8 +151,20 @@ class LoadedTokenizer:
 
         return tokenizers.__version__
 
+    @property
+    def backend_name(self) -> str:
+        return self.backend.name
 
-def load_tokenizer(path: str | Path) -> LoadedTokenizer:
+    @property
+    def backend_version(self) -> str:
+        return self.backend.version
+
+    @property
+    def guard_checked(self) -> int:
+        return self.guard.checked
+
+
+def load_tokenizer(path: str | Path, *, backend: BackendChoice = "hf", paranoid: bool = False) -> LoadedTokenizer:
     """Load a ``tokenizer.json`` (or ``.json.gz``), or a directory holding one and its config.
 
     Padding and truncation configured inside the file are switched off: some published files pad
@@ -65,11 +172,22 @@ def load_tokenizer(path: str | Path) -> LoadedTokenizer:
 
     The sha256 is taken over the decompressed JSON so a ``.gz`` and a plain copy pin the same tokenizer.
 
+    Args:
+        path: the file or its directory.
+        backend: ``hf`` (the reference, the default: ``verify`` must reconstruct with it), ``fast``
+            (fastokens; an error if it cannot be exact for this file), or ``auto`` (fastokens where
+            the file is supported and passes the self-check, else the reference, with the reason in
+            ``backend_reason``).
+        paranoid: cross-check every example against the reference, not a sample.
+
     Raises:
-        InputError: missing, unreadable or corrupt tokenizer.
+        InputError: missing, unreadable or corrupt tokenizer; ``backend="fast"`` on a file fastokens
+            cannot encode exactly; an unknown ``backend``.
     """
     from tokenizers import Tokenizer
 
+    if backend not in BACKEND_CHOICES:
+        raise InputError(f"tokenizer backend {backend!r}: unknown", f"use one of {', '.join(BACKEND_CHOICES)}")
     path = Path(path)
     file = _find_tokenizer_file(path)
     try:
@@ -80,11 +198,28 @@ def load_tokenizer(path: str | Path) -> LoadedTokenizer:
                          "pass a Hugging Face tokenizer.json, or a directory containing one") from exc
     tokenizer.no_padding()
     tokenizer.no_truncation()
+    chosen, reason = _choose_backend(raw.decode("utf-8"), ReferenceBackend(tokenizer), backend, file)
     config = _read_config(file.parent / "tokenizer_config.json")
     return LoadedTokenizer(
         tokenizer=tokenizer, source=str(file), sha256=hashlib.sha256(raw).hexdigest(),
         bos_token=_token_text(config, "bos_token"), eos_token=_token_text(config, "eos_token"), config=config,
+        backend=chosen, backend_reason=reason, paranoid=paranoid,
     )
+
+
+def _choose_backend(raw: str, reference: ReferenceBackend, choice: str, file: Path) -> tuple[TokenizerBackend, str]:
+    if choice == "hf":
+        return reference, "requested"
+    from packcli.fast_tokenizer import UnsupportedTokenizer, load_fast_backend
+
+    try:
+        return load_fast_backend(raw, reference, require_pin=choice == "auto"), (
+            "requested" if choice == "fast" else "auto: fastokens supports this file and passed the self-check")
+    except UnsupportedTokenizer as exc:
+        if choice == "fast":
+            raise InputError(f"{file}: the fastokens backend cannot encode this tokenizer exactly: {exc}",
+                             "use --tokenizer-backend auto (falls back to tokenizers) or hf") from exc
+        return reference, f"auto: tokenizers, because {exc}"
 
 
 def _find_tokenizer_file(path: Path) -> Path:
@@ -119,23 +254,81 @@ def encode_batch(
     tokenizer: LoadedTokenizer, texts: Sequence[str], spans: Sequence[Sequence[tuple[int, int]]],
     add_special_tokens: Sequence[bool],
 ) -> list[Encoded]:
-    """Tokenize a batch (on every core, via ``encode_batch``) and compute labels from char spans.
+    """Tokenize a batch with the tokenizer's backend and compute labels from char spans.
 
     Records that want special tokens added by the tokenizer's post-processor (plain text and
     prompt/completion) and those that render their own (chat) are encoded in two sub-batches.
+
+    Raises:
+        TokenizerMismatchError: a non-reference backend disagrees with the reference on a checked
+            example; ``batch_index`` says which (see the module docstring for the sample).
     """
+    guard = tokenizer.guard
+    backend = tokenizer.backend if guard.disabled_reason is None else ReferenceBackend(tokenizer.tokenizer)
+    result = _encode_split(backend, texts, spans, add_special_tokens)
+    if not isinstance(backend, ReferenceBackend):
+        guard.examples += len(texts)
+        _check_sample(tokenizer, texts, spans, add_special_tokens, result)
+    return result
+
+
+def _encode_split(backend: TokenizerBackend, texts, spans, add_special_tokens) -> list[Encoded]:
     result: list[Encoded | None] = [None] * len(texts)
     for flag in (False, True):
-        idx = [i for i, want in enumerate(add_special_tokens) if want is flag]
-        if not idx:
-            continue
-        encodings = tokenizer.tokenizer.encode_batch([texts[i] for i in idx], add_special_tokens=flag)
-        for i, enc in zip(idx, encodings):
-            ids = np.asarray(enc.ids, dtype=np.int32)
-            offsets = np.asarray(enc.offsets, dtype=np.int64).reshape(-1, 2)
-            special = np.asarray(enc.special_tokens_mask, dtype=bool) if flag else None
-            result[i] = Encoded(ids, labels_from_spans(ids, offsets, spans[i], added=special))
+        idx = [i for i, want in enumerate(add_special_tokens) if bool(want) is flag]
+        if idx:
+            encoded = backend.encode([texts[i] for i in idx], [spans[i] for i in idx], add_special_tokens=flag)
+            for i, enc in zip(idx, encoded):
+                result[i] = enc
     return result  # type: ignore[return-value]
+
+
+def guard_sample(texts: Sequence[str], *, paranoid: bool = False) -> list[int]:
+    """Indices the guard checks: the first, and those whose UTF-8 CRC32 is 0 mod `GUARD_PERIOD`.
+
+    Deterministic: the same text is checked on every run, wherever it sits in the batch.
+    """
+    if paranoid:
+        return list(range(len(texts)))
+    return [i for i, t in enumerate(texts) if i == 0 or zlib.crc32(t.encode("utf-8")) % GUARD_PERIOD == 0]
+
+
+def _check_sample(tokenizer: LoadedTokenizer, texts, spans, add_special_tokens, result: list[Encoded]) -> None:
+    """Re-encode the sample with the reference; raise on ids/labels, fall back for good on offsets."""
+    sample = guard_sample(texts, paranoid=tokenizer.paranoid)
+    if not sample:
+        return
+    reference = ReferenceBackend(tokenizer.tokenizer)
+    expected = _encode_split(reference, [texts[i] for i in sample], [spans[i] for i in sample],
+                             [add_special_tokens[i] for i in sample])
+    for i, ref in zip(sample, expected):
+        got = result[i]
+        for what in ("input_ids", "labels"):
+            pos = first_difference(getattr(got, what), getattr(ref, what))
+            if pos is not None:
+                raise TokenizerMismatchError(i, what, pos, _around(getattr(got, what), pos),
+                                             _around(getattr(ref, what), pos), tokenizer.backend_name)
+        if got.offsets is None or first_difference(got.offsets.ravel(), ref.offsets.ravel()) is not None:
+            tokenizer.guard.offset_mismatches += 1
+            tokenizer.guard.disabled_reason = (f"offsets differed from tokenizers on a checked example "
+                                               f"(crc32 {zlib.crc32(texts[i].encode('utf-8')):08x}); "
+                                               "the reference encoded the rest of the run")
+            result[i] = ref
+    tokenizer.guard.checked += len(sample)
+
+
+def first_difference(a: npt.NDArray, b: npt.NDArray) -> int | None:
+    """Index of the first element where ``a`` and ``b`` differ (a length difference counts), else None."""
+    n = min(len(a), len(b))
+    diff = np.flatnonzero(np.asarray(a[:n]) != np.asarray(b[:n]))
+    if len(diff):
+        return int(diff[0])
+    return None if len(a) == len(b) else n
+
+
+def _around(values: npt.NDArray, pos: int, width: int = 3) -> list[int]:
+    """The values at ``pos`` and the next few (empty past the end), for the error message."""
+    return [int(v) for v in values[pos:pos + width]]
 
 
 def labels_from_spans(

@@ -1,0 +1,432 @@
+"""The accelerated tokenizer backend: ``fastokens`` ids, with character offsets recovered from the ids.
+
+fastokens (a Rust BPE, docs/tokenizer-backends.md) returns token ids but no offsets, and labels need
+offsets. In a byte-level BPE every token stands for a fixed run of the text's UTF-8 bytes, so the
+offsets follow from the ids: cumulative byte lengths, mapped from bytes to characters.
+
+    text    "hé 😀"             UTF-8  68 | c3 a9 | 20 f0 9f | 98 | 80
+    token bytes   1    2      3       1    1        cumulative 1 3 6 7 8
+    offsets   (0,1) (1,2)  (2,4)   (3,4) (3,4)      start: char of the first byte,
+                                                    end: 1 + char of the last byte
+
+which is what ``tokenizers`` reports (a token that cuts a character covers the whole character).
+It is numpy over the whole batch: a few passes over the concatenated UTF-8 bytes, no Python per token.
+
+An NFC normalizer is the one wrinkle: on text that is not already NFC the tokens spell the normalized
+bytes, and ``tokenizers`` maps them back with its own alignment (``e`` + U+0301 -> ``é`` at (0, 1)).
+Such text is rare, and NFC never reaches back across an ASCII character, so only the non-ASCII runs
+(with the ASCII character before them) that are not NFC go through an *aligner*: the tokenizer's
+normalizer over a no-merge byte BPE, whose one token per byte carries ``tokenizers``' own offsets.
+Everything else keeps the identity map.
+
+Trade-off: this is exact only for what it was built for, so a tokenizer file is accepted only if it
+is a byte-level BPE, normalizer absent or NFC, no prefix space, no offset trimming, no stripping added
+tokens (`unsupported_reason`), and a probe set gives identical ids, labels and offsets on both
+libraries (`self_check`). An example whose token bytes do not add up is encoded by the reference, and
+`packcli.tokenization.encode_batch` cross-checks a sample of every batch (the guard).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import unicodedata
+from collections.abc import Sequence
+from importlib import metadata
+
+import numpy as np
+import numpy.typing as npt
+
+from packcli.tokenization import IGNORE_INDEX, Encoded, ReferenceBackend, labels_from_spans
+
+FASTOKENS_PIN = "0.3.5"  # the release docs/tokenizer-backends.md measured; `auto` uses no other
+# Texts both libraries must agree on (ids, labels, offsets) before this backend is used.
+PROBE_TEXTS = (
+    "Hello, world! The quick brown fox jumps over the lazy dog 1234567890.",
+    "<|im_start|>user\nWhat's 2+2?<|im_end|>\n<|im_start|>assistant\nIt's 4.<|im_end|>\n",
+    "<|im_ <|im_start <s></s> <|endoftext|>x<|begin_of_text|><|eot_id|> <think>\n</think>",
+    "   leading spaces, trailing tabs\t\t\n\n\r\n  \u00a0\u3000 mixed   whitespace   ",
+    "Grüße, señor. Привет, мир! 你好，世界。こんにちは。안녕하세요. مرحبا بالعالم. नमस्ते दुनिया",
+    "emoji 😀👩🏽‍💻🇫🇷 math 𝔘𝔫𝔦𝔠𝔬𝔡𝔢 \U0010fffd \ufffd \x00\x01\x7f",
+    "decomposed: Ba\u0323n Tie\u0302\u0301ng Vie\u0323\u0302t, e\u0301te\u0301, \u1100\u1161\u11a8, x\u0301\u0323",
+    "def f(x):\n    return {'a': [1, 2, 3]}  # comment\n\n\n" + "#" * 300,
+    "",
+    " ",
+)
+
+
+class UnsupportedTokenizer(Exception):
+    """fastokens cannot give exact ids, labels and offsets for this tokenizer file (the reason)."""
+
+
+class FastBackend:
+    """`packcli.tokenization.TokenizerBackend` on fastokens; hands what it cannot take to ``reference``."""
+
+    name = "fastokens"
+
+    def __init__(self, fast: object, reference: ReferenceBackend, aligner: object | None, *,
+                 tables: tuple[npt.NDArray[np.int64], ...], added_texts: Sequence[str], prefix: Sequence[int],
+                 suffix: Sequence[int]) -> None:
+        self.fast, self.reference, self.aligner = fast, reference, aligner  # aligner: None without NFC
+        self.version = metadata.version("fastokens")
+        self.token_bytes, self.token_chars, self.token_cont = tables  # per id: UTF-8 length, chars starting, mid-char
+        self.added_texts = tuple(added_texts)
+        self.added_ends = {t[-1] for t in added_texts if t}
+        self.aligner_nul = aligner.token_to_id(_bytes_to_unicode()[0]) if aligner else None
+        self.prefix = np.asarray(prefix, dtype=np.int64)
+        self.suffix = np.asarray(suffix, dtype=np.int64)
+        self.reference_fallbacks = 0  # examples whose token bytes did not add up: encoded by the reference
+
+    def encode(self, texts: Sequence[str], spans: Sequence[Sequence[tuple[int, int]]], *,
+               add_special_tokens: bool) -> list[Encoded]:
+        texts = list(texts)
+        out = self._encode_fast(texts, spans, add_special_tokens) if texts else []
+        rest = [i for i, enc in enumerate(out) if enc is None]
+        if rest:
+            self.reference_fallbacks += len(rest)
+            again = self.reference.encode([texts[i] for i in rest], [spans[i] for i in rest],
+                                          add_special_tokens=add_special_tokens)
+            for i, enc in zip(rest, again):
+                out[i] = enc
+        return out  # type: ignore[return-value]
+
+    def _encode_fast(self, texts: list[str], spans: Sequence[Sequence[tuple[int, int]]],
+                     add_special_tokens: bool) -> list[Encoded | None]:
+        """Ids from fastokens, offsets from byte lengths, labels from offsets; None where not exact."""
+        n = len(texts)
+        raw_ids, raw_bounds = self.fast.encode_batch_flat(texts, add_special_tokens=add_special_tokens)
+        ids = np.frombuffer(raw_ids, dtype="<u4")
+        if len(ids) and ids.max() >= len(self.token_bytes):
+            raise RuntimeError(f"fastokens returned token id {ids.max()} outside the vocabulary")  # a bug
+        ids = ids.astype(np.int32)  # < vocabulary size < 2**31; a copy, so the arrays handed out are writable
+        bounds = np.frombuffer(raw_bounds, dtype="<u8").astype(np.int64)
+        ntok = np.diff(bounds)
+        ex_of_tok = np.repeat(np.arange(n), ntok)
+        ok = np.ones(n, dtype=bool)
+        added = np.zeros(len(ids), dtype=bool)  # tokens the post-processor inserted (BOS/EOS): no bytes
+        if add_special_tokens and len(self.prefix) + len(self.suffix):
+            ok &= ntok >= len(self.prefix) + len(self.suffix)
+            for pos, want in ((bounds[:-1, None] + np.arange(len(self.prefix)), self.prefix),
+                              (bounds[1:, None] - len(self.suffix) + np.arange(len(self.suffix)), self.suffix)):
+                pos = np.clip(pos, 0, max(len(ids) - 1, 0))
+                ok &= (ids[pos] == want).all(axis=1) if len(ids) else ok
+                added[pos[ok].ravel()] = True
+        any_added = bool(added.any())
+        tlen = np.where(added, 0, self.token_bytes[ids]) if any_added else self.token_bytes[ids]
+
+        # Offsets from tables: the characters that start in each token, and whether it starts mid-character.
+        starts = np.where(added, 0, self.token_chars[ids]) if any_added else self.token_chars[ids]
+        cum = np.concatenate(([0], np.cumsum(starts, dtype=np.int64)))
+        before = cum[:-1] - cum[bounds[:-1]][ex_of_tok]  # characters that started before the token
+        start_c, end_c = before - self.token_cont[ids], before + starts
+        if any_added:
+            start_c[added] = end_c[added] = 0
+        clen = np.fromiter(map(len, texts), dtype=np.int64, count=n)
+        char_base = np.concatenate(([0], np.cumsum(clen)))
+        identity, runs = np.ones(n, dtype=bool), {}
+        if self.aligner is not None:  # an NFC normalizer: the identity map holds where the text is NFC
+            identity, runs = _nfc_runs(texts)
+        ok &= ~identity | (cum[bounds[1:]] - cum[bounds[:-1]] == clen)
+
+        # Global positions for the span search, non-decreasing: post-processor tokens sit where they are
+        # inserted, and examples this path does not encode collapse to their start.
+        fine = ok & identity
+        shift = char_base[ex_of_tok]
+        g_start, g_end = shift + start_c, shift + end_c
+        if any_added:
+            g_start[added] = g_end[added] = (shift + before)[added]
+        if not fine.all():
+            g_start[~fine[ex_of_tok]] = g_end[~fine[ex_of_tok]] = shift[~fine[ex_of_tok]]
+        supervised, regular = _supervised(g_start, g_end, fine[ex_of_tok] & ~added, spans, clen, char_base)
+        if add_special_tokens and any_added:
+            zero_start = np.array([any(s == 0 for s, _ in sp) for sp in spans], dtype=bool)
+            supervised |= added & zero_start[ex_of_tok]
+        labels = np.where(supervised, ids, np.int32(IGNORE_INDEX))
+        labels[bounds[:-1][ntok > 0]] = IGNORE_INDEX
+        offsets = np.stack((start_c, end_c), axis=1)
+
+        aligned = self._aligned_offsets({i: r for i, r in runs.items() if ok[i]}, texts, bounds, tlen)
+        out: list[Encoded | None] = []
+        for i in range(n):
+            a, b = bounds[i], bounds[i + 1]
+            if i in aligned:
+                off = aligned[i]
+            elif ok[i] and identity[i]:
+                off = offsets[a:b]
+                if regular[i]:
+                    out.append(Encoded(ids[a:b], labels[a:b], off))
+                    continue
+            else:
+                out.append(None)
+                continue
+            # aligned offsets, or empty/out-of-range spans: the reference's own formula on our offsets
+            pp = added[a:b] if add_special_tokens else None
+            out.append(Encoded(ids[a:b], labels_from_spans(ids[a:b], off, spans[i], added=pp), off))
+        return out
+
+    def _aligned_offsets(self, runs: dict[int, list[tuple[int, int]]], texts: list[str], bounds,
+                         tlen) -> dict[int, np.ndarray]:
+        """Offsets of the examples whose text NFC changes (keys of ``runs``), or of none it cannot do exactly.
+
+        Each run (`_nfc_runs`) normalizes on its own: the aligner maps the runs, the identity map covers
+        the rest. An added token is cut out before normalizing, so a run whose first character may end
+        one (``<|im_end|>`` + U+0338 would compose ``>`` into ``≯``) goes to the reference instead.
+        """
+        which = [i for i, rs in runs.items()
+                 if not any(texts[i][s] in self.added_ends and _ends_added(texts[i], s, self.added_texts) for s, _ in rs)]
+        if not which:
+            return {}
+        text = "".join(texts[i] for i in which)  # the batch's NFC-changing texts, end to end
+        char_base = np.concatenate(([0], np.cumsum([len(texts[i]) for i in which])))
+        runs_g = np.array([(s + c, e + c) for i, c in zip(which, char_base.tolist()) for s, e in runs[i]],
+                          dtype=np.int64)
+        aligned = self.aligner.encode("\x00".join(text[s:e] for s, e in runs_g.tolist()), add_special_tokens=False)
+        first, last, norm_base = self._splice(text, runs_g, aligned, char_base)
+
+        # Each text's tokens over its normalized bytes; a text whose token bytes do not add up is left out.
+        n_tok = np.array([bounds[i + 1] - bounds[i] for i in which], dtype=np.int64)
+        tok_start = np.concatenate(([0], np.cumsum(n_tok)))
+        tok = np.repeat(bounds[which] - tok_start[:-1], n_tok) + np.arange(tok_start[-1])
+        text_of = np.repeat(np.arange(len(which)), n_tok)
+        cum = np.concatenate(([0], np.cumsum(tlen[tok])))
+        good = np.diff(cum[tok_start]) == np.diff(norm_base)
+        end_b = norm_base[text_of] + cum[1:] - cum[tok_start][text_of]
+        real = (tlen[tok] > 0) & good[text_of]
+        off = np.zeros((len(tok), 2), dtype=np.int64)
+        off[real, 0] = first[(end_b - tlen[tok])[real]] - char_base[text_of[real]]
+        off[real, 1] = last[end_b[real] - 1] - char_base[text_of[real]]
+        return {i: off[tok_start[k]:tok_start[k + 1]] for k, i in enumerate(which) if good[k]}
+
+    def _splice(self, text: str, runs: npt.NDArray[np.int64], enc, char_base) -> tuple[np.ndarray, ...]:
+        """Map the normalized bytes of ``text`` back to it.
+
+        Returns, per normalized byte, the original characters (first, last + 1) it comes from: the
+        identity map (c, c + 1), with each run's bytes replaced by the aligner's (``enc``: the runs
+        joined by NUL, which NFC leaves alone); and where each ``char_base`` position starts in the
+        normalized bytes (the last entry: their count).
+        """
+        raw = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+        lead = (raw & 0xC0) != 0x80
+        byte_of_char = np.append(np.flatnonzero(lead), len(raw))
+        aux = np.asarray(enc.offsets, dtype=np.int64).reshape(-1, 2)[np.asarray(enc.ids) != self.aligner_nul]
+        joined_start = np.concatenate(([0], np.cumsum(runs[:, 1] - runs[:, 0] + 1)))[:-1]
+        run_of = np.searchsorted(joined_start, aux[:, 0], side="right") - 1
+        aux += (runs[:, 0] - joined_start)[run_of, None]
+        bs, be = byte_of_char[runs[:, 0]], byte_of_char[runs[:, 1]]
+        edges = np.concatenate(([0], np.stack((bs, be), axis=1).ravel(), [len(raw)]))
+        kept = (np.cumsum(lead) - 1)[np.repeat(np.arange(len(edges) - 1) % 2 == 0, np.diff(edges))]
+        grow = np.concatenate(([0], np.cumsum(np.bincount(run_of, minlength=len(runs)) - (be - bs))))
+        aux_pos = (bs + grow[:-1])[run_of] + (np.arange(len(aux)) - np.searchsorted(run_of, run_of))
+        from_aux = np.zeros(len(kept) + len(aux), dtype=bool)
+        from_aux[aux_pos] = True
+        first, last = np.empty(len(from_aux), dtype=np.int64), np.empty(len(from_aux), dtype=np.int64)
+        first[aux_pos], last[aux_pos] = aux[:, 0], aux[:, 1]
+        first[~from_aux], last[~from_aux] = kept, kept + 1
+        starts = byte_of_char[char_base[:-1]]  # never inside a run, or at a run's first byte
+        norm_base = np.append(starts + grow[np.searchsorted(bs, starts)], len(first))  # runs before each start
+        return first, last, norm_base
+
+
+def _nfc_runs(texts: list[str]) -> tuple[npt.NDArray[np.bool_], dict[int, list[tuple[int, int]]]]:
+    """Which texts are NFC, and for the others the character runs that NFC may change.
+
+    A run is a stretch of `_nfc_suspects` with the character before it. That character is a starter
+    nothing after it can reach past, so normalization can start there (``a`` + U+0323 -> ``ạ``) and
+    not before: each run normalizes on its own, and the text between runs is already NFC.
+    """
+    identity = np.array([t.isascii() or unicodedata.is_normalized("NFC", t) for t in texts], dtype=bool)
+    bad = np.flatnonzero(~identity)
+    if not len(bad):
+        return identity, {}
+    base = np.concatenate(([0], np.cumsum([len(texts[i]) for i in bad])))
+    cps = np.frombuffer("".join(texts[i] for i in bad).encode("utf-32-le"), dtype="<u4")
+    where = np.flatnonzero(_nfc_suspects()[cps])
+    ex = np.searchsorted(base, where, side="right") - 1
+    new = np.concatenate(([True], (np.diff(where) != 1) | (np.diff(ex) != 0)))
+    first = where[new] - base[ex[new]]
+    stop = np.append(where[np.flatnonzero(new)[1:] - 1], where[-1:]) + 1 - base[ex[new]]
+    runs: dict[int, list[tuple[int, int]]] = {}
+    for k, s, e in zip(ex[new].tolist(), np.maximum(first - 1, 0).tolist(), stop.tolist()):
+        runs.setdefault(int(bad[k]), []).append((s, e))
+    return identity, runs
+
+
+@functools.cache
+def _nfc_suspects() -> npt.NDArray[np.bool_]:
+    """Code points a text must hold to be non-NFC (Unicode's quick check): a nonzero combining class,
+    NFC_QC=No (NFC changes the character alone) or Maybe (second half of a composition, counted over
+    every canonical pair, which is a superset). Built once per process (~1 s), for NFC tokenizers only."""
+    table = np.zeros(0x110000, dtype=bool)
+    for c in range(0x110000):
+        ch = chr(c)
+        if unicodedata.combining(ch):
+            table[c] = True
+        d = unicodedata.decomposition(ch)
+        if d and d[0] != "<":
+            parts = d.split()
+            table[int(parts[-1], 16)] |= len(parts) == 2
+            table[c] |= unicodedata.normalize("NFC", ch) != ch
+    table[0x1161:0x1176] = table[0x11A8:0x11C3] = True  # Hangul vowels and final consonants compose
+    return table
+
+
+def _ends_added(text: str, at: int, added: Sequence[str]) -> bool:
+    """Whether ``text[:at + 1]`` ends with an added token's text (then it may have been one)."""
+    return any(text.endswith(a, 0, at + 1) for a in added)
+
+
+def _supervised(start, end, real, spans, clen, char_base) -> tuple[np.ndarray, np.ndarray]:
+    """Whether each token overlaps a span of its example; which examples are regular.
+
+    ``start``/``end`` are global (batch) character positions, non-decreasing along the batch. So the
+    tokens overlapping span [s, e), the reference's ``start < e and end > s``, are one index range,
+    from the first token ending after ``s`` to the last starting before ``e``: two binary searches
+    per span and one prefix sum, instead of a test per token and span. Examples with an empty,
+    inverted or out-of-range span are irregular: `labels_from_spans` does them one by one.
+    """
+    regular = np.ones(len(clen), dtype=bool)
+    flat = [(i, s, e) for i, sp in enumerate(spans) for s, e in sp]
+    if not flat:
+        return np.zeros(len(start), dtype=bool), regular
+    ex, s, e = (np.asarray(col, dtype=np.int64) for col in zip(*flat))
+    bad = ~((s >= 0) & (s < e) & (e <= clen[ex]))
+    regular[ex[bad]] = False
+    first = np.searchsorted(end, s[~bad] + char_base[ex[~bad]], side="right")
+    stop = np.searchsorted(start, e[~bad] + char_base[ex[~bad]], side="left")
+    inside = np.zeros(len(start) + 1, dtype=np.int64)
+    np.add.at(inside, first, 1)
+    np.add.at(inside, np.maximum(stop, first), -1)
+    return real & (np.cumsum(inside[:-1]) > 0), regular
+
+
+def unsupported_reason(spec: dict) -> str | None:
+    """Why byte-length offsets would not be exact for this ``tokenizer.json``; None when they are."""
+    model = spec.get("model") or {}
+    if model.get("type") != "BPE":
+        return f"model {model.get('type')!r} is not BPE"
+    if model.get("dropout"):
+        return "BPE dropout makes tokenization random"
+    pre = spec.get("pre_tokenizer") or {}
+    byte_level = [p for p in pre.get("pretokenizers", [pre]) if p.get("type") == "ByteLevel"]
+    if not byte_level:
+        return "not a byte-level BPE (no ByteLevel pre-tokenizer), so token bytes are not text bytes"
+    if any(p.get("add_prefix_space") for p in byte_level):
+        return "the ByteLevel pre-tokenizer adds a prefix space"
+    norm = spec.get("normalizer")
+    if norm and any(n.get("type") != "NFC" for n in norm.get("normalizers", [norm])):
+        return f"normalizer {json.dumps(norm)[:80]} changes the text (only none or NFC is supported)"
+    post = spec.get("post_processor") or {}
+    for p in post.get("processors", [post] if post else []):
+        if p.get("type") not in ("ByteLevel", "TemplateProcessing"):
+            return f"post-processor {p.get('type')!r}"
+        if p.get("type") == "ByteLevel" and p.get("trim_offsets"):
+            return "the ByteLevel post-processor trims whitespace from offsets"
+    for tok in spec.get("added_tokens") or []:
+        if tok.get("lstrip") or tok.get("rstrip") or tok.get("single_word"):
+            return f"added token {tok.get('content')!r} strips whitespace or matches single words only"
+        if norm and (tok.get("normalized") or not tok.get("content", "").isascii()):
+            return f"added token {tok.get('content')!r} is normalized or not ASCII (NFC alignment needs neither)"
+    return None
+
+
+def load_fast_backend(raw: str, reference: ReferenceBackend, *, require_pin: bool) -> FastBackend:
+    """Build the fast backend for this ``tokenizer.json`` text, or say why not.
+
+    Raises:
+        UnsupportedTokenizer: fastokens is missing (or not `FASTOKENS_PIN` under ``require_pin``), cannot
+            load the file, the file is outside what byte-length offsets cover, or the self-check failed.
+    """
+    try:
+        import fastokens
+    except ImportError as exc:
+        raise UnsupportedTokenizer(f"fastokens is not installed ({exc})") from exc
+    if require_pin and (version := metadata.version("fastokens")) != FASTOKENS_PIN:
+        raise UnsupportedTokenizer(f"fastokens {version} is installed; packcli is validated with {FASTOKENS_PIN}")
+    spec = json.loads(raw)
+    if reason := unsupported_reason(spec):
+        raise UnsupportedTokenizer(reason)
+    try:
+        fast = fastokens.Tokenizer.from_json_str(raw)
+    except (ValueError, RuntimeError) as exc:
+        raise UnsupportedTokenizer(f"fastokens cannot load it: {exc}") from exc
+    fast.no_padding()
+    fast.no_truncation()
+    hf = reference.tokenizer
+    added = hf.get_added_tokens_decoder()
+    backend = FastBackend(fast, reference, _aligner(spec) if spec.get("normalizer") else None,
+                          tables=_token_tables(hf, added),
+                          added_texts=[t.content for t in added.values()], **_post_processor_tokens(hf))
+    self_check(backend)
+    return backend
+
+
+def _token_tables(hf, added: dict) -> tuple[npt.NDArray[np.int64], ...]:
+    """Per token id: its UTF-8 length, how many characters start in it, whether it starts mid-character.
+
+    Vocabulary tokens are read through the byte-level alphabet, added tokens as their text.
+    """
+    byte_of = {c: b for b, c in _bytes_to_unicode().items()}
+    vocab = hf.get_vocab(with_added_tokens=False)
+    size = max([*vocab.values(), *added, -1]) + 1
+    tables = np.zeros((3, size), dtype=np.int32)
+    for token, i in vocab.items():
+        if i not in added:
+            if not set(token) <= byte_of.keys():
+                raise UnsupportedTokenizer(f"vocabulary token {token!r} is not in the byte-level alphabet")
+            _fill(tables, i, bytes(byte_of[c] for c in token))
+    for i, tok in added.items():
+        _fill(tables, i, tok.content.encode("utf-8"))
+    if (tables[0] == 0).any():
+        raise UnsupportedTokenizer("a token id has no bytes (a gap in the vocabulary?)")
+    return tables[0], tables[1], tables[2]
+
+
+def _fill(tables, i: int, raw: bytes) -> None:
+    tables[:, i] = len(raw), sum((b & 0xC0) != 0x80 for b in raw), (raw[0] & 0xC0) == 0x80 if raw else 0
+
+
+def _bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's byte -> printable character table, which ``tokenizers``' ByteLevel uses."""
+    keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    extra = iter(range(256, 512))
+    return {b: chr(b if b in keep else next(extra)) for b in range(256)}
+
+
+def _post_processor_tokens(hf) -> dict[str, list[int]]:
+    """The ids the post-processor puts before and after one sequence (Llama 3: [BOS] and [])."""
+    enc, plain = hf.encode("probe", add_special_tokens=True), hf.encode("probe", add_special_tokens=False)
+    mask = enc.special_tokens_mask
+    p = next((k for k, m in enumerate(mask) if not m), len(mask))
+    s = next((k for k, m in enumerate(reversed(mask)) if not m), 0)
+    if p + s != hf.num_special_tokens_to_add(False) or enc.ids[p:len(mask) - s] != plain.ids:
+        raise UnsupportedTokenizer("the post-processor does more than add tokens around the sequence")
+    return {"prefix": enc.ids[:p], "suffix": enc.ids[len(mask) - s:]}
+
+
+def _aligner(spec: dict):
+    """The tokenizer's normalizer over a no-merge byte BPE: one token per normalized byte, each carrying
+    ``tokenizers``' offsets into the original text (runs hold no added tokens, so it has none)."""
+    from tokenizers import Tokenizer
+    from tokenizers.pre_tokenizers import ByteLevel
+
+    alphabet = sorted(ByteLevel.alphabet())
+    model = {"type": "BPE", "vocab": {c: i for i, c in enumerate(alphabet)}, "merges": []}
+    return Tokenizer.from_str(json.dumps({
+        "version": "1.0", "truncation": None, "padding": None, "normalizer": spec["normalizer"], "added_tokens": [],
+        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
+        "post_processor": None, "decoder": None, "model": model}))
+
+
+def self_check(backend: FastBackend) -> None:
+    """Raise `UnsupportedTokenizer` unless both libraries agree on ids, labels and offsets of the probes."""
+    texts = list(PROBE_TEXTS)
+    spans = [[(0, len(t))] if k % 2 else [(len(t) // 3, len(t) // 2), (2 * len(t) // 3, len(t))]
+             for k, t in enumerate(texts)]
+    for flag in (False, True):
+        fast = backend._encode_fast(texts, spans, flag)
+        for text, f, r in zip(texts, fast, backend.reference.encode(texts, spans, add_special_tokens=flag)):
+            if f is None:
+                raise UnsupportedTokenizer(f"self-check: the fast path could not encode {text[:40]!r}")
+            for what in ("input_ids", "labels", "offsets"):
+                if not np.array_equal(getattr(f, what), getattr(r, what)):
+                    raise UnsupportedTokenizer(f"self-check: {what} differ from tokenizers on {text[:40]!r}")
