@@ -136,6 +136,8 @@ def verify(
     self_test: Annotated[bool, typer.Option(
         "--self-test", help="Corrupt copies of the artifact in a temp dir and show that each fault is caught.")] = False,
     max_violations: Annotated[int, typer.Option(help="Offending examples shown per check.")] = 20,
+    seam_out: Annotated[Optional[str], typer.Option(
+        help="Write the seam table with a per-example verify status (.parquet or .csv).")] = None,
     json_out: Json = False,
 ) -> None:
     """Check every invariant of a packed artifact; exit 0 if all hold, 1 on a violation, 2 on bad input.
@@ -151,6 +153,8 @@ def verify(
       packcli verify packed/ --attention naive               # negative control: must report a leak (exit 1)
 
       packcli verify fixtures/packed --self-test
+
+      packcli verify packed/ --seam-out seams.csv --max-violations 100000
     """
     from packcli.render import render_attention, render_self_test, render_verify
     from packcli.verify import verify_artifact
@@ -173,6 +177,10 @@ def verify(
 
             attn = attention_check(directory, [b.strip() for b in attention.split(",") if b.strip()],
                                    device=device, dtype=dtype, packs=packs, check_grads=grads)
+        if seam_out:
+            from packcli.verify.report import write_seam_status
+
+            write_seam_status(report, str(directory), seam_out)
     except PackcliError as exc:
         _fail(exc)
     ok = render_verify(report, attn, as_json=json_out)

@@ -33,3 +33,15 @@ def test_fixed_shapes(packed):
 def test_flattening_has_no_attention_mask(packed):
     batch = collate_flattening(list(iter_packs(packed))[:2])
     assert set(batch) == {"input_ids", "labels", "position_ids"}
+
+
+def test_hf_datasets_reads_the_shards(packed, tmp_path, monkeypatch):
+    """The README's claim: `datasets.load_dataset("parquet", ...)` reads the shards as they are."""
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    datasets = pytest.importorskip("datasets")
+    files = sorted(str(p) for p in packed.glob("shard-*.parquet"))
+    ds = datasets.load_dataset("parquet", data_files=files, split="train", cache_dir=str(tmp_path / "cache"))
+    packs = list(iter_packs(packed))
+    assert len(ds) == len(packs)
+    assert ds[0]["input_ids"] == packs[0].input_ids.tolist() and ds[0]["cu_seqlens"] == packs[0].cu_seqlens.tolist()

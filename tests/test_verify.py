@@ -65,3 +65,21 @@ def test_structure_only_without_tokenizer(packed_copy, tmp_path):
         verify_artifact(packed_copy)
     report = verify_artifact(packed_copy, reconstruct=False)
     assert report.ok and "reconstruction" not in {c.name for c in report.checks}
+
+
+def test_seam_status_names_the_broken_example(packed, tmp_path):
+    import pyarrow.csv as pacsv
+
+    from packcli.verify.report import write_seam_status
+
+    fault = next(f for f in FAULTS if f.name == "seam-label")
+    copy = prepare_workspace(packed, tmp_path)
+    fault.apply(copy, tmp_path)
+    report = verify_artifact(copy)
+    bad = write_seam_status(report, str(copy), str(tmp_path / "seams.csv"))
+    rows = pacsv.read_csv(tmp_path / "seams.csv").to_pylist()
+    flagged = [r for r in rows if r["verify"] != "ok"]
+    assert bad == len(flagged) >= 1 and "seam label supervised" in flagged[0]["verify"]
+    from packcli.manifest import read_manifest
+
+    assert len(rows) == read_manifest(copy)["counts"]["records"] and any(r["verify"] == "ok" for r in rows)

@@ -66,3 +66,31 @@ class VerifyReport:
     def to_dict(self) -> dict:
         return {"directory": self.directory, "ok": self.ok, "manifest_sha256": self.manifest_sha256,
                 "checks": [dict(asdict(c), ok=c.ok) for c in self.checks]}
+
+
+def write_seam_status(report: VerifyReport, directory: str, path: str) -> int:
+    """Write the seam table with a ``verify`` column: "ok", or the first violation naming the example.
+
+    Returns the number of examples with a violation. Violations without an example (a corrupted shard,
+    a bad count) are not per-example and appear only in the report.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from packcli.manifest import SEAM_TABLE_NAME
+
+    first: dict[int, str] = {}
+    for check in report.checks:
+        for v in check.violations:
+            if v.example_id is not None:
+                first.setdefault(v.example_id, f"{check.name}: {v.message}")
+    table = pq.read_table(f"{directory}/{SEAM_TABLE_NAME}")
+    status = [first.get(eid, "ok") for eid in table["example_id"].to_pylist()]
+    table = table.append_column("verify", pa.array(status, pa.string()))
+    if path.endswith(".csv"):
+        import pyarrow.csv as pacsv
+
+        pacsv.write_csv(table, path)
+    else:
+        pq.write_table(table, path)
+    return sum(s != "ok" for s in status)
