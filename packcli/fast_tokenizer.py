@@ -2,27 +2,27 @@
 
 fastokens (a Rust BPE, docs/tokenizer-backends.md) returns token ids but no offsets, and labels need
 offsets. In a byte-level BPE every token stands for a fixed run of the text's UTF-8 bytes, so the
-offsets follow from the ids: cumulative byte lengths, mapped from bytes to characters.
+offsets follow from the ids: per token id, a table holds how many characters start in its bytes and
+whether its first byte continues a character; a cumulative sum over the batch gives the offsets.
 
-    text    "hé 😀"             UTF-8  68 | c3 a9 | 20 f0 9f | 98 | 80
-    token bytes   1    2      3       1    1        cumulative 1 3 6 7 8
-    offsets   (0,1) (1,2)  (2,4)   (3,4) (3,4)      start: char of the first byte,
-                                                    end: 1 + char of the last byte
+    text      "hé 😀"            UTF-8  68 | c3 a9 | 20 f0 9f | 98 | 80
+    chars starting in the token   1      1        2        0    0     cumulative 1 2 4 4 4
+    starts mid-character          no     no       no       yes  yes
+    offsets                       (0,1)  (1,2)    (2,4)    (3,4) (3,4)
 
 which is what ``tokenizers`` reports (a token that cuts a character covers the whole character).
-It is numpy over the whole batch: a few passes over the concatenated UTF-8 bytes, no Python per token.
+Labels then come from one binary search per span over the whole batch. No Python runs per token.
 
 An NFC normalizer is the one wrinkle: on text that is not already NFC the tokens spell the normalized
-bytes, and ``tokenizers`` maps them back with its own alignment (``e`` + U+0301 -> ``é`` at (0, 1)).
-Such text is rare, and NFC never reaches back across an ASCII character, so only the non-ASCII runs
-(with the ASCII character before them) that are not NFC go through an *aligner*: the tokenizer's
-normalizer over a no-merge byte BPE, whose one token per byte carries ``tokenizers``' own offsets.
-Everything else keeps the identity map.
+text, and ``tokenizers`` maps them back with its own alignment (``e`` + U+0301 -> ``é`` at (0, 1)).
+NFC acts only on short runs (`_nfc_runs`), so the runs that change go through an *aligner*: the
+tokenizer's normalizer over a no-merge byte BPE, one token per normalized byte, each carrying
+``tokenizers``' own offsets. The rest of the text keeps the identity map.
 
 Trade-off: this is exact only for what it was built for, so a tokenizer file is accepted only if it
 is a byte-level BPE, normalizer absent or NFC, no prefix space, no offset trimming, no stripping added
 tokens (`unsupported_reason`), and a probe set gives identical ids, labels and offsets on both
-libraries (`self_check`). An example whose token bytes do not add up is encoded by the reference, and
+libraries (`self_check`). An example whose characters do not add up is encoded by the reference, and
 `packcli.tokenization.encode_batch` cross-checks a sample of every batch (the guard).
 """
 
@@ -32,6 +32,7 @@ import functools
 import json
 import unicodedata
 from collections.abc import Sequence
+from itertools import chain
 from importlib import metadata
 
 import numpy as np
@@ -127,10 +128,16 @@ class FastBackend:
         if self.aligner is not None:  # an NFC normalizer: the identity map holds where the text is NFC
             identity, runs = _nfc_runs(texts)
         ok &= ~identity | (cum[bounds[1:]] - cum[bounds[:-1]] == clen)
-
+        aligned = self._aligned_offsets({i: r for i, r in runs.items() if ok[i]}, texts, bounds, tlen)
+        ok &= identity | np.isin(np.arange(n), list(aligned))
+        monotone = np.zeros(n, dtype=bool)
+        for i, off in aligned.items():  # into the arrays; the vectorized labels need them non-decreasing
+            start_c[bounds[i]:bounds[i + 1]], end_c[bounds[i]:bounds[i + 1]] = off[:, 0], off[:, 1]
+            monotone[i] = (len(off) < 2 or bool((np.diff(off, axis=0) >= 0).all())) and bool(
+                ((off[:, 1] > off[:, 0]) | added[bounds[i]:bounds[i + 1]]).all())
         # Global positions for the span search, non-decreasing: post-processor tokens sit where they are
-        # inserted, and examples this path does not encode collapse to their start.
-        fine = ok & identity
+        # inserted, and examples done one by one below collapse to their start.
+        fine = ok & (identity | (monotone & (not any_added)))
         shift = char_base[ex_of_tok]
         g_start, g_end = shift + start_c, shift + end_c
         if any_added:
@@ -145,23 +152,17 @@ class FastBackend:
         labels[bounds[:-1][ntok > 0]] = IGNORE_INDEX
         offsets = np.stack((start_c, end_c), axis=1)
 
-        aligned = self._aligned_offsets({i: r for i, r in runs.items() if ok[i]}, texts, bounds, tlen)
         out: list[Encoded | None] = []
-        for i in range(n):
-            a, b = bounds[i], bounds[i + 1]
-            if i in aligned:
-                off = aligned[i]
-            elif ok[i] and identity[i]:
-                off = offsets[a:b]
-                if regular[i]:
-                    out.append(Encoded(ids[a:b], labels[a:b], off))
-                    continue
+        for i, a, b, good, vectorized in zip(range(n), bounds[:-1].tolist(), bounds[1:].tolist(), ok.tolist(),
+                                             (fine & regular).tolist()):
+            if vectorized:
+                out.append(Encoded(ids[a:b], labels[a:b], offsets[a:b]))
+            elif good:  # reordered marks, or empty/out-of-range spans: the reference's formula on our offsets
+                pp = added[a:b] if add_special_tokens else None
+                out.append(Encoded(ids[a:b], labels_from_spans(ids[a:b], offsets[a:b], spans[i], added=pp),
+                                   offsets[a:b]))
             else:
                 out.append(None)
-                continue
-            # aligned offsets, or empty/out-of-range spans: the reference's own formula on our offsets
-            pp = added[a:b] if add_special_tokens else None
-            out.append(Encoded(ids[a:b], labels_from_spans(ids[a:b], off, spans[i], added=pp), off))
         return out
 
     def _aligned_offsets(self, runs: dict[int, list[tuple[int, int]]], texts: list[str], bounds,
@@ -228,26 +229,33 @@ class FastBackend:
 
 
 def _nfc_runs(texts: list[str]) -> tuple[npt.NDArray[np.bool_], dict[int, list[tuple[int, int]]]]:
-    """Which texts are NFC, and for the others the character runs that NFC may change.
+    """Which texts are NFC, and for the others the character runs that NFC changes.
 
     A run is a stretch of `_nfc_suspects` with the character before it. That character is a starter
-    nothing after it can reach past, so normalization can start there (``a`` + U+0323 -> ``ạ``) and
-    not before: each run normalizes on its own, and the text between runs is already NFC.
+    that composes with nothing before it, and the character after the run is one too, so each run
+    normalizes on its own (``a`` + U+0323 -> ``ạ``) and the text between runs is NFC already: a text
+    is NFC if and only if its runs are, and only runs that are not need the aligner.
     """
-    identity = np.array([t.isascii() or unicodedata.is_normalized("NFC", t) for t in texts], dtype=bool)
-    bad = np.flatnonzero(~identity)
-    if not len(bad):
+    identity = np.ones(len(texts), dtype=bool)
+    wide = [i for i, t in enumerate(texts) if not t.isascii()]
+    if not wide:
         return identity, {}
-    base = np.concatenate(([0], np.cumsum([len(texts[i]) for i in bad])))
-    cps = np.frombuffer("".join(texts[i] for i in bad).encode("utf-32-le"), dtype="<u4")
-    where = np.flatnonzero(_nfc_suspects()[cps])
+    joined = "".join(texts[i] for i in wide)
+    base = np.concatenate(([0], np.cumsum([len(texts[i]) for i in wide])))
+    where = np.flatnonzero(_nfc_suspects()[np.frombuffer(joined.encode("utf-32-le"), dtype="<u4")])
+    if not len(where):
+        return identity, {}
     ex = np.searchsorted(base, where, side="right") - 1
     new = np.concatenate(([True], (np.diff(where) != 1) | (np.diff(ex) != 0)))
-    first = where[new] - base[ex[new]]
-    stop = np.append(where[np.flatnonzero(new)[1:] - 1], where[-1:]) + 1 - base[ex[new]]
+    stop = np.append(where[np.flatnonzero(new)[1:] - 1], where[-1:]) + 1
+    ex = ex[new]
+    start = np.maximum(where[new] - 1, base[ex])
     runs: dict[int, list[tuple[int, int]]] = {}
-    for k, s, e in zip(ex[new].tolist(), np.maximum(first - 1, 0).tolist(), stop.tolist()):
-        runs.setdefault(int(bad[k]), []).append((s, e))
+    for k, s, e in zip(ex.tolist(), start.tolist(), stop.tolist()):
+        if not unicodedata.is_normalized("NFC", joined[s:e]):
+            b = int(base[k])
+            runs.setdefault(wide[k], []).append((s - b, e - b))
+    identity[list(runs)] = False
     return identity, runs
 
 
@@ -285,17 +293,17 @@ def _supervised(start, end, real, spans, clen, char_base) -> tuple[np.ndarray, n
     inverted or out-of-range span are irregular: `labels_from_spans` does them one by one.
     """
     regular = np.ones(len(clen), dtype=bool)
-    flat = [(i, s, e) for i, sp in enumerate(spans) for s, e in sp]
-    if not flat:
+    counts = np.fromiter(map(len, spans), dtype=np.int64, count=len(spans))
+    if not counts.sum():
         return np.zeros(len(start), dtype=bool), regular
-    ex, s, e = (np.asarray(col, dtype=np.int64) for col in zip(*flat))
+    ex = np.repeat(np.arange(len(spans)), counts)
+    s, e = np.fromiter(chain.from_iterable(chain.from_iterable(spans)), dtype=np.int64, count=2 * counts.sum()
+                       ).reshape(-1, 2).T
     bad = ~((s >= 0) & (s < e) & (e <= clen[ex]))
     regular[ex[bad]] = False
     first = np.searchsorted(end, s[~bad] + char_base[ex[~bad]], side="right")
     stop = np.searchsorted(start, e[~bad] + char_base[ex[~bad]], side="left")
-    inside = np.zeros(len(start) + 1, dtype=np.int64)
-    np.add.at(inside, first, 1)
-    np.add.at(inside, np.maximum(stop, first), -1)
+    inside = np.bincount(first, minlength=len(start) + 1) - np.bincount(np.maximum(stop, first), minlength=len(start) + 1)
     return real & (np.cumsum(inside[:-1]) > 0), regular
 
 

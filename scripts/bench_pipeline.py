@@ -1,0 +1,498 @@
+"""Benchmark the pack pipeline stage by stage against the raw-tokenizer ceiling.
+
+Three modes, each printing a markdown table last and writing JSON with ``--out``:
+
+    tokenize  Preparer.prepare (parse + render + tokenize + mask, batches as in packcli.pipeline)
+              vs the ceiling: tokenizer.encode_batch on the SAME texts, rendered beforehand (untimed),
+              same tokenizer object, same batch size, the two interleaved batch by batch. Run per
+              tokenizer/template setup.
+    pack      pack_corpus end to end in a fresh subprocess per corpus (so peak RSS is per run), and
+              the raw ceiling on the same corpus in another fresh subprocess (render untimed, then
+              encode_batch timed).
+    verify    verify_artifact on an artifact from `pack`, in a fresh subprocess, with per-check
+              times taken by wrapping the check functions (packcli itself is not modified).
+
+Trade-off: the machine is shared, so every measurement also records process CPU seconds (all
+threads) and the 1-minute load average before and after; wall time alone would hide contention.
+The ceiling counts tokens with ``len(encoding)``, not ``encoding.ids``: building the Python list of
+ids is part of what packcli pays, not part of what the tokenizer must do.
+
+Usage:
+    python scripts/make_bench_corpus.py --n 200000 --out /tmp/bench200k.jsonl
+    python scripts/make_bench_corpus.py --n 100000 --out /tmp/bench100k.jsonl
+    python scripts/bench_pipeline.py tokenize --corpus /tmp/bench200k.jsonl --n 50000 --out /tmp/tok.json
+    python scripts/bench_pipeline.py pack --corpus /tmp/bench200k.jsonl --corpus /tmp/bench100k.jsonl \\
+        --workdir /tmp/packcli-bench --out /tmp/pack.json
+    python scripts/bench_pipeline.py verify --artifact /tmp/packcli-bench/bench200k --pack-json /tmp/pack.json \\
+        --out /tmp/verify.json
+    python scripts/bench_pipeline.py tokenize --quick      # a few hundred conversations, seconds
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+ASSETS = REPO_ROOT / ".cache" / "assets"
+FIXTURE_TOKENIZER = REPO_ROOT / "fixtures" / "tokenizer"
+BATCH = 4096  # packcli.config.PackConfig.batch_records default
+SETUPS = {  # name -> (tokenizer, template)
+    "qwen3": (ASSETS / "qwen3", ASSETS / "templates" / "qwen3_training.jinja"),
+    "fixture": (FIXTURE_TOKENIZER, "chatml"),
+}
+DEFAULT_CORPORA = ("/tmp/bench200k.jsonl", "/tmp/bench100k.jsonl")
+QUICK_DIR = Path(tempfile.gettempdir()) / "packcli-bench-quick"
+QUICK_SIZES = (400, 200)
+
+
+# ----------------------------------------------------------------------------------------- timing
+
+@dataclass(frozen=True)
+class Span:
+    """One timed region: wall seconds, process CPU seconds (every thread), load before/after."""
+
+    wall_s: float
+    cpu_s: float
+    load_before: float
+    load_after: float
+
+
+class Timer:
+    def __enter__(self) -> Timer:
+        self.load0 = os.getloadavg()[0]
+        self.cpu0 = _cpu()
+        self.t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.span = Span(time.perf_counter() - self.t0, _cpu() - self.cpu0, self.load0, os.getloadavg()[0])
+
+
+def _cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+def _rss_mib() -> float:
+    with open("/proc/self/statm") as handle:
+        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def _peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+
+
+def _tree_hash(root: Path) -> str:
+    """sha256 over every packcli source file: the tree is edited while benchmarks run."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def environment() -> dict:
+    """What produced the numbers: machine, versions, and the packcli tree (others edit it)."""
+    import numpy
+    import pyarrow
+    import tokenizers
+
+    def git(*args: str) -> str:
+        run = subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True)
+        return run.stdout.strip()
+
+    return {
+        "cpus": os.cpu_count(), "affinity": len(os.sched_getaffinity(0)), "python": platform.python_version(),
+        "platform": platform.platform(), "tokenizers": tokenizers.__version__, "numpy": numpy.__version__,
+        "pyarrow": pyarrow.__version__, "git_head": git("rev-parse", "HEAD"),
+        "git_dirty": git("status", "--short", "--", "packcli").splitlines(),
+        "packcli_tree_sha256": _tree_hash(REPO_ROOT / "packcli"),
+        "argv": sys.argv, "loadavg_start": os.getloadavg(),
+    }
+
+
+# ---------------------------------------------------------------------------- shared render helpers
+
+def make_renderer(tokenizer_path: str | Path, template: str | Path):
+    """Tokenizer and renderer exactly as pack_corpus builds them (loss auto)."""
+    from packcli.chat import LossPolicy, Renderer, load_template, require_markers
+    from packcli.tokenization import load_tokenizer
+
+    tok = load_tokenizer(tokenizer_path)
+    tpl = load_template(str(template), tok.config)
+    require_markers(tpl, LossPolicy.auto)
+    return tok, Renderer(tpl, LossPolicy.auto, bos_token=tok.bos_token, eos_token=tok.eos_token)
+
+
+def render_texts(renderer, batch) -> tuple[list[str], list[bool]]:
+    """The texts Preparer would hand to encode_batch, and their add_special_tokens flags."""
+    from packcli.chat import RenderError
+    from packcli.ingest import Record, parse_record
+
+    texts, flags = [], []
+    for fi, line, raw in batch:
+        record = parse_record(raw, file_index=fi, line=line)
+        if isinstance(record, Record):
+            try:
+                rendered = renderer.render(record)
+            except RenderError:
+                continue
+            texts.append(rendered.text)
+            flags.append(rendered.add_special_tokens)
+    return texts, flags
+
+
+def encode_raw(hf_tokenizer, texts: list[str], flags: list[bool]) -> int:
+    """The ceiling: encode_batch alone, tokens counted without materialising ids."""
+    tokens = 0
+    for flag in (False, True):
+        sub = [t for t, f in zip(texts, flags) if f is flag]
+        if sub:
+            tokens += sum(len(e) for e in hf_tokenizer.encode_batch(sub, add_special_tokens=flag))
+    return tokens
+
+
+# --------------------------------------------------------------------------------------- tokenize
+
+def bench_tokenize(corpus: Path, n: int, setups: list[str], repeat: int) -> dict:
+    from packcli.ingest import read_lines
+    from packcli.prepare import Preparer
+
+    lines = [(0, line, raw) for line, raw in itertools.islice(read_lines(corpus, 0), n)]
+    if len(lines) < n:
+        raise SystemExit(f"error: {corpus} has {len(lines)} records, fewer than --n {n}")
+    batches = [lines[i:i + BATCH] for i in range(0, len(lines), BATCH)]
+    results = []
+    for name in setups:
+        tokenizer_path, template = SETUPS[name]
+        if not Path(tokenizer_path).exists():
+            raise SystemExit(f"error: {tokenizer_path} missing; run python scripts/fetch_real_assets.py")
+        tok, renderer = make_renderer(tokenizer_path, template)
+        rendered = [render_texts(renderer, b) for b in batches]  # untimed: the ceiling's input
+        chars = sum(len(t) for texts, _ in rendered for t in texts)
+        Preparer(renderer, tok).prepare(lines[:256])  # warm-up: thread pool, jinja, caches
+        encode_raw(tok.tokenizer, *rendered[0])
+        runs = []
+        for rep in range(repeat):
+            run = _interleaved_run(Preparer(renderer, tok), tok.tokenizer, batches, rendered, first=rep % 2)
+            if run["prepare"]["tokens"] != run["raw"]["tokens"]:
+                raise SystemExit(f"error: {name}: Preparer made {run['prepare']['tokens']} tokens, "
+                                 f"raw encode_batch {run['raw']['tokens']}: not the same texts")
+            runs.append(run)
+        med = lambda what, key: statistics.median(r[what][key] for r in runs)  # noqa: E731
+        tokens = runs[0]["raw"]["tokens"]
+        prep_wall, raw_wall = med("prepare", "wall_s"), med("raw", "wall_s")
+        results.append({
+            "setup": name, "tokenizer": str(tokenizer_path), "template": str(template),
+            "conversations": len(lines), "rejected": runs[0]["prepare"]["rejected"], "chars": chars, "tokens": tokens,
+            "batch": BATCH, "repeat": repeat, "runs": runs,
+            "prepare_wall_s": prep_wall, "prepare_cpu_s": med("prepare", "cpu_s"),
+            "parse_render_s": med("prepare", "parse_render_s"), "tokenize_mask_s": med("prepare", "tokenize_mask_s"),
+            "raw_wall_s": raw_wall, "raw_cpu_s": med("raw", "cpu_s"),
+            "prepare_tokens_per_s": tokens / prep_wall, "raw_tokens_per_s": tokens / raw_wall,
+            "ratio": raw_wall / prep_wall,
+            "ratio_cpu": med("raw", "cpu_s") / med("prepare", "cpu_s"),
+            "ratio_tokenize_mask_only": raw_wall / med("prepare", "tokenize_mask_s"),
+        })
+    return {"mode": "tokenize", "corpus": str(corpus), "results": results}
+
+
+def _interleaved_run(preparer, hf_tokenizer, batches, rendered, *, first: int) -> dict:
+    """Time Preparer and raw encode_batch batch by batch, alternating which goes first, so that
+    a neighbour's load on a shared machine falls on both sides alike."""
+    spans: dict[str, list[Span]] = {"prepare": [], "raw": []}
+    tokens = {"prepare": 0, "raw": 0}
+    rejected = 0
+    for i, (b, (texts, flags)) in enumerate(zip(batches, rendered)):
+        for what in (("prepare", "raw") if (i + first) % 2 == 0 else ("raw", "prepare")):
+            with Timer() as t:
+                if what == "prepare":
+                    outcomes = preparer.prepare(b)
+                else:
+                    n = encode_raw(hf_tokenizer, texts, flags)
+            spans[what].append(t.span)
+            if what == "prepare":  # counted outside the timed region, like the raw side's len()
+                rejected += sum(isinstance(o, str) for o in outcomes)
+                tokens["prepare"] += sum(len(o.input_ids) for o in outcomes if not isinstance(o, str))
+                del outcomes
+            else:
+                tokens["raw"] += n
+    run = {what: {"wall_s": sum(s.wall_s for s in spans[what]), "cpu_s": sum(s.cpu_s for s in spans[what]),
+                  "load_before": spans[what][0].load_before, "load_after": spans[what][-1].load_after,
+                  "tokens": tokens[what]} for what in spans}
+    run["prepare"].update(rejected=rejected, parse_render_s=preparer.seconds["read_render_s"],
+                          tokenize_mask_s=preparer.seconds["tokenize_s"])
+    return run
+
+
+def table_tokenize(data: dict) -> str:
+    rows = ["| setup | conv. | tokens | Preparer tok/s | raw encode_batch tok/s | ratio (target >= 0.8) "
+            "| ratio, CPU s | parse+render s | tokenize+mask s | raw s | tokenize+mask vs raw |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in data["results"]:
+        rows.append(f"| {r['setup']} | {r['conversations']:,} | {r['tokens']:,} | {r['prepare_tokens_per_s']:,.0f} "
+                    f"| {r['raw_tokens_per_s']:,.0f} | {r['ratio']:.2f}x | {r['ratio_cpu']:.2f}x "
+                    f"| {r['parse_render_s']:.1f} | {r['tokenize_mask_s']:.1f} | {r['raw_wall_s']:.1f} "
+                    f"| {r['ratio_tokenize_mask_only']:.2f}x |")
+    return "\n".join(rows)
+
+
+# ------------------------------------------------------------------------------------------- pack
+
+def child_pack(spec: dict) -> dict:
+    from packcli.config import PackConfig
+    from packcli.pipeline import pack_corpus
+
+    rss_imports = _rss_mib()
+    config = PackConfig(inputs=(spec["corpus"],), tokenizer=spec["tokenizer"], template=str(spec["template"]),
+                        out=Path(spec["out"]), capacity=spec["capacity"], force=True)
+    with Timer() as t:
+        summary = pack_corpus(config)
+    counts, metrics = summary.manifest["counts"], summary.manifest["metrics"]
+    return {"span": asdict(t.span), "stage_seconds": summary.stage_seconds, "counts": counts,
+            "density": metrics["density"], "supervised_density": metrics["supervised_density"],
+            "rss_after_imports_mib": rss_imports, "peak_rss_mib": _peak_rss_mib(),
+            "shards": len(summary.manifest["shards"]),
+            "artifact_bytes": sum(p.stat().st_size for p in Path(spec["out"]).iterdir())}
+
+
+def child_ceiling(spec: dict) -> dict:
+    from packcli.ingest import read_lines
+
+    tok, renderer = make_renderer(spec["tokenizer"], spec["template"])
+    lines = ((0, line, raw) for line, raw in read_lines(spec["corpus"], 0))
+    tokens = conversations = 0
+    wall = cpu = 0.0
+    load0 = os.getloadavg()[0]
+    while batch := list(itertools.islice(lines, BATCH)):
+        conversations += len(batch)
+        texts, flags = render_texts(renderer, batch)  # untimed
+        with Timer() as t:
+            tokens += encode_raw(tok.tokenizer, texts, flags)
+        wall += t.span.wall_s
+        cpu += t.span.cpu_s
+    return {"span": asdict(Span(wall, cpu, load0, os.getloadavg()[0])), "tokens": tokens,
+            "conversations": conversations, "peak_rss_mib": _peak_rss_mib()}
+
+
+def run_child(kind: str, spec: dict) -> dict:
+    """Run one measurement in a fresh interpreter; add the parent's view (wall, wait4 rusage)."""
+    cmd = [sys.executable, str(Path(__file__).resolve()), "_child", kind, json.dumps(spec)]
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    stdout = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"error: child {kind} exited {proc.returncode}: {stdout[-2000:]}")
+    result = json.loads(stdout.strip().splitlines()[-1])
+    result["process_wall_s"] = time.perf_counter() - t0
+    result["process_cpu_s"] = usage.ru_utime + usage.ru_stime
+    result["process_maxrss_mib"] = usage.ru_maxrss / 1024
+    return result
+
+
+def bench_pack(corpora: list[Path], tokenizer: str, template: str, capacity: int, workdir: Path,
+               ceiling: bool) -> dict:
+    results = []
+    for corpus in corpora:
+        spec = {"corpus": str(corpus), "tokenizer": tokenizer, "template": template, "capacity": capacity,
+                "out": str(workdir / corpus.stem)}
+        print(f"pack {corpus} -> {spec['out']}", file=sys.stderr, flush=True)
+        pack = run_child("pack", spec)
+        c = pack["counts"]
+        tokenized = c["tokens"] + c["tokens_lost"]
+        entry = {"corpus": str(corpus), "records": c["records"], "tokens_tokenized": tokenized,
+                 "tokens_packed": c["tokens"], "pack": pack, "pack_wall_s": pack["span"]["wall_s"],
+                 "pack_tokens_per_s": tokenized / pack["span"]["wall_s"]}
+        if ceiling:
+            print(f"ceiling {corpus}", file=sys.stderr, flush=True)
+            raw = run_child("ceiling", spec)
+            if raw["tokens"] != tokenized:
+                entry["token_count_note"] = f"ceiling counted {raw['tokens']} tokens, pack {tokenized}"
+            entry.update(ceiling=raw, raw_tokens_per_s=raw["tokens"] / raw["span"]["wall_s"])
+            entry["ratio"] = entry["pack_tokens_per_s"] / entry["raw_tokens_per_s"]
+            entry["ratio_cpu"] = (raw["span"]["cpu_s"] / raw["tokens"]) / (pack["span"]["cpu_s"] / tokenized)
+        results.append(entry)
+    return {"mode": "pack", "tokenizer": tokenizer, "template": template, "capacity": capacity, "results": results}
+
+
+def table_pack(data: dict) -> str:
+    rows = ["| corpus | records | tokens | pack wall s | read+render s | tokenize s | pack s | write s "
+            "| tok/s | raw tok/s | ratio (>= 0.8) | ratio, CPU s | peak RSS MiB | density |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in data["results"]:
+        s = r["pack"]["stage_seconds"]
+        raw = f"{r['raw_tokens_per_s']:,.0f}" if "ceiling" in r else "-"
+        ratio = f"{r['ratio']:.2f}x" if "ceiling" in r else "-"
+        ratio_cpu = f"{r['ratio_cpu']:.2f}x" if "ceiling" in r else "-"
+        rows.append(f"| {Path(r['corpus']).name} | {r['records']:,} | {r['tokens_tokenized']:,} "
+                    f"| {r['pack_wall_s']:.1f} | {s['read_render_s']:.1f} | {s['tokenize_s']:.1f} | {s['pack_s']:.1f} "
+                    f"| {s['write_s']:.1f} | {r['pack_tokens_per_s']:,.0f} | {raw} | {ratio} | {ratio_cpu} "
+                    f"| {r['pack']['peak_rss_mib']:,.0f} | {r['pack']['density']:.4f} |")
+    return "\n".join(rows)
+
+
+# ----------------------------------------------------------------------------------------- verify
+
+CHECKS = ("check_integrity", "check_drift", "check_packs", "check_global", "check_reconstruction")
+
+
+def child_verify(spec: dict) -> dict:
+    """verify_artifact with its check functions (and reconstruction's Preparer) wrapped for timing."""
+    import packcli.verify.artifact as artifact
+    import packcli.verify.reconstruct as reconstruct
+    from packcli.prepare import Preparer
+
+    rss_imports = _rss_mib()
+    seconds: dict[str, float] = {}
+
+    def timed(name: str, fn):
+        def wrapper(*args, **kwargs):
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - t0
+        return wrapper
+
+    for name in CHECKS:
+        setattr(artifact, name, timed(name, getattr(artifact, name)))
+    preparers: list[Preparer] = []
+
+    class CountingPreparer(Preparer):
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            preparers.append(self)
+
+    reconstruct.Preparer = CountingPreparer
+    with Timer() as t:
+        report = artifact.verify_artifact(spec["artifact"])
+    split = {k: sum(p.seconds[k] for p in preparers) for k in ("read_render_s", "tokenize_s")}
+    checks = [{"name": c.name, "checked": c.checked, "violations": c.count, "ok": c.ok, "skipped": c.skipped}
+              for c in report.checks]
+    return {"span": asdict(t.span), "ok": report.ok, "checks": checks, "check_seconds": seconds,
+            "reconstruction_split": split, "rss_after_imports_mib": rss_imports, "peak_rss_mib": _peak_rss_mib()}
+
+
+def bench_verify(artifact: Path, pack_json: Path | None) -> dict:
+    result = run_child("verify", {"artifact": str(artifact)})
+    data = {"mode": "verify", "artifact": str(artifact), "result": result, "verify_wall_s": result["span"]["wall_s"]}
+    if pack_json is not None:
+        packs = json.loads(pack_json.read_text())["results"]
+        match = [r for r in packs if r["pack"].get("out", "") == str(artifact) or Path(r["corpus"]).stem == artifact.name]
+        if match:
+            data["pack_wall_s"] = match[0]["pack_wall_s"]
+            data["verify_over_pack"] = data["verify_wall_s"] / data["pack_wall_s"]
+    return data
+
+
+def table_verify(data: dict) -> str:
+    r = data["result"]
+    secs = r["check_seconds"]
+    names = {"integrity": "check_integrity", "contract_drift": "check_drift", "pack_layout": "check_packs",
+             "global": "check_global", "reconstruction": "check_reconstruction"}
+    rows = [f"peak RSS {r['peak_rss_mib']:,.0f} MiB; all checks ok: {r['ok']}\n",
+            "| check | checked | violations | seconds | share |", "|---|---:|---:|---:|---:|"]
+    total = data["verify_wall_s"]
+    for c in r["checks"]:
+        s = secs.get(names.get(c["name"], ""), 0.0)
+        rows.append(f"| {c['name']} | {c['checked']:,} | {c['violations']:,} | {s:.1f} | {s / total:.0%} |")
+    other = total - sum(secs.values())
+    rows.append(f"| other (manifest, seam-table read) | | | {other:.1f} | {other / total:.0%} |")
+    split = r["reconstruction_split"]
+    rows.append(f"| of reconstruction: parse+render / tokenize+mask | | | {split['read_render_s']:.1f} / "
+                f"{split['tokenize_s']:.1f} | |")
+    vs = f"{data['verify_over_pack']:.2f}x pack ({data['pack_wall_s']:.1f} s)" if "verify_over_pack" in data else "-"
+    rows.append(f"| **verify total** (target <= pack) | | | **{total:.1f}** | {vs} |")
+    return "\n".join(rows)
+
+
+# ------------------------------------------------------------------------------------------- main
+
+def quick_corpora() -> list[Path]:
+    """Small corpora for --quick, generated under the temp dir when missing."""
+    QUICK_DIR.mkdir(exist_ok=True)
+    paths = []
+    for n in QUICK_SIZES:
+        path = QUICK_DIR / f"quick{n}.jsonl"
+        if not path.exists():
+            subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "make_bench_corpus.py"), "--n", str(n),
+                            "--out", str(path)], check=True, stdout=subprocess.DEVNULL)
+        paths.append(path)
+    return paths
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "_child":
+        kind, spec = argv[1], json.loads(argv[2])
+        result = {"pack": child_pack, "ceiling": child_ceiling, "verify": child_verify}[kind](spec)
+        result.update(spec)
+        print(json.dumps(result))
+        return 0
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="mode", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--out", type=Path, help="write the results as JSON here")
+    common.add_argument("--quick", action="store_true", help="a tiny run (a few hundred conversations)")
+    tok = sub.add_parser("tokenize", parents=[common], help="Preparer.prepare vs raw encode_batch")
+    tok.add_argument("--corpus", type=Path, default=Path(DEFAULT_CORPORA[0]))
+    tok.add_argument("--n", type=int, default=50_000, help="conversations (default: %(default)s; --quick: 300)")
+    tok.add_argument("--setup", action="append", choices=sorted(SETUPS), help="default: qwen3 and fixture")
+    tok.add_argument("--repeat", type=int, default=1, help="runs per setup, alternating order; medians reported")
+    pk = sub.add_parser("pack", parents=[common], help="pack_corpus end to end, one fresh process per corpus")
+    pk.add_argument("--corpus", type=Path, action="append", help=f"default: {' '.join(DEFAULT_CORPORA)}")
+    pk.add_argument("--tokenizer", default=str(FIXTURE_TOKENIZER))
+    pk.add_argument("--template", default="chatml")
+    pk.add_argument("--capacity", type=int, default=4096)
+    pk.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "packcli-bench",
+                    help="artifacts go to WORKDIR/<corpus stem> (default: %(default)s)")
+    pk.add_argument("--no-ceiling", action="store_true", help="skip the raw encode_batch ceiling")
+    vf = sub.add_parser("verify", parents=[common], help="verify_artifact on a pack artifact, per-check times")
+    vf.add_argument("--artifact", type=Path, help="default: WORKDIR/<first corpus stem> of `pack`")
+    vf.add_argument("--pack-json", type=Path, help="the pack mode's --out, to compare verify time with pack time")
+    args = parser.parse_args(argv)
+
+    env = environment()
+    if args.mode == "tokenize":
+        corpus, n = args.corpus, args.n
+        if args.quick:
+            corpus, n = quick_corpora()[0], min(n, 300)
+        data = bench_tokenize(corpus, n, args.setup or ["qwen3", "fixture"], args.repeat)
+        table = table_tokenize(data)
+    elif args.mode == "pack":
+        corpora = args.corpus or (quick_corpora() if args.quick else [Path(p) for p in DEFAULT_CORPORA])
+        workdir = QUICK_DIR / "artifacts" if args.quick and args.workdir == pk.get_default("workdir") else args.workdir
+        data = bench_pack(corpora, args.tokenizer, args.template, args.capacity, workdir, not args.no_ceiling)
+        table = table_pack(data)
+    else:
+        default = QUICK_DIR / "artifacts" / f"quick{QUICK_SIZES[0]}" if args.quick else \
+            Path(tempfile.gettempdir()) / "packcli-bench" / Path(DEFAULT_CORPORA[0]).stem
+        artifact = args.artifact or default
+        data = bench_verify(artifact, args.pack_json)
+        table = table_verify(data)
+    data["environment"] = {**env, "loadavg_end": os.getloadavg()}
+    if args.out:
+        args.out.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    load = f"load average (1 min) at start {env['loadavg_start'][0]:.1f}, at end {os.getloadavg()[0]:.1f}"
+    print(f"\n{load}; {env['cpus']} cpus\n\n{table}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

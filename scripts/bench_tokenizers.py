@@ -1,0 +1,180 @@
+"""Benchmark the tokenization stage with each tokenizer backend, and prove the outputs identical.
+
+For each setup (tokenizer + template) and backend (``hf``: tokenizers, the reference; ``fast``:
+fastokens with the always-on guard), a cold worker process (its own interpreter, nothing cached)
+loads the tokenizer (timed apart), reads and renders every record (untimed), then runs
+`packcli.tokenization.encode_batch` over batches of ``--batch`` records, as `packcli.prepare.Preparer`
+does. The worker hashes every example's ids and labels in order; the parent requires the hashes of
+the two backends to be equal, so each row is also an exactness check over the whole corpus.
+
+Both workers get the same cores (``--threads``: affinity, RAYON_NUM_THREADS for tokenizers,
+FASTOKENS_BPE_THREADS for fastokens). The machine may be shared, so every row records CPU seconds
+(all threads) and the load average around the run as well as wall time.
+
+Usage:
+    python scripts/make_bench_corpus.py --n 100000 --out /tmp/packcli-tokbench/synthetic-100k.jsonl
+    python scripts/bench_tokenizers.py --corpus /tmp/packcli-tokbench/synthetic-100k.jsonl \\
+        --setup qwen3 --setup llama3_2 --out /tmp/packcli-tokbench/tokenizers.json
+    python scripts/bench_tokenizers.py --quick      # fixture tokenizer, 2,000 records, seconds
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+ASSETS = REPO_ROOT / ".cache" / "assets"
+SETUPS = {  # name -> (tokenizer, template)
+    "qwen3": (ASSETS / "qwen3", ASSETS / "templates" / "qwen3_training.jinja"),
+    "llama3_2": (ASSETS / "llama3_2", ASSETS / "templates" / "llama3_training.jinja"),
+    "fixture": (REPO_ROOT / "fixtures" / "tokenizer", "chatml"),
+}
+BACKENDS = ("hf", "fast")
+BATCH = 4096  # packcli.config.PackConfig.batch_records default
+QUICK_N = 2000
+
+
+def _cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+def worker(args: argparse.Namespace) -> dict:
+    """One cold run: render, load, tokenize; returns the measurements (printed as JSON by main)."""
+    from packcli.chat import LossPolicy, RenderError, Renderer, load_template
+    from packcli.ingest import Record, parse_record, read_lines
+    from packcli.tokenization import encode_batch, load_tokenizer
+
+    tokenizer_path, template = SETUPS[args.setup]
+    t0, c0 = time.perf_counter(), _cpu()
+    tok = load_tokenizer(tokenizer_path, backend=args.backend)
+    load_s, load_cpu_s = time.perf_counter() - t0, _cpu() - c0
+
+    t0 = time.perf_counter()
+    tpl = load_template(str(template), tok.config)
+    renderer = Renderer(tpl, LossPolicy.auto, bos_token=tok.bos_token, eos_token=tok.eos_token)
+    rendered = []
+    for line, raw in read_lines(args.corpus, 0):
+        if line > args.n:
+            break
+        record = parse_record(raw, file_index=0, line=line)
+        if isinstance(record, Record):
+            try:
+                rendered.append(renderer.render(record))
+            except RenderError:
+                pass
+    render_s = time.perf_counter() - t0
+
+    digest, tokens, supervised = hashlib.blake2b(digest_size=16), 0, 0
+    load0, wall, cpu = os.getloadavg()[0], 0.0, 0.0
+    for k in range(0, len(rendered), args.batch):
+        batch = rendered[k:k + args.batch]
+        t0, c0 = time.perf_counter(), _cpu()
+        out = encode_batch(tok, [r.text for r in batch], [r.spans for r in batch], [r.add_special_tokens for r in batch])
+        wall, cpu = wall + time.perf_counter() - t0, cpu + _cpu() - c0
+        for enc in out:  # untimed: the proof that both backends wrote the same thing
+            digest.update(len(enc.input_ids).to_bytes(8, "little") + enc.input_ids.tobytes() + enc.labels.tobytes())
+            tokens += len(enc.input_ids)
+            supervised += enc.supervised
+    backend = tok.backend
+    return {
+        "setup": args.setup, "backend": args.backend, "backend_name": tok.backend_name,
+        "backend_version": tok.backend_version, "backend_reason": tok.backend_reason,
+        "records": args.n, "examples": len(rendered), "chars": sum(len(r.text) for r in rendered),
+        "tokens": tokens, "supervised_tokens": supervised, "output_blake2b": digest.hexdigest(),
+        "render_s": render_s, "load_s": load_s, "load_cpu_s": load_cpu_s, "tokenize_s": wall,
+        "tokenize_cpu_s": cpu, "tokens_per_s": tokens / wall if wall else 0.0,
+        "loadavg_before": load0, "loadavg_after": os.getloadavg()[0],
+        "guard_examples": tok.guard.examples, "guard_checked": tok.guard.checked,
+        "guard_offset_mismatches": tok.guard.offset_mismatches, "guard_disabled": tok.guard.disabled_reason,
+        "reference_fallbacks": getattr(backend, "reference_fallbacks", 0),
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def run_cold(args: argparse.Namespace, setup: str, backend: str) -> dict:
+    """One worker in a fresh interpreter, pinned to ``--threads`` cores."""
+    env = dict(os.environ, RAYON_NUM_THREADS=str(args.threads), FASTOKENS_BPE_THREADS=str(args.threads),
+               TOKENIZERS_PARALLELISM="true")
+    cmd = [sys.executable, __file__, "--worker", "--setup", setup, "--backend", backend, "--corpus",
+           str(args.corpus), "--n", str(args.n), "--batch", str(args.batch), "--threads", str(args.threads)]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if proc.returncode:
+        raise SystemExit(f"error: worker {setup}/{backend} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def table(rows: list[dict]) -> str:
+    head = ("| setup | backend | examples | tokens | load s | tokenize s | CPU s | tokens/s | speedup | "
+            "guard checked | ref. fallbacks | output = reference |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    ref = {r["setup"]: r for r in rows if r["backend"] == "hf"}
+    for r in rows:
+        base = ref.get(r["setup"])
+        speedup = r["tokens_per_s"] / base["tokens_per_s"] if base and base["tokens_per_s"] else float("nan")
+        same = "-" if r["backend"] == "hf" or not base else (
+            "yes" if r["output_blake2b"] == base["output_blake2b"] else "**NO**")
+        lines.append(f"| {r['setup']} | {r['backend_name']} {r['backend_version']} | {r['examples']:,} | "
+                     f"{r['tokens']:,} | {r['load_s']:.1f} | {r['tokenize_s']:.1f} | {r['tokenize_cpu_s']:.1f} | "
+                     f"{r['tokens_per_s']:,.0f} | {speedup:.1f}x | {r['guard_checked']:,} | "
+                     f"{r['reference_fallbacks']:,} | {same} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--corpus", type=Path, help="JSONL corpus (scripts/make_bench_corpus.py)")
+    parser.add_argument("--n", type=int, default=100_000, help="records to read (default: %(default)s)")
+    parser.add_argument("--setup", action="append", choices=sorted(SETUPS), help="repeatable (default: qwen3)")
+    parser.add_argument("--backend", action="append", choices=BACKENDS, help="repeatable (default: both)")
+    parser.add_argument("--batch", type=int, default=BATCH, help="records per encode_batch (default: %(default)s)")
+    parser.add_argument("--threads", type=int, default=2, help="cores per worker (default: %(default)s)")
+    parser.add_argument("--out", type=Path, help="write the results as JSON here")
+    parser.add_argument("--quick", action="store_true", help=f"fixture tokenizer, {QUICK_N:,} records, seconds")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:args.threads])
+        args.setup, args.backend = args.setup[0], args.backend[0]
+        print(json.dumps(worker(args)))
+        return 0
+    if args.quick:
+        args.setup, args.n = args.setup or ["fixture"], min(args.n, QUICK_N)
+        if args.corpus is None:
+            args.corpus = Path(tempfile.gettempdir()) / "packcli-tokbench-quick.jsonl"
+            subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "make_bench_corpus.py"), "--n", str(args.n),
+                            "--out", str(args.corpus)], check=True, capture_output=True)
+    if args.corpus is None or not args.corpus.is_file():
+        parser.error(f"--corpus {args.corpus}: no such file (make one with scripts/make_bench_corpus.py)")
+    setups, backends = args.setup or ["qwen3"], args.backend or list(BACKENDS)
+    for name in setups:
+        if not Path(SETUPS[name][0]).exists():
+            parser.error(f"{SETUPS[name][0]} missing: run python scripts/fetch_real_assets.py")
+    rows = []
+    for name in setups:
+        for backend in backends:
+            print(f"bench_tokenizers: {name} / {backend} ...", file=sys.stderr, flush=True)
+            rows.append(run_cold(args, name, backend))
+    result = {"corpus": str(args.corpus), "records": args.n, "batch": args.batch, "threads": args.threads,
+              "cpus": os.cpu_count(), "python": platform.python_version(), "argv": sys.argv, "rows": rows}
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    print(table(rows))
+    mismatched = [r for r in rows if r["backend"] != "hf" and any(
+        b["setup"] == r["setup"] and b["backend"] == "hf" and b["output_blake2b"] != r["output_blake2b"] for b in rows)]
+    return 1 if mismatched else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,75 @@
+"""Smoke test for scripts/bench_pipeline.py: every mode runs on a tiny corpus and writes the JSON
+the docs are built from. No timing assertions: numbers from a loaded CI machine mean nothing."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+
+import pytest
+
+from conftest import FIXTURES, ROOT
+
+
+def _load_script(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses resolve annotations through sys.modules
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def bench():
+    return _load_script("bench_pipeline")
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    path = tmp_path_factory.mktemp("bench") / "small.jsonl"
+    _load_script("make_bench_corpus").write_bench(path, 60)
+    return path
+
+
+def _run(bench, capsys, args: list[str], out) -> dict:
+    assert bench.main([*args, "--out", str(out)]) == 0
+    printed = capsys.readouterr().out.rstrip()
+    assert printed.splitlines()[-1].startswith("|"), "the table must be printed last"
+    return json.loads(out.read_text())
+
+
+def test_tokenize_mode(bench, corpus, tmp_path, capsys):
+    data = _run(bench, capsys, ["tokenize", "--corpus", str(corpus), "--n", "50", "--setup", "fixture"],
+                tmp_path / "tok.json")
+    assert data["mode"] == "tokenize"
+    (result,) = data["results"]
+    for key in ("setup", "conversations", "tokens", "prepare_wall_s", "parse_render_s", "tokenize_mask_s",
+                "raw_wall_s", "prepare_tokens_per_s", "raw_tokens_per_s", "ratio", "ratio_cpu", "runs"):
+        assert key in result, key
+    assert result["conversations"] == 50 and result["tokens"] > 0
+    assert {"git_head", "cpus", "loadavg_start", "loadavg_end"} <= set(data["environment"])
+
+
+def test_pack_then_verify_modes(bench, corpus, tmp_path, capsys):
+    """One corpus, not two sizes: each size costs two fresh interpreters (pack and ceiling)."""
+    pack_json = tmp_path / "pack.json"
+    data = _run(bench, capsys, ["pack", "--corpus", str(corpus), "--tokenizer", str(FIXTURES / "tokenizer"),
+                                "--workdir", str(tmp_path / "packs")], pack_json)
+    assert data["mode"] == "pack" and len(data["results"]) == 1
+    for result in data["results"]:
+        for key in ("records", "tokens_tokenized", "pack_wall_s", "pack_tokens_per_s", "raw_tokens_per_s", "ratio"):
+            assert key in result, key
+        assert set(result["pack"]["stage_seconds"]) == {"tokenize_wall_s", "read_render_s", "tokenize_s", "pack_s", "write_s"}
+        for key in ("peak_rss_mib", "density", "counts", "process_maxrss_mib"):
+            assert key in result["pack"], key
+        assert result["ceiling"]["tokens"] == result["tokens_tokenized"]
+    assert data["results"][0]["records"] == 60
+
+    data = _run(bench, capsys, ["verify", "--artifact", str(tmp_path / "packs" / "small"), "--pack-json",
+                                str(pack_json)], tmp_path / "verify.json")
+    assert data["mode"] == "verify" and data["result"]["ok"]
+    assert {"verify_wall_s", "pack_wall_s", "verify_over_pack"} <= set(data)
+    assert {c["name"] for c in data["result"]["checks"]} == {"integrity", "contract_drift", "pack_layout", "global",
+                                                             "reconstruction"}
+    assert set(data["result"]["check_seconds"]) == set(bench.CHECKS)

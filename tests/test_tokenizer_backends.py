@@ -1,0 +1,367 @@
+"""The fastokens backend against the reference: identical ids, labels and offsets, or a loud failure.
+
+Property tests feed random Unicode (all planes, combining marks, fragments of special tokens) to both
+backends through `encode_batch` and compare every array; trap suites cover NFC, byte fallback, added
+tokens inside text, long runs, every code point once and mixed scripts; the guard is fed broken
+backends; ``auto`` is fed tokenizer files it must refuse.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conftest import FIXTURES, real_asset
+from packcli.errors import InputError, PackcliError
+from packcli.tokenization import (
+    GUARD_PERIOD, IGNORE_INDEX, Encoded, GuardStats, TokenizerMismatchError, encode_batch, guard_sample,
+    load_tokenizer,
+)
+
+fastokens = pytest.importorskip("fastokens")
+FIXTURE_JSON = FIXTURES / "tokenizer" / "tokenizer.json"
+SPECIALS = ["<|im_", "<|im_start|>", "<|im_end|>", "<|endoftext|>", "<s>", "</s>", "<|begin_of_text|>",
+            "<|eot_id|>", "<|start_header_id|>", "<think>", "|>", "<", ">", "<|"]
+MIXED = ("Grüße aus Köln! Привет, мир. 你好世界。日本語のテキスト。한국어 텍스트. مرحبا. שלום. नमस्ते. "
+         "ภาษาไทย. Tiếng Việt. Ελληνικά. 😀👩🏽‍💻🇫🇷 x² ∑ ﬁ ℌ 𝔘 \u200b\u200d\ufeff \t\r\n")
+
+
+def variant(tmp_dir: Path, name: str, **changes) -> Path:
+    """A copy of the fixture tokenizer.json with top-level fields replaced."""
+    spec = json.loads(FIXTURE_JSON.read_text(encoding="utf-8"))
+    spec.update(changes)
+    path = tmp_dir / name / "tokenizer.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(spec), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def nfc_fixture(tmp_path_factory) -> Path:
+    return variant(tmp_path_factory.mktemp("tok"), "nfc", normalizer={"type": "NFC"})
+
+
+def _pair(path: Path):
+    fast = load_tokenizer(path, backend="fast")
+    return dataclasses.replace(fast, backend=None, guard=GuardStats()), fast  # the reference: same file, one load
+
+
+@pytest.fixture(scope="module")
+def pairs(nfc_fixture):
+    """(reference, fast) per tokenizer, loaded once: the real ones take seconds each."""
+    loaded = {"fixture": _pair(FIXTURE_JSON), "fixture+nfc": _pair(nfc_fixture)}
+
+    def get(name: str):
+        if name not in loaded:
+            loaded[name] = _pair(real_asset(name))
+        return loaded[name]
+    return get
+
+
+TOKENIZERS = ["fixture", "fixture+nfc", pytest.param("qwen3", marks=pytest.mark.real),
+              pytest.param("llama3_2", marks=pytest.mark.real)]
+
+
+def assert_same(ref_tok, fast_tok, texts, spans, flags, *, guard: bool = True) -> list[Encoded]:
+    """Both backends on the same batch; every array equal. ``guard=False`` calls the fast backend
+    directly (no guard re-encoding the sample), for inputs where the reference takes seconds."""
+    ref = encode_batch(ref_tok, texts, spans, flags)
+    assert ref_tok.backend_name == "tokenizers" and fast_tok.backend_name == "fastokens"
+    if guard:
+        fast = encode_batch(fast_tok, texts, spans, flags)
+    else:
+        assert len(set(flags)) == 1
+        fast = fast_tok.backend.encode(texts, spans, add_special_tokens=flags[0])
+    for i, (r, f) in enumerate(zip(ref, fast)):
+        for what in ("input_ids", "labels", "offsets"):
+            a, b = getattr(r, what), getattr(f, what)
+            assert a.shape == b.shape and np.array_equal(a, b), (
+                f"example {i} {texts[i][:60]!r}: {what} differ, reference {a.ravel()[:12]} fast {b.ravel()[:12]}")
+        assert f.input_ids.dtype == np.int32 and f.labels.dtype == np.int32
+    return fast
+
+
+# ------------------------------------------------------------------------------------ properties
+
+piece = st.one_of(
+    st.text(st.characters(exclude_categories=("Cs",)), max_size=12),  # every plane
+    st.text(st.characters(categories=("Mn", "Mc", "Me")), min_size=1, max_size=4),  # combining marks
+    st.sampled_from(SPECIALS),
+    st.sampled_from(["e\u0301", "a\u0323\u0302", "x\u0301\u0323", "\u1100\u1161\u11a8", "\u0b47\u0b3e",
+                     "\U00011935\U00011930", ">\u0338", "=\u0338", "\u212b", "\ufb01", "\u0958", "ﾊﾟ"]),
+    st.text("ab \n\t", max_size=20),
+    st.sampled_from(["😀", "👩🏽‍💻", "🇫🇷", "\U0010fffd", "\x00", "\u00a0", "\u3000", "  ", "\r\n"]),
+)
+text_st = st.lists(piece, max_size=12).map("".join)
+
+
+@st.composite
+def examples(draw):
+    """A batch of texts, each with spans (in range, empty, or out of range) and its add_special_tokens."""
+    batch = []
+    for text in draw(st.lists(text_st, min_size=1, max_size=5)):
+        n = len(text)
+        spans = draw(st.lists(st.tuples(st.integers(0, n + 1), st.integers(0, n + 1)).map(sorted).map(tuple),
+                              max_size=3))
+        batch.append((text, spans, draw(st.booleans())))
+    return batch
+
+
+@pytest.mark.parametrize("name", TOKENIZERS)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batch=examples())
+def test_random_unicode_gives_identical_ids_labels_offsets(pairs, name, batch):
+    ref, fast = pairs(name)
+    texts, spans, flags = (list(col) for col in zip(*batch))
+    assert_same(ref, fast, texts, spans, flags)
+
+
+@pytest.mark.parametrize("name", TOKENIZERS)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(turns=st.lists(st.tuples(text_st, text_st), min_size=1, max_size=4))
+def test_chat_shaped_text_with_assistant_spans(pairs, name, turns):
+    """ChatML-rendered turns with the assistant replies supervised, as the renderer produces them."""
+    ref, fast = pairs(name)
+    text, spans = "", []
+    for user, reply in turns:
+        text += f"<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n"
+        spans.append((len(text), len(text) + len(reply) + len("<|im_end|>")))
+        text += f"{reply}<|im_end|>\n"
+    out = assert_same(ref, fast, [text, text], [spans, spans], [False, True])
+    assert out[0].labels[0] == IGNORE_INDEX
+
+
+# ------------------------------------------------------------------------------------ traps
+
+@pytest.mark.parametrize("name", TOKENIZERS)
+def test_traps_special_tokens_inside_text_and_mixed_scripts(pairs, name):
+    ref, fast = pairs(name)
+    texts = ["".join(SPECIALS), "x<|im_start|>y<|im_end|>z<|im_start", "<|im_start|><|im_start|>" * 20,
+             "<|endoftext|>\u0301", "<|im_end|>\u0338", MIXED, MIXED * 40, "", " ", "\n\n\n"]
+    spans = [[(0, len(t))] if k % 2 else [(1, max(1, len(t) // 2))] for k, t in enumerate(texts)]
+    for flag in (False, True):
+        assert_same(ref, fast, texts, spans, [flag] * len(texts))
+
+
+@pytest.mark.parametrize("name", ["fixture+nfc", pytest.param("qwen3", marks=pytest.mark.real)])
+def test_nfc_normalizer_on_text_that_is_not_nfc(pairs, name):
+    """Decomposed text takes the aligned path (no reference fallback), except a run that may continue an
+    added token, which goes to the reference; both equal the reference exactly."""
+    ref, fast = pairs(name)
+    texts = ["Tie\u0302\u0301ng Vie\u0323\u0302t co\u0301 da\u0302\u0301u", "e\u0301" * 300,
+             "\u1100\u1161\u11a8 \u1112\u1161\u11ab", "\u0b47\u0b3e \U00011935\U00011930 \u0958\u093c",
+             "x\u0323\u0301 x\u0301\u0323 \u212b \u2126 \u0344", "caf\u00e9 cafe\u0301 " + MIXED]
+    spans = [[(0, len(t))] for t in texts]
+    before = fast.backend.reference_fallbacks
+    assert_same(ref, fast, texts, spans, [False] * len(texts))
+    assert fast.backend.reference_fallbacks == before  # all of them aligned, not re-encoded
+    assert_same(ref, fast, ["<|im_end|>\u0338 =\u0338"], [[(0, 12)]], [False])
+    assert fast.backend.reference_fallbacks == before + 1
+
+
+def test_neighbours_of_an_example_sent_to_the_reference_keep_their_labels(pairs):
+    """Found by the property test: an example the fast path hands back (a mark after an added token, out
+    of canonical order) sat next to an aligned one, whose labels the vectorized search then got wrong."""
+    ref, fast = pairs("fixture+nfc")
+    texts = ["<|im_start|>\u0300\u0316", "0" * 17 + "\U00011935\U00011930", "plain ascii"]
+    assert_same(ref, fast, texts, [[], [(0, 18)], [(2, 5)]], [False] * 3)
+
+
+def test_every_code_point_once(pairs):
+    """In code point order, in chunks; with NFC, so both the identity and the aligned path run."""
+    ref, fast = pairs("fixture+nfc")
+    points = [chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
+    texts = ["".join(points[k:k + 8192]) for k in range(0, len(points), 8192)]
+    spans = [[(100, 4000), (5000, 5001)] for _ in texts]
+    assert_same(ref, fast, texts, spans, [False] * len(texts), guard=False)
+
+
+@pytest.mark.slow
+def test_two_million_spaces(pairs):
+    ref, fast = pairs("fixture")
+    text = " " * 2_000_000
+    assert_same(ref, fast, [text, "a" + text[:1000] + "b"], [[(5, 1_999_000)], [(0, 3)]], [False, False], guard=False)
+
+
+@pytest.mark.real
+@pytest.mark.parametrize("name", ["qwen3", "llama3_2"])
+def test_long_runs_without_spaces(pairs, name):
+    ref, fast = pairs(name)
+    texts = ["a" * 50_000, "1234567890" * 5_000, "\u4e2d" * 20_000, " " * 100_000 + "x", "😀" * 10_000]
+    assert_same(ref, fast, texts, [[(10, len(t) - 10)] for t in texts], [True] * len(texts), guard=False)
+
+
+# ------------------------------------------------------------------------------------ the guard
+
+class DropToken:
+    """A deliberately broken fast backend: drops the last token of example ``victim``."""
+
+    name, version = "fastokens", "broken"
+
+    def __init__(self, inner, victim: int = 0, what: str = "input_ids") -> None:
+        self.inner, self.victim, self.what, self.calls = inner, victim, what, 0
+
+    def encode(self, texts, spans, *, add_special_tokens):
+        self.calls += 1
+        out = self.inner.encode(texts, spans, add_special_tokens=add_special_tokens)
+        e = out[self.victim]
+        if self.what == "input_ids":
+            out[self.victim] = Encoded(e.input_ids[:-1], e.labels[:-1], e.offsets[:-1])
+        elif self.what == "labels":
+            labels = e.labels.copy()
+            labels[-1] = IGNORE_INDEX if labels[-1] != IGNORE_INDEX else e.input_ids[-1]
+            out[self.victim] = Encoded(e.input_ids, labels, e.offsets)
+        else:  # offsets only: ids and labels stay right
+            out[self.victim] = Encoded(e.input_ids, e.labels, e.offsets + 1)
+        return out
+
+
+def broken(victim: int = 0, what: str = "input_ids", paranoid: bool = False):
+    tok = load_tokenizer(FIXTURE_JSON, backend="fast", paranoid=paranoid)
+    object.__setattr__(tok, "backend", DropToken(tok.backend, victim, what))
+    return tok
+
+
+def reference(texts=None, flags=(False,) * 3) -> list[Encoded]:
+    return encode_batch(load_tokenizer(FIXTURE_JSON), texts or TEXTS, SPANS, list(flags))
+
+
+TEXTS = ["hello <|im_start|>world", "second example here", "third one, a bit longer than the others"]
+SPANS = [[(0, 23)], [(7, 14)], [(0, 5), (10, 20)]]
+
+
+def test_guard_catches_a_dropped_token_in_the_first_example():
+    expected = reference()[0].input_ids
+    with pytest.raises(TokenizerMismatchError) as info:
+        encode_batch(broken(victim=0), TEXTS, SPANS, [False] * 3)
+    err = info.value
+    assert isinstance(err, PackcliError) and err.exit_code == 1
+    assert (err.batch_index, err.what, err.position) == (0, "input_ids", len(expected) - 1)
+    assert (err.fast, err.reference) == ([], [int(expected[-1])])
+    assert "example 0 of the batch" in str(err) and "input_ids differ at token" in str(err)
+    assert err.located("chat.jsonl:1832").message.startswith("chat.jsonl:1832: fastokens and tokenizers disagree")
+
+
+def test_guard_reports_the_batch_index_and_position_under_paranoid():
+    tok = broken(victim=2, paranoid=True)
+    expected = reference(flags=[True] * 3)[2].input_ids
+    with pytest.raises(TokenizerMismatchError) as info:
+        encode_batch(tok, TEXTS, SPANS, [True] * 3)
+    assert info.value.batch_index == 2
+    assert info.value.position == len(expected) - 1  # the fast side ran out one token early
+    assert info.value.fast == [] and info.value.reference == [int(expected[-1])]
+
+
+def test_guard_catches_a_flipped_label():
+    with pytest.raises(TokenizerMismatchError, match="labels differ at token"):
+        encode_batch(broken(victim=0, what="labels"), TEXTS, SPANS, [False] * 3)
+
+
+def test_guard_misses_an_unsampled_example_but_paranoid_does_not():
+    """The sample is the trade-off: a fault outside it passes the default guard."""
+    victim = next(i for i, t in enumerate(TEXTS) if i not in guard_sample(TEXTS))
+    encode_batch(broken(victim=victim), TEXTS, SPANS, [False] * 3)  # not sampled: not caught
+    with pytest.raises(TokenizerMismatchError):
+        encode_batch(broken(victim=victim, paranoid=True), TEXTS, SPANS, [False] * 3)
+
+
+def test_offset_mismatch_switches_the_rest_of_the_run_to_the_reference():
+    tok = broken(victim=0, what="offsets")
+    first = encode_batch(tok, TEXTS, SPANS, [False] * 3)
+    assert tok.guard.offset_mismatches == 1 and "offsets differed" in tok.guard.disabled_reason
+    np.testing.assert_array_equal(first[0].offsets, reference()[0].offsets)  # the reference's result replaced it
+    calls = tok.backend.calls
+    encode_batch(tok, TEXTS, SPANS, [False] * 3)
+    assert tok.backend.calls == calls  # the fast backend is not asked again
+
+
+def test_guard_counts_and_samples_deterministically():
+    tok = load_tokenizer(FIXTURE_JSON, backend="fast")
+    texts = [f"example number {k} with some text" for k in range(3000)]
+    sample = guard_sample(texts)
+    assert sample[0] == 0 and sample == guard_sample(texts)
+    assert set(guard_sample(texts[1:])) | {0} == {k - 1 for k in sample if k >= 1} | {0}  # position-independent
+    assert 3000 / GUARD_PERIOD / 3 < len(sample) < 3000 / GUARD_PERIOD * 3
+    encode_batch(tok, texts, [[(0, 7)]] * 3000, [False] * 3000)
+    assert tok.guard_checked == len(sample) and tok.guard.examples == 3000
+    assert guard_sample(texts, paranoid=True) == list(range(3000))
+
+
+# ------------------------------------------------------------------------------------ choosing a backend
+
+def test_default_is_the_reference_and_auto_picks_fastokens_for_the_fixture():
+    assert load_tokenizer(FIXTURE_JSON).backend_name == "tokenizers"  # verify relies on this default
+    tok = load_tokenizer(FIXTURE_JSON, backend="auto")
+    assert (tok.backend_name, tok.backend_version) == ("fastokens", metadata.version("fastokens"))
+    assert tok.backend_reason.startswith("auto: fastokens")
+
+
+@pytest.mark.parametrize("change,reason", [
+    ({"normalizer": {"type": "NFKC"}}, "normalizer"),
+    ({"normalizer": {"type": "Lowercase"}}, "normalizer"),
+    ({"post_processor": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}},
+     "trims"),
+    ({"pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False, "use_regex": True}},
+     "prefix space"),
+])
+def test_auto_falls_back_for_unsupported_files(tmp_path, change, reason):
+    path = variant(tmp_path, "v", **change)
+    tok = load_tokenizer(path, backend="auto")
+    assert tok.backend_name == "tokenizers" and reason in tok.backend_reason
+    with pytest.raises(InputError, match="cannot encode this tokenizer exactly"):
+        load_tokenizer(path, backend="fast")
+
+
+def test_auto_falls_back_for_a_byte_fallback_sentencepiece_bpe(tmp_path):
+    from tokenizers import AddedToken, Tokenizer, models, normalizers
+
+    vocab = {"<unk>": 0, **{f"<0x{b:02X}>": 1 + b for b in range(256)}}
+    for t in ("▁", "a", "b", "▁a", "ab", "▁ab"):
+        vocab[t] = len(vocab)
+    tok = Tokenizer(models.BPE(vocab, [("▁", "a"), ("a", "b"), ("▁a", "b")], unk_token="<unk>", byte_fallback=True))
+    tok.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
+    tok.add_special_tokens([AddedToken("<s>", special=True)])
+    tok.save(str(tmp_path / "tokenizer.json"))
+    loaded = load_tokenizer(tmp_path, backend="auto")
+    assert loaded.backend_name == "tokenizers" and "byte-level" in loaded.backend_reason
+    out = encode_batch(loaded, ["ab a é <s>"], [[(0, 4)]], [False])[0]
+    assert out.input_ids.tolist() == tok.encode("ab a é <s>").ids  # é by byte fallback: <0xC3> <0xA9>
+
+
+def test_auto_falls_back_when_the_self_check_fails(monkeypatch):
+    from packcli import fast_tokenizer
+
+    real = fast_tokenizer.FastBackend._encode_fast
+
+    def drop_last(self, texts, spans, flag):
+        out = real(self, texts, spans, flag)
+        return [Encoded(e.input_ids[:-1], e.labels[:-1], e.offsets[:-1]) if e is not None and len(e.input_ids)
+                else e for e in out]
+    monkeypatch.setattr(fast_tokenizer.FastBackend, "_encode_fast", drop_last)
+    tok = load_tokenizer(FIXTURE_JSON, backend="auto")
+    assert tok.backend_name == "tokenizers" and "self-check" in tok.backend_reason
+
+
+def test_auto_without_fastokens_or_with_another_version(monkeypatch):
+    from packcli import fast_tokenizer
+
+    monkeypatch.setattr(fast_tokenizer.metadata, "version", lambda name: "9.9.9")
+    assert "validated with 0.3.5" in load_tokenizer(FIXTURE_JSON, backend="auto").backend_reason
+    assert load_tokenizer(FIXTURE_JSON, backend="fast").backend_name == "fastokens"  # explicit: allowed
+    monkeypatch.setitem(sys.modules, "fastokens", None)  # import fails
+    assert "not installed" in load_tokenizer(FIXTURE_JSON, backend="auto").backend_reason
+    with pytest.raises(InputError, match="not installed"):
+        load_tokenizer(FIXTURE_JSON, backend="fast")
+
+
+def test_unknown_backend_is_an_input_error():
+    with pytest.raises(InputError, match="unknown"):
+        load_tokenizer(FIXTURE_JSON, backend="fastest")  # type: ignore[arg-type]
