@@ -72,7 +72,7 @@ class TrainConfig:
     """Everything a variant's run depends on; crosses the process boundary as JSON."""
 
     artifact: str
-    variant: str          # padded-max | padded-fixed | packed-<backend>
+    variant: str          # padded-max | padded-fixed | padded-grouped | packed-<backend>
     capacity: int
     hidden: int
     layers: int
