@@ -10,12 +10,13 @@ HF's ``char_to_token`` walk over the generation indices yields for byte-level to
 
 Two backends implement `TokenizerBackend`: `ReferenceBackend` (HF ``tokenizers``, offsets from the
 library; what ``verify`` always uses) and `packcli.fast_tokenizer.FastBackend` (``fastokens`` ids,
-offsets recovered from byte lengths, ~40x faster: docs/tokenizer-backends.md). Speed is not allowed
-to cost exactness: every `encode_batch` on a non-reference backend re-encodes a deterministic sample
-(the first example of the batch, every example whose text CRC32 is 0 mod `GUARD_PERIOD`, or all of
-them under ``paranoid``) with the reference and raises `TokenizerMismatchError` on any difference in
-ids or labels. The trade-off is a sampled check (~4% of the fast backend's time at 1/256), not a proof
-per example; the proof is the self-check at load time plus the tests in tests/test_tokenizer_backends.py.
+offsets recovered from the ids; 14-27x less CPU: docs/tokenizer-backends.md). Speed may not cost
+exactness: every `encode_batch` on a non-reference backend re-encodes a deterministic sample (the
+first example of the batch, every example whose text CRC32 is 0 mod `GUARD_PERIOD`, or all of them
+under ``paranoid``) with the reference and raises `TokenizerMismatchError` on any difference in ids
+or labels. The trade-off: a sampled check (11-16% of the fast backend's time at 1/256), not a proof
+per example; the rest of the evidence is the self-check at load time, tests/test_tokenizer_backends.py
+and the full-corpus comparisons in docs/tokenizer-backends.md.
 """
 
 from __future__ import annotations

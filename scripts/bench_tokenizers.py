@@ -16,6 +16,7 @@ Usage:
     python scripts/bench_tokenizers.py --corpus /tmp/packcli-tokbench/synthetic-100k.jsonl \\
         --setup qwen3 --setup llama3_2 --out /tmp/packcli-tokbench/tokenizers.json
     python scripts/bench_tokenizers.py --quick      # fixture tokenizer, 2,000 records, seconds
+    python scripts/bench_tokenizers.py --show /tmp/packcli-tokbench/tokenizers.json   # the table again
 """
 
 from __future__ import annotations
@@ -115,18 +116,20 @@ def run_cold(args: argparse.Namespace, setup: str, backend: str) -> dict:
 
 
 def table(rows: list[dict]) -> str:
-    head = ("| setup | backend | examples | tokens | load s | tokenize s | CPU s | tokens/s | speedup | "
-            "guard checked | ref. fallbacks | output = reference |")
+    """Markdown: one row per run; speedups against the same setup's ``hf`` row, by wall time and by CPU."""
+    head = ("| setup | backend | examples | tokens | load s | tokenize s | CPU s | tokens/s | speedup (wall) | "
+            "speedup (CPU) | guard checked | ref. fallbacks | output = reference |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     ref = {r["setup"]: r for r in rows if r["backend"] == "hf"}
     for r in rows:
         base = ref.get(r["setup"])
-        speedup = r["tokens_per_s"] / base["tokens_per_s"] if base and base["tokens_per_s"] else float("nan")
+        wall = r["tokens_per_s"] / base["tokens_per_s"] if base and base["tokens_per_s"] else float("nan")
+        cpu = base["tokenize_cpu_s"] / r["tokenize_cpu_s"] if base and r["tokenize_cpu_s"] else float("nan")
         same = "-" if r["backend"] == "hf" or not base else (
             "yes" if r["output_blake2b"] == base["output_blake2b"] else "**NO**")
         lines.append(f"| {r['setup']} | {r['backend_name']} {r['backend_version']} | {r['examples']:,} | "
                      f"{r['tokens']:,} | {r['load_s']:.1f} | {r['tokenize_s']:.1f} | {r['tokenize_cpu_s']:.1f} | "
-                     f"{r['tokens_per_s']:,.0f} | {speedup:.1f}x | {r['guard_checked']:,} | "
+                     f"{r['tokens_per_s']:,.0f} | {wall:.1f}x | {cpu:.1f}x | {r['guard_checked']:,} | "
                      f"{r['reference_fallbacks']:,} | {same} |")
     return "\n".join(lines)
 
@@ -141,8 +144,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=2, help="cores per worker (default: %(default)s)")
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
     parser.add_argument("--quick", action="store_true", help=f"fixture tokenizer, {QUICK_N:,} records, seconds")
+    parser.add_argument("--show", type=Path, nargs="+", metavar="JSON", help="print the table of earlier --out files")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.show:
+        for path in args.show:
+            result = json.loads(path.read_text(encoding="utf-8"))
+            print(f"{result['corpus']} ({result['records']:,} records, {result['threads']} threads)\n{table(result['rows'])}\n")
+        return 0
     if args.worker:
         os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:args.threads])
         args.setup, args.backend = args.setup[0], args.backend[0]
