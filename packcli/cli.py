@@ -82,6 +82,11 @@ def pack(
     ray_address: Annotated[Optional[str], typer.Option(help="Join this Ray cluster ('auto' for the current one).")] = None,
     shared_fs: Annotated[bool, typer.Option(help="Confirm --out is on a filesystem every Ray node mounts.")] = False,
     unit_lines: Annotated[int, typer.Option(help="Input lines per unit of work (resume and Ray granularity).")] = 100_000,
+    tokenizer_backend: Annotated[str, typer.Option(
+        help="auto (fastokens where it is exact for the tokenizer file, else tokenizers), hf (tokenizers), "
+        "or fast (fastokens, an error if unsupported). The output is the same bytes with every backend.")] = "auto",
+    paranoid_tokenizer: Annotated[bool, typer.Option(
+        help="Cross-check every example against tokenizers, not a sample (slower; for a new tokenizer file).")] = False,
     json_out: Json = False,
 ) -> None:
     """Tokenize, mask and pack JSONL chat data into Parquet shards with a hashed manifest.
@@ -95,6 +100,8 @@ def pack(
       packcli pack chat.jsonl.gz -t tokenizer.json --template qwen3_training.jinja --loss last-assistant
 
       packcli pack data.jsonl -t tok/ --strategy bfd --min-density 0.98 --json
+
+      packcli pack data.jsonl -t tok/ --tokenizer-backend hf        # the reference tokenizer only
 
       packcli pack big/*.jsonl -t tok/ --engine ray --ray-address auto --shared-fs -o /mnt/shared/out
     """
@@ -110,6 +117,7 @@ def pack(
             input_format=input_format, strategy=strategy, window=window, seed=seed, shuffle=shuffle,
             shuffle_packs=shuffle_packs, overlong=overlong, on_error=on_error, min_density=min_density,
             max_displacement=max_displacement, packs_per_shard=packs_per_shard, force=force, lines_per_unit=unit_lines,
+            tokenizer_backend=tokenizer_backend, paranoid_tokenizer=paranoid_tokenizer,
         )
         runner = make_engine(engine, workers=workers, address=ray_address, out=str(out), shared_fs=shared_fs)
         summary = pack_corpus(config, progress=console.Progress(enabled=not json_out), engine=runner)

@@ -13,6 +13,7 @@ from pathlib import Path
 from packcli.chat import LossPolicy
 from packcli.errors import PackcliError
 from packcli.ingest import Format
+from packcli.tokenization import BACKEND_CHOICES
 
 STRATEGIES = ("window", "bfd", "ffd", "sequential")
 
@@ -54,6 +55,8 @@ class PackConfig:
     packs_per_shard: int = 2048
     batch_records: int = 4096
     lines_per_unit: int = 100_000
+    tokenizer_backend: str = "auto"
+    paranoid_tokenizer: bool = False
     force: bool = False
 
     def __post_init__(self) -> None:
@@ -83,6 +86,9 @@ class PackConfig:
             problems.append(f"--packs-per-shard must be positive, got {self.packs_per_shard}")
         if self.lines_per_unit < 1:
             problems.append(f"--unit-lines must be positive, got {self.lines_per_unit}")
+        if self.tokenizer_backend not in BACKEND_CHOICES:
+            problems.append(f"--tokenizer-backend must be one of {', '.join(BACKEND_CHOICES)}, "
+                            f"got {self.tokenizer_backend!r}")
         if self.batch_records < 1:
             problems.append(f"batch size must be positive, got {self.batch_records}")
         if problems:

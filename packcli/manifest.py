@@ -57,10 +57,10 @@ def versions() -> dict[str, str]:
             "pyarrow": pyarrow.__version__, "numpy": numpy.__version__, "numba": numba.__version__}
 
 
-def finalize(manifest: dict) -> dict:
-    """Add the unhashed run facts and the manifest hash."""
+def finalize(manifest: dict, run_facts: dict | None = None) -> dict:
+    """Add the unhashed run facts (host, argv, pid, and ``run_facts``) and the manifest hash."""
     manifest = dict(manifest, contract_version=CONTRACT_VERSION)
-    manifest["unhashed"] = {"host": platform.node(), "argv": sys.argv[1:], "pid": os.getpid()}
+    manifest["unhashed"] = {"host": platform.node(), "argv": sys.argv[1:], "pid": os.getpid(), **(run_facts or {})}
     manifest["manifest_sha256"] = manifest_hash(manifest)
     return manifest
 

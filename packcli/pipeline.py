@@ -99,7 +99,7 @@ def pack_corpus(config: PackConfig, progress: Progress = NO_PROGRESS, engine: En
             ``--on-error fail``; an unmet budget. Nothing is left at ``config.out`` in every case.
     """
     timings: dict[str, float] = {}
-    tokenizer = load_tokenizer(config.tokenizer)
+    tokenizer = load_tokenizer(config.tokenizer, backend=config.tokenizer_backend, paranoid=config.paranoid_tokenizer)
     template = load_template(config.template, tokenizer.config)
     require_markers(template, config.loss)
     renderer = Renderer(template, config.loss, bos_token=tokenizer.bos_token, eos_token=tokenizer.eos_token)
@@ -109,7 +109,8 @@ def pack_corpus(config: PackConfig, progress: Progress = NO_PROGRESS, engine: En
     out.parent.mkdir(parents=True, exist_ok=True)
     work = out.parent / f".packcli-work-{out.name}"  # unit spills; kept after a failure so a re-run resumes
     work.mkdir(exist_ok=True)
-    job = UnitJob(tokenizer=config.tokenizer, template=config.template, loss=config.loss.value,
+    job = UnitJob(tokenizer=config.tokenizer, template=config.template, paranoid_tokenizer=config.paranoid_tokenizer,
+                  tokenizer_backend="hf" if tokenizer.backend_name == "tokenizers" else "fast", loss=config.loss.value,
                   input_format=config.input_format.value, batch_records=config.batch_records,
                   fail_fast=config.on_error is OnError.fail, work_dir=str(work),
                   config_hash=_tokenization_hash(tokenizer, template, config))
@@ -128,8 +129,9 @@ def pack_corpus(config: PackConfig, progress: Progress = NO_PROGRESS, engine: En
             if not len(index.ids):
                 raise InputError("no records found in the inputs (all files empty?)", "check the input paths")
             spill_ids, spill_labels = _merge_spills(specs, work, tmp)
+            run_facts = {"tokenization": _tokenization_facts(tokenizer, units)}
             manifest = _plan_and_write(index, spill_ids, spill_labels, files, tokenizer, template, config, tmp,
-                                       progress, timings)
+                                       progress, timings, run_facts)
         _replace_dir(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -139,12 +141,27 @@ def pack_corpus(config: PackConfig, progress: Progress = NO_PROGRESS, engine: En
 
 
 def _tokenization_hash(tokenizer: LoadedTokenizer, template, config: PackConfig) -> str:  # noqa: ANN001
-    """Everything that decides a unit's tokens: a re-run may reuse units only when this matches."""
+    """Everything that decides a unit's tokens: a re-run may reuse units only when this matches.
+
+    The backend is in it although both backends must give the same tokens: after a mismatch the
+    advice is to re-run with the reference, and that re-run must not reuse the fast backend's units.
+    """
     from packcli import __version__
 
     key = [__version__, tokenizer.sha256, template.sha256, config.loss.value, config.input_format.value,
-           config.on_error.value, config.lines_per_unit]
+           config.on_error.value, config.lines_per_unit, tokenizer.backend_name, tokenizer.backend_version]
     return hashlib.sha256(json.dumps(key).encode()).hexdigest()
+
+
+def _tokenization_facts(tokenizer: LoadedTokenizer, units: list[UnitIndex]) -> dict:
+    """Which backend encoded the run and what its exactness guard checked (summed over units).
+
+    This goes to the manifest's unhashed part: the backend is a fact about the run, not the data
+    (both backends give identical bytes, and the hash stays the same across them).
+    """
+    guard = {key: sum(u.guard.get(key, 0) for u in units) for key in tokenizer.guard_counts()}
+    return {"backend": tokenizer.backend_name, "version": tokenizer.backend_version,
+            "reason": tokenizer.backend_reason, "paranoid": tokenizer.paranoid, "guard": guard}
 
 
 def _merge_spills(specs: list[UnitSpec], work: Path, tmp: Path):
@@ -180,7 +197,7 @@ def _replace_dir(tmp: Path, out: Path) -> None:
 
 
 def _plan_and_write(index: ExampleIndex, spill_ids, spill_labels, files, tokenizer, template, config: PackConfig,
-                    tmp: Path, progress: Progress, timings: dict[str, float]) -> dict:
+                    tmp: Path, progress: Progress, timings: dict[str, float], run_facts: dict) -> dict:
     t0 = time.perf_counter()
     n = len(index.ids)
     status = np.asarray(index.status, dtype=np.int8)
@@ -274,7 +291,7 @@ def _plan_and_write(index: ExampleIndex, spill_ids, spill_labels, files, tokeniz
         "rejects": {"name": mf.REJECTS_NAME, "rows": rejects},
         "versions": mf.versions(),
     }
-    manifest = mf.finalize(manifest)
+    manifest = mf.finalize(manifest, run_facts)
     mf.write_manifest(manifest, tmp)
     return manifest
 

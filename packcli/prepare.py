@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from packcli.chat import Renderer, RenderError
 from packcli.ingest import Format, Record, parse_record
-from packcli.tokenization import Encoded, LoadedTokenizer, encode_batch
+from packcli.tokenization import Encoded, LoadedTokenizer, TokenizerMismatchError, encode_batch
 
 NO_SUPERVISED = "no supervised tokens after tokenization (the template's generation blocks map to no tokens)"
 
@@ -34,8 +34,13 @@ class Preparer:
     input_format: Format = Format.auto
     seconds: dict[str, float] = field(default_factory=lambda: {"read_render_s": 0.0, "tokenize_s": 0.0})
 
-    def prepare(self, batch: Sequence[tuple[int, int, bytes]]) -> list[Encoded | str]:
-        """For each (file_index, line, raw bytes): the encoded example, or the reason it is rejected."""
+    def prepare(self, batch: Sequence[tuple[int, int, bytes]], *, source: str = "input") -> list[Encoded | str]:
+        """For each (file_index, line, raw bytes): the encoded example, or the reason it is rejected.
+
+        Raises:
+            TokenizerMismatchError: the accelerated tokenizer disagreed with the reference on a
+                record, named as ``source:line``. That is a bug, not bad data, so the run stops.
+        """
         t0 = time.perf_counter()
         outcomes: list[object] = []
         for fi, line, raw in batch:
@@ -50,8 +55,11 @@ class Preparer:
         t1 = time.perf_counter()
         good = [i for i, o in enumerate(outcomes) if not isinstance(o, str)]
         rendered = [outcomes[i] for i in good]
-        encoded = encode_batch(self.tokenizer, [r.text for r in rendered], [r.spans for r in rendered],
-                               [r.add_special_tokens for r in rendered])
+        try:
+            encoded = encode_batch(self.tokenizer, [r.text for r in rendered], [r.spans for r in rendered],
+                                   [r.add_special_tokens for r in rendered])
+        except TokenizerMismatchError as exc:
+            raise exc.located(f"{source}:{batch[good[exc.batch_index]][1]}") from None
         for i, enc in zip(good, encoded):
             outcomes[i] = enc if enc.supervised else NO_SUPERVISED
         self.seconds["read_render_s"] += t1 - t0

@@ -13,7 +13,7 @@ def render_pack_summary(summary, *, as_json: bool) -> None:  # noqa: ANN001 - Pa
     if as_json:
         console.print_json({"out": str(summary.out), "manifest_sha256": m["manifest_sha256"], "counts": counts,
                             "metrics": metrics, "stage_seconds": summary.stage_seconds, "units": summary.units,
-                            "shards": [s["name"] for s in m["shards"]]})
+                            "shards": [s["name"] for s in m["shards"]], "tokenization": m["unhashed"]["tokenization"]})
         return
     table = Table(title=f"packed -> {summary.out}", show_header=False, title_justify="left")
     table.add_column(style="bold")
@@ -29,6 +29,10 @@ def render_pack_summary(summary, *, as_json: bool) -> None:  # noqa: ANN001 - Pa
     table.add_row("displacement mean / max", f"{metrics['displacement_mean']:.1f} / {metrics['displacement_max']:.0f}")
     table.add_row("strategy", f"{m['config']['strategy']} (window {m['config']['window']})")
     table.add_row("shards", str(len(m["shards"])))
+    tok = m["unhashed"]["tokenization"]
+    table.add_row("tokenizer backend", f"{tok['backend']} {tok['version']} (guard checked "
+                  f"{tok['guard']['checked']:,} of {tok['guard']['examples']:,})" if tok["guard"]["examples"]
+                  else f"{tok['backend']} {tok['version']}")
     table.add_row("time", " ".join(f"{k.removesuffix('_s')} {v:.2f}s" for k, v in summary.stage_seconds.items()))
     table.add_row("manifest", m["manifest_sha256"][:16])
     console.out.print(table)

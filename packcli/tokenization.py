@@ -64,6 +64,7 @@ class TokenizerBackend(Protocol):
 
     name: str
     version: str
+    reference_fallbacks: int  # examples it handed to the reference because it could not do them exactly
 
     def encode(self, texts: Sequence[str], spans: Sequence[Sequence[tuple[int, int]]], *,
                add_special_tokens: bool) -> list[Encoded]: ...
@@ -73,6 +74,7 @@ class ReferenceBackend:
     """HF ``tokenizers``: ids and offsets from the library, labels by `labels_from_spans`."""
 
     name = "tokenizers"
+    reference_fallbacks = 0
 
     def __init__(self, tokenizer: object) -> None:
         import tokenizers
@@ -163,6 +165,12 @@ class LoadedTokenizer:
     @property
     def guard_checked(self) -> int:
         return self.guard.checked
+
+    def guard_counts(self) -> dict[str, int]:
+        """The guard's counters so far in this process, plus the backend's fallbacks to the reference."""
+        return {"examples": self.guard.examples, "checked": self.guard.checked,
+                "offset_mismatches": self.guard.offset_mismatches,
+                "reference_fallbacks": self.backend.reference_fallbacks}
 
 
 def load_tokenizer(path: str | Path, *, backend: BackendChoice = "hf", paranoid: bool = False) -> LoadedTokenizer:

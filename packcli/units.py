@@ -58,6 +58,7 @@ class UnitIndex:
     lengths: npt.NDArray[np.int64]
     supervised: npt.NDArray[np.int64]
     seconds: dict[str, float]
+    guard: dict[str, int]  # the tokenizer guard's counters for this unit (`LoadedTokenizer.guard_counts`)
 
 
 def plan_units(files: list[InputFile], lines_per_unit: int) -> list[UnitSpec]:
@@ -111,6 +112,8 @@ class UnitJob:
     """What every unit of a run shares; picklable, so a remote worker can rebuild the preparer."""
 
     tokenizer: str
+    tokenizer_backend: str  # "hf" or "fast", as the driver resolved it: every worker encodes alike
+    paranoid_tokenizer: bool
     template: str
     loss: str
     input_format: str
@@ -127,7 +130,7 @@ class UnitJob:
             from packcli.ingest import Format
             from packcli.tokenization import load_tokenizer
 
-            tok = load_tokenizer(self.tokenizer)
+            tok = load_tokenizer(self.tokenizer, backend=self.tokenizer_backend, paranoid=self.paranoid_tokenizer)
             renderer = Renderer(load_template(self.template, tok.config), LossPolicy(self.loss),
                                 bos_token=tok.bos_token, eos_token=tok.eos_token)
             cached = _PREPARERS[self] = Preparer(renderer, tok, Format(self.input_format))
@@ -150,13 +153,13 @@ def run_unit(job: UnitJob, spec: UnitSpec) -> UnitIndex:
     if done is not None:
         return done
     preparer = job.preparer()
-    before = dict(preparer.seconds)
+    before, guard_before = dict(preparer.seconds), preparer.tokenizer.guard_counts()
     ids_path, labels_path = spill_paths(work_dir, spec)
     eids, lines, status, reasons, lengths, sup = [], [], [], [], [], []
     batch: list[tuple[int, int, bytes]] = []
 
     def flush() -> None:
-        for (_, line, _), outcome in zip(batch, preparer.prepare(batch)):
+        for (_, line, _), outcome in zip(batch, preparer.prepare(batch, source=spec.path)):
             eids.append(example_id(spec.file_sha256, line))
             lines.append(line)
             if isinstance(outcome, str):
@@ -179,7 +182,8 @@ def run_unit(job: UnitJob, spec: UnitSpec) -> UnitIndex:
             flush()
     index = UnitIndex(np.asarray(eids, np.int64), np.asarray(lines, np.int32), np.asarray(status, np.int8), reasons,
                       np.asarray(lengths, np.int64), np.asarray(sup, np.int64),
-                      {k: v - before[k] for k, v in preparer.seconds.items()})
+                      {k: v - before[k] for k, v in preparer.seconds.items()},
+                      {k: v - guard_before[k] for k, v in preparer.tokenizer.guard_counts().items()})
     _write_sidecar(spec, work_dir, job.config_hash, index)
     return index
 
@@ -191,7 +195,8 @@ def spill_paths(work_dir: Path, spec: UnitSpec) -> tuple[Path, Path]:
 def _write_sidecar(spec: UnitSpec, work_dir: Path, config_hash: str, index: UnitIndex) -> None:
     data = {"config_hash": config_hash, "spec": asdict(spec), "example_ids": index.example_ids.tolist(),
             "lines": index.lines.tolist(), "status": index.status.tolist(), "reasons": index.reasons,
-            "lengths": index.lengths.tolist(), "supervised": index.supervised.tolist(), "seconds": index.seconds}
+            "lengths": index.lengths.tolist(), "supervised": index.supervised.tolist(), "seconds": index.seconds,
+            "guard": index.guard}
     tmp = work_dir / f"{spec.name}.json.tmp"
     tmp.write_text(json.dumps(data), encoding="utf-8")
     tmp.rename(work_dir / f"{spec.name}.json")  # the sidecar appears last: its presence means "finished"
@@ -210,4 +215,4 @@ def _load_sidecar(spec: UnitSpec, work_dir: Path, config_hash: str) -> UnitIndex
         return None
     return UnitIndex(np.asarray(data["example_ids"], np.int64), np.asarray(data["lines"], np.int32),
                      np.asarray(data["status"], np.int8), data["reasons"], lengths,
-                     np.asarray(data["supervised"], np.int64), {k: 0.0 for k in data["seconds"]})
+                     np.asarray(data["supervised"], np.int64), {k: 0.0 for k in data["seconds"]}, data["guard"])

@@ -48,6 +48,8 @@ def test_pack_json_and_verify_exit_codes(tmp_path, corpus_files, tokenizer_dir):
     (["pack", "missing.jsonl", "-t", FIXTURES / "tokenizer"], "missing.jsonl: no such file"),
     (["pack", FIXTURES / "corpus" / "text.jsonl", "-t", "/nonexistent/tok.json"], "no such file"),
     (["pack", FIXTURES / "corpus" / "text.jsonl", "-t", FIXTURES / "tokenizer", "-c", "0"], "--capacity must be at least 2"),
+    (["pack", FIXTURES / "corpus" / "text.jsonl", "-t", FIXTURES / "tokenizer", "--tokenizer-backend", "quick"],
+     "--tokenizer-backend must be one of auto, hf, fast"),
     (["verify", "/nonexistent-dir"], "not a packcli artifact"),
     (["stats", "missing.jsonl", "-t", FIXTURES / "tokenizer"], "missing.jsonl: no such file"),
     (["stats", FIXTURES / "corpus" / "text.jsonl", "-t", FIXTURES / "corpus" / "text.jsonl"], "not a valid tokenizer.json"),

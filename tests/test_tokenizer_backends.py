@@ -20,7 +20,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import FIXTURES, real_asset
+from packcli import manifest as mf
+from packcli.config import PackConfig
 from packcli.errors import InputError, PackcliError
+from packcli.fast_tokenizer import FastBackend
+from packcli.pipeline import pack_corpus
 from packcli.tokenization import (
     GUARD_PERIOD, IGNORE_INDEX, Encoded, GuardStats, TokenizerMismatchError, encode_batch, guard_sample,
     load_tokenizer,
@@ -204,7 +208,7 @@ def test_long_runs_without_spaces(pairs, name):
 class DropToken:
     """A deliberately broken fast backend: drops the last token of example ``victim``."""
 
-    name, version = "fastokens", "broken"
+    name, version, reference_fallbacks = "fastokens", "broken", 0
 
     def __init__(self, inner, victim: int = 0, what: str = "input_ids") -> None:
         self.inner, self.victim, self.what, self.calls = inner, victim, what, 0
@@ -365,3 +369,85 @@ def test_auto_without_fastokens_or_with_another_version(monkeypatch):
 def test_unknown_backend_is_an_input_error():
     with pytest.raises(InputError, match="unknown"):
         load_tokenizer(FIXTURE_JSON, backend="fastest")  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------------------------ in `pack` and `verify`
+
+def pack_with(tmp_path: Path, inputs, name: str, **kw):
+    return pack_corpus(PackConfig(inputs=tuple(inputs), tokenizer=str(FIXTURE_JSON.parent), out=tmp_path / name,
+                                  capacity=512, packs_per_shard=8, **kw))
+
+
+def artifact_bytes(directory: Path, manifest: dict) -> dict[str, bytes]:
+    names = [s["name"] for s in manifest["shards"]] + [mf.SEAM_TABLE_NAME, mf.REJECTS_NAME]
+    return {n: (directory / n).read_bytes() for n in names}
+
+
+def test_pack_gives_the_same_bytes_with_either_backend_and_says_which_ran(tmp_path, corpus_files):
+    hf = pack_with(tmp_path, corpus_files, "hf", tokenizer_backend="hf")
+    fast = pack_with(tmp_path, corpus_files, "fast", tokenizer_backend="fast", paranoid_tokenizer=True)
+    auto = pack_with(tmp_path, corpus_files, "auto")  # the default
+    assert hf.manifest["manifest_sha256"] == fast.manifest["manifest_sha256"] == auto.manifest["manifest_sha256"]
+    assert artifact_bytes(tmp_path / "hf", hf.manifest) == artifact_bytes(tmp_path / "fast", fast.manifest)
+    ran = {k: s.manifest["unhashed"]["tokenization"] for k, s in (("hf", hf), ("fast", fast), ("auto", auto))}
+    assert ran["hf"]["backend"] == "tokenizers" and ran["hf"]["guard"]["examples"] == 0
+    assert (ran["fast"]["backend"], ran["fast"]["version"]) == ("fastokens", metadata.version("fastokens"))
+    counts = fast.manifest["counts"]
+    encoded = counts["packed"] + counts["truncated"] + counts["dropped"]
+    assert ran["fast"]["paranoid"] and ran["fast"]["guard"]["checked"] == ran["fast"]["guard"]["examples"] >= encoded
+    assert ran["auto"]["backend"] == "fastokens" and ran["auto"]["reason"].startswith("auto: fastokens")
+    assert 0 < ran["auto"]["guard"]["checked"] < ran["auto"]["guard"]["examples"]  # a sample, not all
+
+
+def drop_last_token_of_third_example(monkeypatch) -> None:
+    real = FastBackend.encode
+
+    def encode(self, texts, spans, *, add_special_tokens):
+        out = real(self, texts, spans, add_special_tokens=add_special_tokens)
+        if len(out) > 2:
+            e = out[2]
+            out[2] = Encoded(e.input_ids[:-1], e.labels[:-1], e.offsets[:-1])
+        return out
+    monkeypatch.setattr(FastBackend, "encode", encode)
+
+
+def test_a_fast_backend_error_stops_pack_naming_file_and_line(tmp_path, corpus_files, monkeypatch):
+    drop_last_token_of_third_example(monkeypatch)
+    source = corpus_files[0]  # openai.jsonl: every line a good chat record, so the third example is line 3
+    with pytest.raises(TokenizerMismatchError) as info:
+        pack_with(tmp_path, [source], "o", tokenizer_backend="fast", paranoid_tokenizer=True)
+    assert info.value.message.startswith(f"{source}:3: fastokens and tokenizers disagree: input_ids differ")
+    assert info.value.exit_code == 1
+    assert not (tmp_path / "o").exists() and not list(tmp_path.rglob(mf.MANIFEST_NAME))
+
+
+def test_verify_reconstructs_with_the_reference_so_an_unsampled_fault_cannot_pass(tmp_path, corpus_files, monkeypatch):
+    """The guard's sample is switched off, so the broken backend's output lands in the artifact; verify,
+    which always re-tokenizes with tokenizers, must report exactly the corrupted examples."""
+    from packcli.verify import verify_artifact
+
+    drop_last_token_of_third_example(monkeypatch)
+    monkeypatch.setattr("packcli.tokenization.guard_sample", lambda texts, paranoid=False: [])
+    pack_with(tmp_path, corpus_files[:1], "o", tokenizer_backend="fast")
+    monkeypatch.undo()
+    report = verify_artifact(tmp_path / "o")
+    check = next(c for c in report.checks if c.name == "reconstruction")
+    assert not check.ok and {v.line for v in check.violations} == {3}
+    assert all(v.source == corpus_files[0] for v in check.violations)
+
+
+def test_a_rerun_on_the_other_backend_reuses_no_unit(tmp_path, corpus_files, monkeypatch):
+    """After a mismatch the advice is to re-run with --tokenizer-backend hf: that must re-tokenize everything."""
+    import packcli.pipeline as pipeline
+    from packcli.prepare import Preparer
+
+    monkeypatch.setattr(pipeline, "_plan_and_write", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt()))
+    with pytest.raises(KeyboardInterrupt):
+        pack_with(tmp_path, corpus_files, "o", tokenizer_backend="fast", lines_per_unit=25)
+    monkeypatch.undo()
+    assert list((tmp_path / ".packcli-work-o").glob("unit-*.json"))
+    calls = []
+    real = Preparer.prepare
+    monkeypatch.setattr(Preparer, "prepare", lambda self, batch, **kw: calls.append(len(batch)) or real(self, batch, **kw))
+    summary = pack_with(tmp_path, corpus_files, "o", tokenizer_backend="hf", lines_per_unit=25)
+    assert sum(calls) == summary.manifest["counts"]["records"]

@@ -58,7 +58,7 @@ def test_resume_reuses_finished_units(tmp_path, corpus_files, tokenizer_dir, mon
     sidecars[2].unlink()  # lose one unit: only it is redone
     calls = []
     real = Preparer.prepare
-    monkeypatch.setattr(Preparer, "prepare", lambda self, batch: calls.append(len(batch)) or real(self, batch))
+    monkeypatch.setattr(Preparer, "prepare", lambda self, batch, **kw: calls.append(len(batch)) or real(self, batch, **kw))
     summary = pack_corpus(cfg)
     assert sum(calls) <= 25 and calls, "only the lost unit is tokenized again"
     assert not work.exists()

@@ -82,9 +82,9 @@ class RayEngine:
              on_done: Callable[[UnitSpec], None]) -> list[UnitIndex]:
         cpus = int(ray.available_resources().get("CPU", 1))
         count = max(1, min(self.workers or cpus, cpus, len(specs)))
-        # One CPU per actor, and the tokenizer's thread pool capped to it: no oversubscription.
-        actor = ray.remote(num_cpus=1, runtime_env={"env_vars": {"RAYON_NUM_THREADS": "1",
-                                                                 "RAY_USAGE_STATS_ENABLED": "0"}})(_UnitWorker)
+        # One CPU per actor, and both tokenizers' thread pools capped to it: no oversubscription.
+        env = {"RAYON_NUM_THREADS": "1", "FASTOKENS_BPE_THREADS": "1", "RAY_USAGE_STATS_ENABLED": "0"}
+        actor = ray.remote(num_cpus=1, runtime_env={"env_vars": env})(_UnitWorker)
         pool = ray.util.ActorPool([actor.remote() for _ in range(count)])
         results: dict[int, UnitIndex] = {}
         try:

@@ -122,7 +122,7 @@ def check_drift(manifest: dict, result: CheckResult, *, tokenizer: str | None, t
     loaded = None
     result.checked += 1
     if tok_path.exists():
-        loaded = load_tokenizer(tok_path)
+        loaded = load_tokenizer(tok_path, backend="hf")  # the reference, always: a fast-path error cannot pass
         if loaded.sha256 != pinned_tok["sha256"]:
             result.fail(Violation(f"tokenizer changed: {tok_path} has sha256 {loaded.sha256[:16]}, "
                                   f"the manifest pins {pinned_tok['sha256'][:16]}"))
