@@ -71,15 +71,23 @@ class TokenizerBackend(Protocol):
 
 
 class ReferenceBackend:
-    """HF ``tokenizers``: ids and offsets from the library, labels by `labels_from_spans`."""
+    """HF ``tokenizers``: ids from the library; labels from its offsets or its ``char_to_token``.
+
+    ``offsets=False`` (what the pipeline runs) skips converting every token's offsets to Python,
+    which cost a quarter of the reference path's time: on a chat example (no tokens added by the
+    post-processor, every span inside the text) the supervised tokens are found by
+    `labels_from_char_spans` from the span edges alone. Anything else takes the offsets path, and the
+    guard and the fast backend's fallback ask for offsets (they compare or return them).
+    """
 
     name = "tokenizers"
     reference_fallbacks = 0
 
-    def __init__(self, tokenizer: object) -> None:
+    def __init__(self, tokenizer: object, *, offsets: bool = True) -> None:
         import tokenizers
 
         self.tokenizer = tokenizer
+        self.offsets = offsets
         self.version = tokenizers.__version__
 
     def encode(self, texts: Sequence[str], spans: Sequence[Sequence[tuple[int, int]]], *,
@@ -88,10 +96,44 @@ class ReferenceBackend:
         result = []
         for enc, sp in zip(self.tokenizer.encode_batch(list(texts), add_special_tokens=add_special_tokens), spans):
             ids = np.asarray(enc.ids, dtype=np.int32)
+            if not (self.offsets or add_special_tokens):
+                labels = labels_from_char_spans(enc, ids, sp)
+                if labels is not None:
+                    result.append(Encoded(ids, labels))
+                    continue
             offsets = np.asarray(enc.offsets, dtype=np.int64).reshape(-1, 2)
             special = np.asarray(enc.special_tokens_mask, dtype=bool) if add_special_tokens else None
             result.append(Encoded(ids, labels_from_spans(ids, offsets, sp, added=special), offsets))
         return result
+
+
+def labels_from_char_spans(enc, ids: npt.NDArray[np.int32],  # noqa: ANN001 - a tokenizers.Encoding
+                           spans: Sequence[tuple[int, int]]) -> npt.NDArray[np.int32] | None:
+    """`labels_from_spans` from the span edges alone, or None where that is not the same thing.
+
+    Token offsets along a text are non-decreasing, so the tokens overlapping span [s, e) (start < e
+    and end > s) are one index range: from the token holding character s back over any earlier
+    token that also ends after s (a character split over byte tokens), to the token holding e - 1
+    forward over any later one that starts before e. None (use offsets) for an empty, inverted or
+    out-of-range span, or an edge character that maps to no token.
+    """
+    n = len(ids)
+    mask = np.zeros(n, dtype=bool)
+    for s, e in spans:
+        if not 0 <= s < e:
+            return None
+        first, last = enc.char_to_token(s), enc.char_to_token(e - 1)
+        if first is None or last is None:
+            return None
+        while first > 0 and enc.token_to_chars(first - 1)[1] > s:
+            first -= 1
+        while last + 1 < n and enc.token_to_chars(last + 1)[0] < e:
+            last += 1
+        mask[first:last + 1] = True
+    labels = np.where(mask, ids, IGNORE_INDEX).astype(np.int32)
+    if n:
+        labels[0] = IGNORE_INDEX
+    return labels
 
 
 @dataclass
@@ -146,7 +188,7 @@ class LoadedTokenizer:
 
     def __post_init__(self) -> None:
         if self.backend is None:
-            object.__setattr__(self, "backend", ReferenceBackend(self.tokenizer))
+            object.__setattr__(self, "backend", ReferenceBackend(self.tokenizer, offsets=False))
 
     @property
     def version(self) -> str:
@@ -207,7 +249,7 @@ def load_tokenizer(path: str | Path, *, backend: BackendChoice = "hf", paranoid:
                          "pass a Hugging Face tokenizer.json, or a directory containing one") from exc
     tokenizer.no_padding()
     tokenizer.no_truncation()
-    chosen, reason = _choose_backend(raw.decode("utf-8"), ReferenceBackend(tokenizer), backend, file)
+    chosen, reason = _choose_backend(raw.decode("utf-8"), tokenizer, backend, file)
     config = _read_config(file.parent / "tokenizer_config.json")
     return LoadedTokenizer(
         tokenizer=tokenizer, source=str(file), sha256=hashlib.sha256(raw).hexdigest(),
@@ -216,13 +258,14 @@ def load_tokenizer(path: str | Path, *, backend: BackendChoice = "hf", paranoid:
     )
 
 
-def _choose_backend(raw: str, reference: ReferenceBackend, choice: str, file: Path) -> tuple[TokenizerBackend, str]:
+def _choose_backend(raw: str, tokenizer: object, choice: str, file: Path) -> tuple[TokenizerBackend, str]:
+    reference = ReferenceBackend(tokenizer, offsets=False)
     if choice == "hf":
         return reference, "requested"
     from packcli.fast_tokenizer import UnsupportedTokenizer, load_fast_backend
 
     try:
-        return load_fast_backend(raw, reference, require_pin=choice == "auto"), (
+        return load_fast_backend(raw, ReferenceBackend(tokenizer), require_pin=choice == "auto"), (
             "requested" if choice == "fast" else "auto: fastokens supports this file and passed the self-check")
     except UnsupportedTokenizer as exc:
         if choice == "fast":
@@ -273,7 +316,7 @@ def encode_batch(
             example; ``batch_index`` says which (see the module docstring for the sample).
     """
     guard = tokenizer.guard
-    backend = tokenizer.backend if guard.disabled_reason is None else ReferenceBackend(tokenizer.tokenizer)
+    backend = tokenizer.backend if guard.disabled_reason is None else ReferenceBackend(tokenizer.tokenizer, offsets=False)
     result = _encode_split(backend, texts, spans, add_special_tokens)
     if not isinstance(backend, ReferenceBackend):
         guard.examples += len(texts)

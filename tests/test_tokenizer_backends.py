@@ -26,8 +26,8 @@ from packcli.errors import InputError, PackcliError
 from packcli.fast_tokenizer import FastBackend
 from packcli.pipeline import pack_corpus
 from packcli.tokenization import (
-    GUARD_PERIOD, IGNORE_INDEX, Encoded, GuardStats, TokenizerMismatchError, encode_batch, guard_sample,
-    load_tokenizer,
+    GUARD_PERIOD, IGNORE_INDEX, Encoded, GuardStats, ReferenceBackend, TokenizerMismatchError, encode_batch,
+    guard_sample, labels_from_char_spans, labels_from_spans, load_tokenizer,
 )
 
 fastokens = pytest.importorskip("fastokens")
@@ -55,7 +55,8 @@ def nfc_fixture(tmp_path_factory) -> Path:
 
 def _pair(path: Path):
     fast = load_tokenizer(path, backend="fast")
-    return dataclasses.replace(fast, backend=None, guard=GuardStats()), fast  # the reference: same file, one load
+    # the reference with offsets (compared too): the same file, loaded once
+    return dataclasses.replace(fast, backend=ReferenceBackend(fast.tokenizer), guard=GuardStats()), fast
 
 
 @pytest.fixture(scope="module")
@@ -141,6 +142,61 @@ def test_chat_shaped_text_with_assistant_spans(pairs, name, turns):
         text += f"{reply}<|im_end|>\n"
     out = assert_same(ref, fast, [text, text], [spans, spans], [False, True])
     assert out[0].labels[0] == IGNORE_INDEX
+
+
+# ------------------------------------------------------------------------------------ labels without offsets
+
+def assert_char_span_labels(tokenizer, texts, spans) -> int:
+    """The reference's two label paths agree; returns how many examples the char_to_token path took
+    (not all: a combining mark that NFC composes into its base maps to no token of its own)."""
+    taken = 0
+    for text, enc, sp in zip(texts, tokenizer.encode_batch(texts, add_special_tokens=False), spans):
+        ids = np.asarray(enc.ids, dtype=np.int32)
+        want = labels_from_spans(ids, np.asarray(enc.offsets, dtype=np.int64).reshape(-1, 2), sp)
+        got = labels_from_char_spans(enc, ids, sp)
+        if not all(0 <= s < e <= len(text) for s, e in sp):
+            assert got is None, f"{text[:40]!r} {sp}: an irregular span must take the offsets path"
+        if got is not None:
+            taken += 1
+            assert np.array_equal(got, want), f"{text[:60]!r} {sp}: {got[:12]} vs {want[:12]}"
+    return taken
+
+
+@pytest.mark.parametrize("name", TOKENIZERS)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batch=examples())
+def test_labels_from_char_spans_equal_labels_from_offsets(pairs, name, batch):
+    texts, spans, _ = (list(col) for col in zip(*batch))
+    assert_char_span_labels(pairs(name)[0].tokenizer, texts, spans)
+
+
+@pytest.mark.parametrize("name", TOKENIZERS)
+def test_labels_from_char_spans_on_split_characters_and_every_code_point(pairs, name):
+    """Edges inside a character split over byte tokens (emoji, CJK), decomposed text, added tokens."""
+    tok = pairs(name)[0].tokenizer
+
+    def every_edge(texts):
+        spans = [[(k, k + 1), (k + 1, len(t))] for t in texts for k in range(len(t) - 1)]
+        return [t for t in texts for _ in range(len(t) - 1)], spans
+
+    texts, spans = every_edge(["😀👩🏽‍💻🇫🇷 x", "你好世界。日本語", "a<|im_end|>b<|im_start|>c", MIXED * 3])
+    assert assert_char_span_labels(tok, texts, spans) == len(spans)
+    assert_char_span_labels(tok, *every_edge(["Tie\u0302\u0301ng e\u0301 A\u0300" * 5]))  # may fall back
+    points = [chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
+    chunks = ["".join(points[k:k + 8192]) for k in range(0, len(points), 8192)]
+    assert assert_char_span_labels(tok, chunks, [[(100, 4000), (5000, 5001)]] * len(chunks)) == len(chunks)
+
+
+def test_the_reference_backend_without_offsets_gives_the_same_examples(pairs):
+    ref = pairs("fixture")[0].tokenizer
+    texts = ["<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\nhello 😀<|im_end|>\n", "plain", "xy"]
+    spans = [[(43, 65)], [(0, 5)], [(1, 1)]]  # the last one irregular: the offsets path
+    for flag in (False, True):
+        lean = ReferenceBackend(ref, offsets=False).encode(texts, spans, add_special_tokens=flag)
+        full = ReferenceBackend(ref).encode(texts, spans, add_special_tokens=flag)
+        for a, b in zip(lean, full):
+            assert np.array_equal(a.input_ids, b.input_ids) and np.array_equal(a.labels, b.labels)
+        assert [e.offsets is None for e in lean] == ([True, True, False] if not flag else [False] * 3)
 
 
 # ------------------------------------------------------------------------------------ traps
@@ -235,7 +291,9 @@ def broken(victim: int = 0, what: str = "input_ids", paranoid: bool = False):
 
 
 def reference(texts=None, flags=(False,) * 3) -> list[Encoded]:
-    return encode_batch(load_tokenizer(FIXTURE_JSON), texts or TEXTS, SPANS, list(flags))
+    tok = load_tokenizer(FIXTURE_JSON)
+    with_offsets = dataclasses.replace(tok, backend=ReferenceBackend(tok.tokenizer))
+    return encode_batch(with_offsets, texts or TEXTS, SPANS, list(flags))
 
 
 TEXTS = ["hello <|im_start|>world", "second example here", "third one, a bit longer than the others"]
