@@ -126,12 +126,12 @@ def environment() -> dict:
 
 # ---------------------------------------------------------------------------- shared render helpers
 
-def make_renderer(tokenizer_path: str | Path, template: str | Path):
+def make_renderer(tokenizer_path: str | Path, template: str | Path, backend: str = "hf"):
     """Tokenizer and renderer exactly as pack_corpus builds them (loss auto)."""
     from packcli.chat import LossPolicy, Renderer, load_template, require_markers
     from packcli.tokenization import load_tokenizer
 
-    tok = load_tokenizer(tokenizer_path)
+    tok = load_tokenizer(tokenizer_path, backend=backend)
     tpl = load_template(str(template), tok.config)
     require_markers(tpl, LossPolicy.auto)
     return tok, Renderer(tpl, LossPolicy.auto, bos_token=tok.bos_token, eos_token=tok.eos_token)
@@ -167,7 +167,7 @@ def encode_raw(hf_tokenizer, texts: list[str], flags: list[bool]) -> int:
 
 # --------------------------------------------------------------------------------------- tokenize
 
-def bench_tokenize(corpus: Path, n: int, setups: list[str], repeat: int) -> dict:
+def bench_tokenize(corpus: Path, n: int, setups: list[str], repeat: int, backends: list[str]) -> dict:
     from packcli.ingest import read_lines
     from packcli.prepare import Preparer
 
@@ -176,11 +176,11 @@ def bench_tokenize(corpus: Path, n: int, setups: list[str], repeat: int) -> dict
         raise SystemExit(f"error: {corpus} has {len(lines)} records, fewer than --n {n}")
     batches = [lines[i:i + BATCH] for i in range(0, len(lines), BATCH)]
     results = []
-    for name in setups:
+    for name, backend in itertools.product(setups, backends):
         tokenizer_path, template = SETUPS[name]
         if not Path(tokenizer_path).exists():
             raise SystemExit(f"error: {tokenizer_path} missing; run python scripts/fetch_real_assets.py")
-        tok, renderer = make_renderer(tokenizer_path, template)
+        tok, renderer = make_renderer(tokenizer_path, template, backend)
         rendered = [render_texts(renderer, b) for b in batches]  # untimed: the ceiling's input
         chars = sum(len(t) for texts, _ in rendered for t in texts)
         Preparer(renderer, tok).prepare(lines[:256])  # warm-up: thread pool, jinja, caches
@@ -196,7 +196,8 @@ def bench_tokenize(corpus: Path, n: int, setups: list[str], repeat: int) -> dict
         tokens = runs[0]["raw"]["tokens"]
         prep_wall, raw_wall = med("prepare", "wall_s"), med("raw", "wall_s")
         results.append({
-            "setup": name, "tokenizer": str(tokenizer_path), "template": str(template),
+            "setup": name, "backend": f"{tok.backend_name} {tok.backend_version}", "tokenizer": str(tokenizer_path),
+            "template": str(template), "guard": tok.guard_counts(),
             "conversations": len(lines), "rejected": runs[0]["prepare"]["rejected"], "chars": chars, "tokens": tokens,
             "batch": BATCH, "repeat": repeat, "runs": runs,
             "prepare_wall_s": prep_wall, "prepare_cpu_s": med("prepare", "cpu_s"),
@@ -239,11 +240,12 @@ def _interleaved_run(preparer, hf_tokenizer, batches, rendered, *, first: int) -
 
 
 def table_tokenize(data: dict) -> str:
-    rows = ["| setup | conv. | tokens | Preparer tok/s | raw encode_batch tok/s | ratio (target >= 0.8) "
-            "| ratio, CPU s | parse+render s | tokenize+mask s | raw s | tokenize+mask vs raw |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    rows = ["| setup | Preparer backend | conv. | tokens | Preparer tok/s | raw tokenizers encode_batch tok/s "
+            "| ratio (target >= 0.8) | ratio, CPU s | parse+render s | tokenize+mask s | raw s | tokenize+mask vs raw |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in data["results"]:
-        rows.append(f"| {r['setup']} | {r['conversations']:,} | {r['tokens']:,} | {r['prepare_tokens_per_s']:,.0f} "
+        rows.append(f"| {r['setup']} | {r.get('backend', 'tokenizers')} | {r['conversations']:,} | {r['tokens']:,} "
+                    f"| {r['prepare_tokens_per_s']:,.0f} "
                     f"| {r['raw_tokens_per_s']:,.0f} | {r['ratio']:.2f}x | {r['ratio_cpu']:.2f}x "
                     f"| {r['parse_render_s']:.1f} | {r['tokenize_mask_s']:.1f} | {r['raw_wall_s']:.1f} "
                     f"| {r['ratio_tokenize_mask_only']:.2f}x |")
@@ -258,11 +260,13 @@ def child_pack(spec: dict) -> dict:
 
     rss_imports = _rss_mib()
     config = PackConfig(inputs=(spec["corpus"],), tokenizer=spec["tokenizer"], template=str(spec["template"]),
-                        out=Path(spec["out"]), capacity=spec["capacity"], force=True)
+                        out=Path(spec["out"]), capacity=spec["capacity"], force=True,
+                        tokenizer_backend=spec["backend"])
     with Timer() as t:
         summary = pack_corpus(config)
     counts, metrics = summary.manifest["counts"], summary.manifest["metrics"]
     return {"span": asdict(t.span), "stage_seconds": summary.stage_seconds, "counts": counts,
+            "tokenization": summary.manifest["unhashed"]["tokenization"],
             "density": metrics["density"], "supervised_density": metrics["supervised_density"],
             "rss_after_imports_mib": rss_imports, "peak_rss_mib": _peak_rss_mib(),
             "shards": len(summary.manifest["shards"]),
@@ -306,40 +310,43 @@ def run_child(kind: str, spec: dict) -> dict:
 
 
 def bench_pack(corpora: list[Path], tokenizer: str, template: str, capacity: int, workdir: Path,
-               ceiling: bool) -> dict:
+               ceiling: bool, backends: list[str]) -> dict:
     results = []
     for corpus in corpora:
-        spec = {"corpus": str(corpus), "tokenizer": tokenizer, "template": template, "capacity": capacity,
-                "out": str(workdir / corpus.stem)}
-        print(f"pack {corpus} -> {spec['out']}", file=sys.stderr, flush=True)
-        pack = run_child("pack", spec)
-        c = pack["counts"]
-        tokenized = c["tokens"] + c["tokens_lost"]
-        entry = {"corpus": str(corpus), "records": c["records"], "tokens_tokenized": tokenized,
-                 "tokens_packed": c["tokens"], "pack": pack, "pack_wall_s": pack["span"]["wall_s"],
-                 "pack_tokens_per_s": tokenized / pack["span"]["wall_s"]}
+        raw = None
         if ceiling:
             print(f"ceiling {corpus}", file=sys.stderr, flush=True)
-            raw = run_child("ceiling", spec)
-            if raw["tokens"] != tokenized:
-                entry["token_count_note"] = f"ceiling counted {raw['tokens']} tokens, pack {tokenized}"
-            entry.update(ceiling=raw, raw_tokens_per_s=raw["tokens"] / raw["span"]["wall_s"])
-            entry["ratio"] = entry["pack_tokens_per_s"] / entry["raw_tokens_per_s"]
-            entry["ratio_cpu"] = (raw["span"]["cpu_s"] / raw["tokens"]) / (pack["span"]["cpu_s"] / tokenized)
-        results.append(entry)
+            raw = run_child("ceiling", {"corpus": str(corpus), "tokenizer": tokenizer, "template": template})
+        for backend in backends:
+            spec = {"corpus": str(corpus), "tokenizer": tokenizer, "template": template, "capacity": capacity,
+                    "out": str(workdir / f"{corpus.stem}-{backend}"), "backend": backend}
+            print(f"pack {corpus} ({backend}) -> {spec['out']}", file=sys.stderr, flush=True)
+            pack = run_child("pack", spec)
+            c = pack["counts"]
+            tokenized = c["tokens"] + c["tokens_lost"]
+            entry = {"corpus": str(corpus), "backend": backend, "records": c["records"], "tokens_tokenized": tokenized,
+                     "tokens_packed": c["tokens"], "pack": pack, "pack_wall_s": pack["span"]["wall_s"],
+                     "pack_tokens_per_s": tokenized / pack["span"]["wall_s"]}
+            if raw is not None:
+                if raw["tokens"] != tokenized:
+                    entry["token_count_note"] = f"ceiling counted {raw['tokens']} tokens, pack {tokenized}"
+                entry.update(ceiling=raw, raw_tokens_per_s=raw["tokens"] / raw["span"]["wall_s"])
+                entry["ratio"] = entry["pack_tokens_per_s"] / entry["raw_tokens_per_s"]
+                entry["ratio_cpu"] = (raw["span"]["cpu_s"] / raw["tokens"]) / (pack["span"]["cpu_s"] / tokenized)
+            results.append(entry)
     return {"mode": "pack", "tokenizer": tokenizer, "template": template, "capacity": capacity, "results": results}
 
 
 def table_pack(data: dict) -> str:
-    rows = ["| corpus | records | tokens | pack wall s | read+render s | tokenize s | pack s | write s "
+    rows = ["| corpus | backend | records | tokens | pack wall s | read+render s | tokenize s | pack s | write s "
             "| tok/s | raw tok/s | ratio (>= 0.8) | ratio, CPU s | peak RSS MiB | density |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in data["results"]:
         s = r["pack"]["stage_seconds"]
         raw = f"{r['raw_tokens_per_s']:,.0f}" if "ceiling" in r else "-"
         ratio = f"{r['ratio']:.2f}x" if "ceiling" in r else "-"
         ratio_cpu = f"{r['ratio_cpu']:.2f}x" if "ceiling" in r else "-"
-        rows.append(f"| {Path(r['corpus']).name} | {r['records']:,} | {r['tokens_tokenized']:,} "
+        rows.append(f"| {Path(r['corpus']).name} | {r.get('backend', 'hf')} | {r['records']:,} | {r['tokens_tokenized']:,} "
                     f"| {r['pack_wall_s']:.1f} | {s['read_render_s']:.1f} | {s['tokenize_s']:.1f} | {s['pack_s']:.1f} "
                     f"| {s['write_s']:.1f} | {r['pack_tokens_per_s']:,.0f} | {raw} | {ratio} | {ratio_cpu} "
                     f"| {r['pack']['peak_rss_mib']:,.0f} | {r['pack']['density']:.4f} |")
@@ -455,6 +462,8 @@ def main(argv: list[str] | None = None) -> int:
     tok.add_argument("--n", type=int, default=50_000, help="conversations (default: %(default)s; --quick: 300)")
     tok.add_argument("--setup", action="append", choices=sorted(SETUPS), help="default: qwen3 and fixture")
     tok.add_argument("--repeat", type=int, default=1, help="runs per setup, alternating order; medians reported")
+    tok.add_argument("--backend", action="append", choices=("hf", "auto", "fast"),
+                     help="Preparer's tokenizer backend, repeatable (default: hf); the ceiling is always tokenizers")
     pk = sub.add_parser("pack", parents=[common], help="pack_corpus end to end, one fresh process per corpus")
     pk.add_argument("--corpus", type=Path, action="append", help=f"default: {' '.join(DEFAULT_CORPORA)}")
     pk.add_argument("--tokenizer", default=str(FIXTURE_TOKENIZER))
@@ -463,6 +472,8 @@ def main(argv: list[str] | None = None) -> int:
     pk.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "packcli-bench",
                     help="artifacts go to WORKDIR/<corpus stem> (default: %(default)s)")
     pk.add_argument("--no-ceiling", action="store_true", help="skip the raw encode_batch ceiling")
+    pk.add_argument("--backend", action="append", choices=("hf", "auto", "fast"),
+                    help="pack's --tokenizer-backend, repeatable (default: hf); the ceiling is always tokenizers")
     vf = sub.add_parser("verify", parents=[common], help="verify_artifact on a pack artifact, per-check times")
     vf.add_argument("--artifact", type=Path, help="default: WORKDIR/<first corpus stem> of `pack`")
     vf.add_argument("--pack-json", type=Path, help="the pack mode's --out, to compare verify time with pack time")
@@ -473,12 +484,13 @@ def main(argv: list[str] | None = None) -> int:
         corpus, n = args.corpus, args.n
         if args.quick:
             corpus, n = quick_corpora()[0], min(n, 300)
-        data = bench_tokenize(corpus, n, args.setup or ["qwen3", "fixture"], args.repeat)
+        data = bench_tokenize(corpus, n, args.setup or ["qwen3", "fixture"], args.repeat, args.backend or ["hf"])
         table = table_tokenize(data)
     elif args.mode == "pack":
         corpora = args.corpus or (quick_corpora() if args.quick else [Path(p) for p in DEFAULT_CORPORA])
         workdir = QUICK_DIR / "artifacts" if args.quick and args.workdir == pk.get_default("workdir") else args.workdir
-        data = bench_pack(corpora, args.tokenizer, args.template, args.capacity, workdir, not args.no_ceiling)
+        data = bench_pack(corpora, args.tokenizer, args.template, args.capacity, workdir, not args.no_ceiling,
+                          args.backend or ["hf"])
         table = table_pack(data)
     else:
         default = QUICK_DIR / "artifacts" / f"quick{QUICK_SIZES[0]}" if args.quick else \

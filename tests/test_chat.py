@@ -112,11 +112,27 @@ def test_empty_mask_is_a_rejection(tokenizer):
     assert isinstance(out, str) and "no supervised text" in out
 
 
-def test_sandbox_blocks_unsafe_templates(tokenizer):
-    evil = ChatTemplate("{{ ''.__class__.__mro__[1].__subclasses__() }}{% generation %}x{% endgeneration %}", "evil")
-    with pytest.raises(InputError, match="sandbox"):
-        encode(preparer(tokenizer, evil, LossPolicy.assistant),
-               {"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]})
+@pytest.mark.parametrize("evil", [
+    "{{ ''.__class__.__mro__[1].__subclasses__() }}",
+    "{{ messages.append(1) }}",  # the immutable sandbox: no mutating a list it was given
+    "{% for m in messages %}{{ m.update({'role': 'x'}) }}{% endfor %}",
+])
+def test_sandbox_blocks_unsafe_templates_every_time(tokenizer, evil):
+    """Rendered twice by the same renderer: the memoized attribute verdicts block the second time too."""
+    prep = preparer(tokenizer, ChatTemplate(evil + "{% generation %}x{% endgeneration %}", "evil"), LossPolicy.assistant)
+    for _ in range(2):
+        with pytest.raises(InputError, match="sandbox"):
+            encode(prep, {"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]})
+
+
+def test_sandbox_memo_keys_on_type_and_attribute():
+    from packcli.chat import _Sandbox
+
+    env = _Sandbox()
+    for _ in range(2):
+        assert env.is_safe_attribute("x", "upper", str.upper) and env.is_safe_attribute({}, "get", {}.get)
+        assert not env.is_safe_attribute([], "append", [].append) and not env.is_safe_attribute({}, "update", {}.update)
+        assert not env.is_safe_attribute("x", "__class__", str)
 
 
 def test_policy_kind_mismatches_are_rejections(tokenizer):
