@@ -1,9 +1,10 @@
 """The local ``pack`` engine: read -> render -> tokenize -> spill, then plan packs, write shards.
 
-Streaming: records are processed in batches and their tokens appended to a spill file on disk, so
-memory holds only a per-example index (a few dozen bytes an example), never the corpus. Packing
-needs every length before it decides (global BFD), which the index provides; shards are then
-gathered from the memory-mapped spill.
+Streaming: records are processed in batches and their tokens appended to the units' spill files on
+disk, so memory holds only a per-example index (a few dozen bytes an example), never the corpus.
+Packing needs every length before it decides (global BFD), which the index provides; each shard's
+examples are then read from the spills with `packcli.units.SpillReader` (``pread``, no memory map,
+so the shuffled reads do not grow RSS with the corpus).
 
 Atomic: everything is written into a temporary directory beside ``--out`` and renamed into place
 only after the manifest is written; an interrupted run leaves a ``.packcli-tmp-*`` directory that
@@ -34,8 +35,8 @@ from packcli.engine.local import LocalEngine
 from packcli.ingest import describe_input, expand_inputs
 from packcli.pack import check_budgets, pack_lengths
 from packcli.prepare import Preparer
-from packcli.units import (DROPPED, PACKED, REJECTED, STATUSES, TRUNCATED, UnitIndex, UnitJob, UnitSpec,
-                           plan_units, register_preparer, spill_paths)
+from packcli.units import (DROPPED, PACKED, REJECTED, STATUSES, TRUNCATED, SpillReader, UnitIndex, UnitJob,
+                           UnitSpec, plan_units, register_preparer)
 from packcli.shards import ShardInfo, build_table, file_sha256, shard_name, write_shard
 from packcli.tokenization import IGNORE_INDEX, LoadedTokenizer, load_tokenizer, token_hash
 
@@ -63,14 +64,17 @@ class ExampleIndex:
 
     @classmethod
     def merge(cls, specs: list[UnitSpec], units: list[UnitIndex], num_files: int) -> ExampleIndex:
+        """Concatenate the units' indexes; ``spill_offset`` counts tokens over the units in order,
+        as `SpillReader` reads them (-1 for a rejected record, which has none)."""
         lengths = np.concatenate([u.lengths for u in units]) if units else np.zeros(0, np.int64)
         offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64) if len(lengths) else lengths
         file_index = np.concatenate([np.full(len(u.lines), s.file_index, np.int32) for s, u in zip(specs, units)])
+        status = np.concatenate([u.status for u in units])
         return cls(
             ids=np.concatenate([u.example_ids for u in units]), file_index=file_index,
-            line=np.concatenate([u.lines for u in units]), status=np.concatenate([u.status for u in units]),
+            line=np.concatenate([u.lines for u in units]), status=status,
             reason=[r for u in units for r in u.reasons],
-            spill_offset=np.where(np.concatenate([u.status for u in units]) == REJECTED, -1, offsets),
+            spill_offset=np.where(status == REJECTED, -1, offsets),
             length=lengths, supervised=np.concatenate([u.supervised for u in units]),
             records_per_file=np.bincount(file_index, minlength=num_files).tolist(),
         )
@@ -128,10 +132,10 @@ def pack_corpus(config: PackConfig, progress: Progress = NO_PROGRESS, engine: En
             index = ExampleIndex.merge(specs, units, len(files))
             if not len(index.ids):
                 raise InputError("no records found in the inputs (all files empty?)", "check the input paths")
-            spill_ids, spill_labels = _merge_spills(specs, work, tmp)
             run_facts = {"tokenization": _tokenization_facts(tokenizer, units)}
-            manifest = _plan_and_write(index, spill_ids, spill_labels, files, tokenizer, template, config, tmp,
-                                       progress, timings, run_facts)
+            with SpillReader(work, specs, [int(u.lengths.sum()) for u in units]) as spill:
+                manifest = _plan_and_write(index, spill, files, tokenizer, template, config, tmp, progress, timings,
+                                           run_facts)
         _replace_dir(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -164,22 +168,6 @@ def _tokenization_facts(tokenizer: LoadedTokenizer, units: list[UnitIndex]) -> d
             "reason": tokenizer.backend_reason, "paranoid": tokenizer.paranoid, "guard": guard}
 
 
-def _merge_spills(specs: list[UnitSpec], work: Path, tmp: Path):
-    """Concatenate the units' spills (in unit order) into one memory-mapped pair in the temp dir."""
-    spill_dir = tmp / ".spill"
-    spill_dir.mkdir()
-    merged = (spill_dir / "ids.bin", spill_dir / "labels.bin")
-    with open(merged[0], "wb") as ids_out, open(merged[1], "wb") as labels_out:
-        for spec in specs:
-            ids_path, labels_path = spill_paths(work, spec)
-            for src, dst in ((ids_path, ids_out), (labels_path, labels_out)):
-                with open(src, "rb") as handle:
-                    shutil.copyfileobj(handle, dst, 1 << 22)
-    if merged[0].stat().st_size == 0:
-        return np.zeros(0, np.int32), np.zeros(0, np.int32)
-    return (np.memmap(merged[0], dtype=np.int32, mode="r"), np.memmap(merged[1], dtype=np.int32, mode="r"))
-
-
 def _check_out(out: Path, force: bool) -> None:
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
         raise InputError(f"{out}: exists and is not empty", "choose another --out, or pass --force to replace it")
@@ -196,7 +184,7 @@ def _replace_dir(tmp: Path, out: Path) -> None:
         tmp.rename(out)
 
 
-def _plan_and_write(index: ExampleIndex, spill_ids, spill_labels, files, tokenizer, template, config: PackConfig,
+def _plan_and_write(index: ExampleIndex, spill: SpillReader, files, tokenizer, template, config: PackConfig,
                     tmp: Path, progress: Progress, timings: dict[str, float], run_facts: dict) -> dict:
     t0 = time.perf_counter()
     n = len(index.ids)
@@ -211,7 +199,7 @@ def _plan_and_write(index: ExampleIndex, spill_ids, spill_labels, files, tokeniz
     for i in over:
         reason = f"{full_len[i]} tokens > capacity {config.capacity}"
         if config.overlong is Overlong.truncate:
-            kept = int(np.count_nonzero(spill_labels[offsets[i]:offsets[i] + config.capacity] != IGNORE_INDEX))
+            kept = int(np.count_nonzero(spill.read(offsets[i], config.capacity)[1] != IGNORE_INDEX))
             if kept:
                 status[i], used_len[i], used_sup[i] = TRUNCATED, config.capacity, kept
                 reasons[i] = reason + f"; truncated to {config.capacity}"
@@ -232,7 +220,7 @@ def _plan_and_write(index: ExampleIndex, spill_ids, spill_labels, files, tokeniz
     ordered = packable[plan.order]  # example rows in packed order
     ex_per_pack = np.diff(plan.pack_offsets).astype(np.int64)
     ids_arr = np.asarray(index.ids, dtype=np.int64)
-    shard_col = [None] * n
+    shard_of = np.full(n, -1, dtype=np.int32)
     row_col = np.full(n, -1, dtype=np.int32)
     off_col = np.full(n, -1, dtype=np.int32)
     thash = [""] * n
@@ -243,27 +231,24 @@ def _plan_and_write(index: ExampleIndex, spill_ids, spill_labels, files, tokeniz
         p0, p1 = s * config.packs_per_shard, min((s + 1) * config.packs_per_shard, plan.num_packs)
         rows = ordered[plan.pack_offsets[p0]:plan.pack_offsets[p1]]
         lens = used_len[rows]
-        starts = offsets[rows]
-        gather = np.repeat(starts - np.concatenate([[0], np.cumsum(lens)[:-1]]), lens) + np.arange(lens.sum())
-        ids, labels = np.asarray(spill_ids[gather]), np.asarray(spill_labels[gather])
-        table = build_table(ids, labels, lens, ex_per_pack[p0:p1], ids_arr[rows])
-        shards.append(write_shard(table, tmp / shard_name(s)))
-        name = shard_name(s)
+        ids, labels = spill.gather(offsets[rows], lens)
+        shards.append(write_shard(build_table(ids, labels, lens, ex_per_pack[p0:p1], ids_arr[rows]),
+                                  tmp / shard_name(s)))
         local = np.concatenate([[0], np.cumsum(lens)])
-        pack_rows = np.repeat(np.arange(p1 - p0), ex_per_pack[p0:p1])
-        row_start = local[plan.pack_offsets[p0:p1 + 1] - plan.pack_offsets[p0]]
-        for j, r in enumerate(rows):
-            shard_col[r] = name
-            row_col[r] = pack_rows[j]
-            off_col[r] = local[j] - row_start[pack_rows[j]]
-            thash[r] = token_hash(ids[local[j]:local[j + 1]])
+        pack_rows = np.repeat(np.arange(p1 - p0, dtype=np.int32), ex_per_pack[p0:p1])
+        shard_of[rows] = s
+        row_col[rows] = pack_rows
+        off_col[rows] = local[:-1] - local[plan.pack_offsets[p0:p1] - plan.pack_offsets[p0]][pack_rows]
+        bounds = local.tolist()
+        for j, r in enumerate(rows.tolist()):
+            thash[r] = token_hash(ids[bounds[j]:bounds[j + 1]])
         progress.advance("write")
-    for i in np.flatnonzero(status == DROPPED):
-        thash[i] = token_hash(np.asarray(spill_ids[offsets[i]:offsets[i] + full_len[i]]))
+    for i in np.flatnonzero(status == DROPPED).tolist():
+        thash[i] = token_hash(spill.read(offsets[i], full_len[i])[0])
+    shard_col = [shard_name(k) if k >= 0 else None for k in shard_of.tolist()]
     _write_seam_table(tmp, index, files, status, reasons, shard_col, row_col, off_col, used_len, full_len,
                       used_sup, supervised, thash)
     rejects = _write_rejects(tmp, index, files, status)
-    shutil.rmtree(tmp / ".spill")
     timings["write_s"] = time.perf_counter() - t0
 
     counts = {name: int(np.count_nonzero(status == code)) for code, name in enumerate(STATUSES)}

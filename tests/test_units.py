@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from packcli import manifest as mf
@@ -12,7 +13,7 @@ from packcli.config import PackConfig
 from packcli.ingest import describe_input, read_lines
 from packcli.pipeline import pack_corpus
 from packcli.prepare import Preparer
-from packcli.units import iter_unit_lines, plan_units
+from packcli.units import SpillReader, UnitSpec, iter_unit_lines, plan_units, spill_paths
 
 
 def test_units_cover_every_line_once(tmp_path):
@@ -66,3 +67,34 @@ def test_resume_reuses_finished_units(tmp_path, corpus_files, tokenizer_dir, mon
                                    capacity=512, lines_per_unit=25))
     assert fresh.manifest["manifest_sha256"] == summary.manifest["manifest_sha256"]
     assert mf.read_manifest(tmp_path / "o")["manifest_sha256"] == summary.manifest["manifest_sha256"]
+
+
+def test_spill_reader_gathers_across_units_in_any_order(tmp_path):
+    """Examples read back by global token offset, across unit files, in a shuffled order."""
+    rng = np.random.default_rng(0)
+    specs = [UnitSpec(k, 0, "x", "sha", 1, 0, -1) for k in range(3)]
+    lengths = [rng.integers(1, 50, size=7) for _ in specs]
+    truth_ids, truth_labels = [], []
+    for spec, lens in zip(specs, lengths):
+        ids = rng.integers(0, 1000, size=int(lens.sum()), dtype=np.int32)
+        labels = np.where(rng.random(len(ids)) < 0.5, ids, -100).astype(np.int32)
+        ids_path, labels_path = spill_paths(tmp_path, spec)
+        ids_path.write_bytes(ids.tobytes())
+        labels_path.write_bytes(labels.tobytes())
+        truth_ids.append(ids)
+        truth_labels.append(labels)
+    all_ids, all_labels = np.concatenate(truth_ids), np.concatenate(truth_labels)
+    lens = np.concatenate(lengths)
+    offsets = np.concatenate([[0], np.cumsum(lens)[:-1]])
+    order = rng.permutation(len(lens))
+    with SpillReader(tmp_path, specs, [int(x.sum()) for x in lengths]) as spill:
+        ids, labels = spill.gather(offsets[order], lens[order])
+        want = np.concatenate([all_ids[offsets[k]:offsets[k] + lens[k]] for k in order])
+        want_labels = np.concatenate([all_labels[offsets[k]:offsets[k] + lens[k]] for k in order])
+        assert np.array_equal(ids, want) and np.array_equal(labels, want_labels)
+        k = int(order[0])
+        head_ids, head_labels = spill.read(offsets[k], 1)
+        assert head_ids.tolist() == [all_ids[offsets[k]]] and head_labels.tolist() == [all_labels[offsets[k]]]
+        spill_paths(tmp_path, specs[2])[0].write_bytes(b"")  # a truncated spill is an error, not zeros
+        with pytest.raises(OSError, match="ends early"):
+            spill.read(offsets[-1], lens[-1])
