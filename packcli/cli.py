@@ -144,6 +144,8 @@ def verify(
     self_test: Annotated[bool, typer.Option(
         "--self-test", help="Corrupt copies of the artifact in a temp dir and show that each fault is caught.")] = False,
     max_violations: Annotated[int, typer.Option(help="Offending examples shown per check.")] = 20,
+    workers: Annotated[Optional[int], typer.Option(
+        help="Processes that re-tokenize the sources (default: one per CPU from 16,384 records up).")] = None,
     seam_out: Annotated[Optional[str], typer.Option(
         help="Write the seam table with a per-example verify status (.parquet or .csv).")] = None,
     json_out: Json = False,
@@ -178,7 +180,7 @@ def verify(
             raise typer.Exit(render_self_test(results, as_json=json_out))
         report = verify_artifact(directory, tokenizer=tokenizer, template=template, source_root=source_root,
                                  reconstruct=reconstruct, max_violations=max_violations,
-                                 progress=console.Progress(enabled=not json_out))
+                                 progress=console.Progress(enabled=not json_out), workers=workers)
         attn = None
         if attention:
             from packcli.verify.artifact import attention_check

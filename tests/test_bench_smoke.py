@@ -55,8 +55,9 @@ def test_pack_then_verify_modes(bench, corpus, tmp_path, capsys):
     """One corpus, not two sizes: each size costs two fresh interpreters (pack and ceiling)."""
     pack_json = tmp_path / "pack.json"
     data = _run(bench, capsys, ["pack", "--corpus", str(corpus), "--tokenizer", str(FIXTURES / "tokenizer"),
-                                "--workdir", str(tmp_path / "packs")], pack_json)
-    assert data["mode"] == "pack" and len(data["results"]) == 1
+                                "--workdir", str(tmp_path / "packs"), "--backend", "hf", "--backend", "auto"], pack_json)
+    assert data["mode"] == "pack" and [r["backend"] for r in data["results"]] == ["hf", "auto"]
+    assert [r["pack"]["tokenization"]["backend"] for r in data["results"]] == ["tokenizers", "fastokens"]
     for result in data["results"]:
         for key in ("records", "tokens_tokenized", "pack_wall_s", "pack_tokens_per_s", "raw_tokens_per_s", "ratio"):
             assert key in result, key
@@ -66,10 +67,10 @@ def test_pack_then_verify_modes(bench, corpus, tmp_path, capsys):
         assert result["ceiling"]["tokens"] == result["tokens_tokenized"]
     assert data["results"][0]["records"] == 60
 
-    data = _run(bench, capsys, ["verify", "--artifact", str(tmp_path / "packs" / "small"), "--pack-json",
-                                str(pack_json)], tmp_path / "verify.json")
-    assert data["mode"] == "verify" and data["result"]["ok"]
-    assert {"verify_wall_s", "pack_wall_s", "verify_over_pack"} <= set(data)
+    data = _run(bench, capsys, ["verify", "--artifact", str(tmp_path / "packs" / "small-hf"), "--pack-json",
+                                str(pack_json), "--workers", "2"], tmp_path / "verify.json")
+    assert data["mode"] == "verify" and data["result"]["ok"] and data["workers"] == 2
+    assert set(data["verify_over_pack"]) == {"hf", "auto"} and data["verify_wall_s"] > 0
     assert {c["name"] for c in data["result"]["checks"]} == {"integrity", "contract_drift", "pack_layout", "global",
                                                              "reconstruction"}
     assert set(data["result"]["check_seconds"]) == set(bench.CHECKS)

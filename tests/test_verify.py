@@ -20,6 +20,23 @@ def test_clean_artifact_passes(packed):
     assert checks["pack_layout"].checked > 10 and checks["global"].checked > 200
 
 
+def test_worker_processes_check_the_same_records(packed):
+    serial, parallel = verify_artifact(packed, workers=1), verify_artifact(packed, workers=2)
+    assert parallel.ok and serial.to_dict()["checks"] == parallel.to_dict()["checks"]
+
+
+@pytest.mark.parametrize("name", ["label-masked", "dropped-without-record"])
+def test_worker_processes_catch_reconstruction_faults(name, packed, tmp_path):
+    """The digest path: workers send digests, this process finds the mismatch and explains it."""
+    fault = next(f for f in FAULTS if f.name == name)
+    copy = prepare_workspace(packed, tmp_path)
+    fault.apply(copy, tmp_path)
+    serial, parallel = verify_artifact(copy, workers=1), verify_artifact(copy, workers=2)
+    check = next(c for c in parallel.checks if c.name == "reconstruction")
+    assert not check.ok and any(fault.expect in v.message for v in check.violations), check.violations
+    assert serial.to_dict()["checks"] == parallel.to_dict()["checks"]
+
+
 @pytest.mark.parametrize("fault", FAULTS, ids=[f.name for f in FAULTS])
 def test_each_fault_is_caught_by_its_check(fault, packed, tmp_path):
     copy = prepare_workspace(packed, tmp_path)

@@ -21,7 +21,7 @@ from packcli.verify.report import VerifyReport
 
 def verify_artifact(directory: str | Path, *, tokenizer: str | None = None, template: str | None = None,
                     source_root: str | Path | None = None, reconstruct: bool = True, max_violations: int = 20,
-                    progress: Progress = NO_PROGRESS) -> VerifyReport:
+                    progress: Progress = NO_PROGRESS, workers: int | None = None) -> VerifyReport:
     """Check every invariant of a ``packcli pack`` artifact.
 
     Args:
@@ -30,6 +30,7 @@ def verify_artifact(directory: str | Path, *, tokenizer: str | None = None, temp
         source_root: resolve relative source paths against this directory instead of the cwd.
         reconstruct: re-tokenize every source record and compare (needs the sources and tokenizer).
         max_violations: keep at most this many offending examples per check.
+        workers: processes for reconstruction (None: one per CPU for sources of more than one unit).
 
     Raises:
         InputError: the directory, a source or the tokenizer needed for reconstruction is missing.
@@ -54,7 +55,8 @@ def verify_artifact(directory: str | Path, *, tokenizer: str | None = None, temp
             if tok is None or text is None:
                 result.skipped = "the pinned tokenizer or template changed (see contract_drift)"
             else:
-                check_reconstruction(manifest, seam, shards, tok, text, result, source_root=root, progress=progress)
+                check_reconstruction(manifest, seam, shards, tok, text, result, source_root=root, progress=progress,
+                                     workers=workers)
     return report
 
 

@@ -108,6 +108,15 @@ def _seam_label(d: Path, ws: Path) -> dict:
     return {}
 
 
+def _label_masked(d: Path, ws: Path) -> dict:
+    def mutate(a: dict) -> None:
+        cu, s = a["cu"][a["row"]], a["start"]
+        t = s + int(np.flatnonzero(a["labels"][s:s + cu[1]] != -100)[-1])
+        a["labels"][t] = -100  # an assistant token silently loses its loss; its pack's count follows
+    _rewrite_first_shard(d, mutate)
+    return {}
+
+
 def _duplicate(d: Path, ws: Path) -> dict:
     path = d / "shard-00000.parquet"
     table = pq.read_table(path)
@@ -182,6 +191,8 @@ FAULTS = (
           _position_not_reset),
     Fault("seam-label", "the first label of an example left supervised", "pack_layout", "seam label supervised",
           _seam_label),
+    Fault("label-masked", "a supervised label set to -100 (pack counts adjusted)", "reconstruction",
+          "labels differ from a fresh tokenization", _label_masked),
     Fault("duplicate", "an example duplicated (a pack row repeated)", "global", "appears twice", _duplicate),
     Fault("dropped-without-record", "a pack and its examples removed, with no record", "reconstruction",
           "no seam-table row", _dropped_without_record),

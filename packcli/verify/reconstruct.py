@@ -1,13 +1,27 @@
 """Reconstruction: re-derive every example from its source line and compare it with its pack span.
 
 Re-reads every source file the manifest pins, runs every non-blank line through the same
-`Preparer` as ``pack`` (always the reference tokenizer path), and demands that each line has
-exactly one seam-table row whose fate it reproduces: the same tokens and labels in the pack,
+`Preparer` as ``pack`` (always the reference tokenizer, ``tokenizers``), and demands that each line
+has exactly one seam-table row whose fate it reproduces: the same tokens and labels in the pack,
 the same over-long length when dropped, the same reason when rejected.
+
+Parallel: the sources are split into units of lines (`packcli.units.plan_units`), and with
+``workers > 1`` each unit is re-tokenized in a worker process that sends back, per line, only the
+outcome's digest (`Outcome`), never the tokens; this process digests the pack spans and compares.
+Parsing and rendering are single-threaded Python, so processes are what spreads them over cores
+(the tokenizer alone already uses every core). A digest that differs sends that one line through
+the `Preparer` here again, to report the first differing token.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from itertools import repeat
+from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
@@ -16,83 +30,183 @@ import pyarrow as pa
 from packcli.chat import ChatTemplate, LossPolicy, Renderer
 from packcli.console import NO_PROGRESS, Progress
 from packcli.errors import InputError
-from packcli.ingest import Format, describe_input, read_lines
+from packcli.ingest import Format, describe_input, read_line_at
 from packcli.prepare import Preparer
-from packcli.tokenization import LoadedTokenizer
+from packcli.tokenization import LoadedTokenizer, load_tokenizer
+from packcli.units import UnitSpec, iter_unit_lines, plan_units
 from packcli.verify.invariants import FlatShard, resolve
 from packcli.verify.report import CheckResult, Violation
 
-BATCH = 2048
+BATCH = 2048  # lines per Preparer call
+UNIT_LINES = 8192  # lines per unit of parallel work
+PARALLEL_MIN_RECORDS = 2 * UNIT_LINES  # below this, starting worker processes costs more than it saves
+# A line's outcome: the rejection reason, or (tokens, digest of the kept ids, digest of the kept labels).
+Outcome = str | tuple[int, bytes, bytes]
+
+
+@dataclass(frozen=True)
+class ReconstructJob:
+    """What a worker needs to rebuild the preparer (picklable): the pinned tokenizer, template, policy."""
+
+    tokenizer: str
+    tokenizer_sha256: str
+    template_text: str
+    template_source: str
+    loss: str
+    input_format: str
+    bos_token: str | None
+    eos_token: str | None
+    capacity: int
+
+    def preparer(self, tokenizer: LoadedTokenizer | None = None) -> Preparer:
+        tok = tokenizer or load_tokenizer(self.tokenizer, backend="hf")  # the reference, always
+        if tok.sha256 != self.tokenizer_sha256:
+            raise InputError(f"tokenizer {self.tokenizer} changed while verify ran", "run verify again")
+        renderer = Renderer(ChatTemplate(self.template_text, self.template_source), LossPolicy(self.loss),
+                            bos_token=self.bos_token, eos_token=self.eos_token)
+        return Preparer(renderer, tok, Format(self.input_format))
 
 
 def check_reconstruction(manifest: dict, seam: pa.Table, shards: dict[str, FlatShard], tokenizer: LoadedTokenizer,
                          template_text: str, result: CheckResult, *, source_root: Path | None,
-                         progress: Progress = NO_PROGRESS) -> None:
+                         progress: Progress = NO_PROGRESS, workers: int | None = None) -> None:
+    """Compare every source line's fresh tokenization with the artifact; record violations in ``result``.
+
+    Args:
+        workers: processes that re-tokenize (None: one per CPU, for artifacts of at least
+            `PARALLEL_MIN_RECORDS` records in more than one unit of work; else this process alone).
+    """
     config = manifest["config"]
-    template = ChatTemplate(template_text, manifest["template"]["source"])
-    renderer = Renderer(template, LossPolicy(manifest["loss_policy"]), bos_token=manifest["tokenizer"]["bos_token"],
-                        eos_token=manifest["tokenizer"]["eos_token"])
-    preparer = Preparer(renderer, tokenizer, Format(config["input_format"]))
+    job = ReconstructJob(tokenizer=tokenizer.source, tokenizer_sha256=tokenizer.sha256, template_text=template_text,
+                         template_source=manifest["template"]["source"], loss=manifest["loss_policy"],
+                         input_format=config["input_format"], bos_token=manifest["tokenizer"]["bos_token"],
+                         eos_token=manifest["tokenizer"]["eos_token"], capacity=config["capacity"])
+    preparer = job.preparer(tokenizer)
     rows = seam.to_pydict()
     by_line = {(rows["source"][i], rows["line"][i]): i for i in range(len(rows["example_id"]))}
-    capacity = config["capacity"]
-    progress.start("reconstruct", "reconstructing", total=manifest["counts"]["records"])
-    for fi, pinned in enumerate(manifest["inputs"]):
+    files, pinned_path = [], {}
+    for pinned in manifest["inputs"]:
         path = resolve(pinned["path"], source_root)
         if not path.is_file():
             raise InputError(f"source {path}: no such file (named by the manifest)",
                              "run verify from the directory pack ran in, or pass --source-root")
-        if describe_input(path).sha256 != pinned["sha256"]:
+        described = describe_input(path)
+        if described.sha256 != pinned["sha256"]:
             result.fail(Violation("source file changed since packing (sha256 differs)", source=pinned["path"]))
             continue
-        batch: list[tuple[int, int, bytes]] = []
-        for line, raw in read_lines(path, fi):
-            batch.append((fi, line, raw))
-            if len(batch) == BATCH:
-                _compare(batch, preparer, pinned["path"], by_line, rows, shards, capacity, result)
-                progress.advance("reconstruct", len(batch))
-                batch = []
-        if batch:
-            _compare(batch, preparer, pinned["path"], by_line, rows, shards, capacity, result)
-            progress.advance("reconstruct", len(batch))
+        files.append(described)
+        pinned_path[str(described.path)] = pinned["path"]
+    specs = plan_units(files, UNIT_LINES)
+    progress.start("reconstruct", "reconstructing", total=manifest["counts"]["records"])
+    compare = _Comparer(preparer, rows, shards, config["capacity"], result)
+    if workers is None and manifest["counts"]["records"] < PARALLEL_MIN_RECORDS:
+        workers = 1
+    for spec, outcomes in zip(specs, _outcomes(job, preparer, specs, workers)):
+        source = pinned_path[spec.path]
+        for line, outcome in outcomes:
+            result.checked += 1
+            i = by_line.pop((source, line), None)
+            if i is None:
+                result.fail(Violation("record has no seam-table row (dropped without a record)", source=source,
+                                      line=line))
+            else:
+                compare(i, outcome, Path(spec.path), source, line)
+        progress.advance("reconstruct", len(outcomes))
     for (source, line) in by_line:
         result.fail(Violation("seam table names a line that is not a record in the source", source=source, line=line))
 
 
-def _compare(batch, preparer: Preparer, source: str, by_line: dict, rows: dict, shards: dict[str, FlatShard],
-             capacity: int, result: CheckResult) -> None:
-    for (_, line, _), outcome in zip(batch, preparer.prepare(batch)):
-        result.checked += 1
-        i = by_line.pop((source, line), None)
-        if i is None:
-            result.fail(Violation("record has no seam-table row (dropped without a record)", source=source, line=line))
-            continue
+def _outcomes(job: ReconstructJob, preparer: Preparer, specs: list[UnitSpec],
+              workers: int | None) -> Iterator[list[tuple[int, Outcome]]]:
+    """Each unit's outcomes, in unit order: here, or from a pool of worker processes."""
+    cpus = os.cpu_count() or 1
+    count = min(workers or (cpus if len(specs) > 1 else 1), len(specs))
+    if count <= 1:
+        for spec in specs:
+            yield unit_outcomes(job, spec, preparer)
+        return
+    # spawn, not fork: a forked child of a process whose tokenizer has run is single-threaded for good.
+    with ProcessPoolExecutor(count, mp_context=get_context("spawn"), initializer=_worker_init,
+                             initargs=(max(1, cpus // count),)) as pool:
+        yield from pool.map(unit_outcomes, repeat(job), specs)
+
+
+_WORKER_PREPARERS: dict[ReconstructJob, Preparer] = {}
+
+
+def _worker_init(threads: int) -> None:
+    os.environ["RAYON_NUM_THREADS"] = str(threads)  # read when the tokenizer first encodes
+
+
+def unit_outcomes(job: ReconstructJob, spec: UnitSpec, preparer: Preparer | None = None) -> list[tuple[int, Outcome]]:
+    """Re-tokenize one unit's lines; per line its `Outcome` (small: digests, not tokens)."""
+    if preparer is None:
+        preparer = _WORKER_PREPARERS.get(job) or _WORKER_PREPARERS.setdefault(job, job.preparer())
+    out: list[tuple[int, Outcome]] = []
+    batch: list[tuple[int, int, bytes]] = []
+    lines = iter_unit_lines(spec)
+    while True:
+        for line, raw in lines:
+            batch.append((spec.file_index, line, raw))
+            if len(batch) == BATCH:
+                break
+        if not batch:
+            return out
+        for (_, line, _), enc in zip(batch, preparer.prepare(batch, source=spec.path)):
+            if isinstance(enc, str):
+                out.append((line, enc))
+            else:
+                keep = min(len(enc.input_ids), job.capacity)
+                out.append((line, (len(enc.input_ids), _digest(enc.input_ids[:keep]), _digest(enc.labels[:keep]))))
+        batch = []
+
+
+def _digest(values: np.ndarray) -> bytes:
+    return hashlib.blake2b(np.ascontiguousarray(values, dtype=np.int32).tobytes(), digest_size=16).digest()
+
+
+class _Comparer:
+    """Checks one line's outcome against its seam-table row and pack span."""
+
+    def __init__(self, preparer: Preparer, rows: dict, shards: dict[str, FlatShard], capacity: int,
+                 result: CheckResult) -> None:
+        self.preparer, self.rows, self.shards, self.capacity, self.result = preparer, rows, shards, capacity, result
+
+    def __call__(self, i: int, outcome: Outcome, path: Path, source: str, line: int) -> None:
+        rows, result = self.rows, self.result
         eid, status = rows["example_id"][i], rows["status"][i]
         loc = dict(example_id=eid, source=source, line=line)
         if isinstance(outcome, str):
             if status != "rejected" or rows["reason"][i] != outcome:
                 result.fail(Violation(f"re-running gives rejection {outcome!r}; the seam table says {status} "
                                       f"{rows['reason'][i]!r}", **loc))
-            continue
-        n = len(outcome.input_ids)
+            return
+        n, ids_digest, labels_digest = outcome
         if status == "rejected":
             result.fail(Violation("record tokenizes now but the seam table says rejected", **loc))
         elif status == "dropped":
-            if n <= capacity or rows["original_length"][i] != n:
-                result.fail(Violation(f"dropped as over-long, but it has {n} tokens (capacity {capacity})", **loc))
+            if n <= self.capacity or rows["original_length"][i] != n:
+                result.fail(Violation(f"dropped as over-long, but it has {n} tokens (capacity {self.capacity})", **loc))
+        elif status == "truncated" and n <= self.capacity:
+            result.fail(Violation(f"truncated, but it has only {n} tokens", **loc))
+        elif (shard := self.shards.get(rows["shard"][i])) is None:
+            result.fail(Violation(f"its shard {rows['shard'][i]} is unreadable", **loc))
         else:
-            keep = capacity if status == "truncated" else n
-            if status == "truncated" and n <= capacity:
-                result.fail(Violation(f"truncated, but it has only {n} tokens", **loc))
-                continue
-            shard = shards.get(rows["shard"][i])
-            if shard is None:
-                result.fail(Violation(f"its shard {rows['shard'][i]} is unreadable", **loc))
-                continue
             a = shard.row_offsets[rows["row"][i]] + rows["offset"][i]
             ids, labels = shard.ids[a:a + rows["length"][i]], shard.labels[a:a + rows["length"][i]]
-            _diff(ids, outcome.input_ids[:keep], "tokens", shard, rows["row"][i], loc, result)
-            _diff(labels, outcome.labels[:keep], "labels", shard, rows["row"][i], loc, result)
+            if _digest(ids) != ids_digest or _digest(labels) != labels_digest:
+                self._explain(path, line, ids, labels, status, shard, rows["row"][i], loc)
+
+    def _explain(self, path: Path, line: int, ids: np.ndarray, labels: np.ndarray, status: str, shard: FlatShard,
+                 row: int, loc: dict) -> None:
+        """Re-tokenize the line here and report the first differing token of ids or labels."""
+        fresh = self.preparer.prepare([(0, line, read_line_at(path, line))], source=str(path))[0]
+        if isinstance(fresh, str):  # a worker tokenized it; here it is rejected: not deterministic
+            self.result.fail(Violation(f"tokenizes in one process, rejected in another ({fresh!r})", **loc))
+            return
+        keep = self.capacity if status == "truncated" else len(fresh.input_ids)
+        _diff(ids, fresh.input_ids[:keep], "tokens", shard, row, loc, self.result)
+        _diff(labels, fresh.labels[:keep], "labels", shard, row, loc, self.result)
 
 
 def _diff(got: np.ndarray, want: np.ndarray, what: str, shard: FlatShard, row: int, loc: dict,
