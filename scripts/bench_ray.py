@@ -25,7 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def run_pack(args: argparse.Namespace, engine: str, out: Path) -> dict:
     cmd = [sys.executable, "-m", "packcli", "pack", args.input, "-t", args.tokenizer, "-o", str(out), "--force",
-           "-c", str(args.capacity), "--unit-lines", str(args.unit_lines), "--engine", engine, "--json"]
+           "-c", str(args.capacity), "--unit-lines", str(args.unit_lines), "--engine", engine, "--json",
+           "--tokenizer-backend", args.tokenizer_backend]
     if args.template:
         cmd += ["--template", args.template]
     if engine == "ray":
@@ -38,7 +39,8 @@ def run_pack(args: argparse.Namespace, engine: str, out: Path) -> dict:
     data = json.loads(proc.stdout)
     return {"engine": engine, "wall_s": wall, "stage_seconds": data["stage_seconds"], "units": data["units"],
             "manifest_sha256": data["manifest_sha256"], "tokens": data["counts"]["tokens"],
-            "records": data["counts"]["records"], "density": data["metrics"]["density"]}
+            "records": data["counts"]["records"], "density": data["metrics"]["density"],
+            "tokenization": data["tokenization"]}
 
 
 def ray_startup(workers: int) -> float:
@@ -58,6 +60,7 @@ def main() -> None:
     parser.add_argument("--capacity", type=int, default=4096)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--unit-lines", type=int, default=25_000)
+    parser.add_argument("--tokenizer-backend", default="auto", choices=("auto", "hf", "fast"))
     parser.add_argument("--out", default="bench-out/ray.json")
     args = parser.parse_args()
 
@@ -66,6 +69,7 @@ def main() -> None:
         ray = run_pack(args, "ray", Path(tmp) / "ray")
     startup = ray_startup(args.workers)
     result = {"input": args.input, "capacity": args.capacity, "workers": args.workers, "unit_lines": args.unit_lines,
+              "tokenizer_backend": args.tokenizer_backend,
               "local": local, "ray": ray, "ray_startup_s": startup,
               "identical": local["manifest_sha256"] == ray["manifest_sha256"]}
     for run in (local, ray):
@@ -76,7 +80,8 @@ def main() -> None:
     Path(args.out).write_text(json.dumps(result, indent=2))
 
     print(f"\nlocal vs ray: {local['records']:,} records, {local['tokens']:,} tokens, {local['units']} units of "
-          f"{args.unit_lines:,} lines, {args.workers} Ray workers, Ray start-up {startup:.1f} s")
+          f"{args.unit_lines:,} lines, {args.workers} Ray workers, Ray start-up {startup:.1f} s, tokenizer backend "
+          f"{local['tokenization']['backend']}")
     print(f"{'engine':<8}{'wall s':>9}{'tokenize wall s':>17}{'per unit s':>12}{'pack s':>9}{'write s':>9}"
           f"{'tok/s':>12}  manifest")
     for run in (local, ray):
