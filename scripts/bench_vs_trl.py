@@ -4,6 +4,7 @@
             tokenize with assistant masks, build labels, trl.data_utils.pack_dataset(ds, C, "bfd"))
             ->  Dataset.to_parquet
     packcli packcli pack CORPUS -t TOKENIZER --template TEMPLATE -c C --strategy bfd --overlong truncate
+            --tokenizer-backend auto (or as given; the artifacts are identical whichever backend runs)
 
 Each side runs in a fresh process (TRL in its own venv, ``--trl-python``; never a packcli dependency)
 whose wall and CPU come from ``wait4`` on that process alone and whose peak RSS is its own VmHWM.
@@ -141,15 +142,17 @@ def run_measured(cmd: list[str], *, env: dict | None = None, stdout_path: Path) 
     return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "report": json.loads(stdout_path.read_text())}
 
 
-def run_packcli(corpus: Path, args: argparse.Namespace, strategy: str) -> dict:
-    out, hwm = args.workdir / f"packcli-{strategy}", args.workdir / f"packcli-{strategy}.hwm"
+def run_packcli(corpus: Path, args: argparse.Namespace, strategy: str, backend: str) -> dict:
+    name = f"packcli-{strategy}-{backend}"
+    out, hwm = args.workdir / name, args.workdir / f"{name}.hwm"
     cmd = [sys.executable, "-c", PACKCLI_WITH_HWM, str(hwm), "pack", str(corpus), "-t", str(args.tokenizer),
            "--template", str(args.template), "-c", str(args.capacity), "--strategy", strategy, "--overlong", "truncate",
-           "-o", str(out), "--force", "--json"]
-    run = run_measured(cmd, stdout_path=args.workdir / f"packcli-{strategy}.json")
+           "--tokenizer-backend", backend, "-o", str(out), "--force", "--json"]
+    run = run_measured(cmd, stdout_path=args.workdir / f"{name}.json")
     rep = run.pop("report")
     counts, stages = rep["counts"], rep["stage_seconds"]
-    return {**run, "side": f"packcli ({strategy})", "command": " ".join(["packcli", *cmd[4:]]),
+    return {**run, "side": f"packcli ({strategy}, {rep['tokenization']['backend']})",
+            "command": " ".join(["packcli", *cmd[4:]]), "manifest_sha256": rep["manifest_sha256"],
             "peak_rss_mib": int(hwm.read_text()) / 1024,
             "records": counts["records"], "examples": counts["packed"], "truncated": counts["truncated"],
             "dropped": counts["dropped"], "packs": counts["packs"], "tokens": counts["tokens"],
@@ -204,6 +207,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-c", "--capacity", type=int, default=4096)
     p.add_argument("--packcli-strategy", action="append", choices=("bfd", "window", "ffd", "sequential"),
                    help="repeatable (default: bfd, the strategy TRL uses)")
+    p.add_argument("--packcli-backend", action="append", choices=("auto", "hf", "fast"),
+                   help="packcli's --tokenizer-backend, repeatable (default: auto)")
     p.add_argument("--trl-python", type=Path, default=Path("/tmp/trl-venv/bin/python"),
                    help="python of a venv with trl==1.16.0 and datasets (default: %(default)s)")
     p.add_argument("--trl-num-proc", type=int, help="SFTConfig.dataset_num_proc (default: TRL's, None)")
@@ -229,7 +234,8 @@ def main(argv: list[str] | None = None) -> int:
             subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "make_bench_corpus.py"), "--n", str(args.n),
                             "--out", str(corpus)], check=True, stdout=subprocess.DEVNULL)
     load_start = os.getloadavg()
-    rows = [run_packcli(corpus, args, s) for s in (args.packcli_strategy or ["bfd"])]
+    rows = [run_packcli(corpus, args, s, b) for s in (args.packcli_strategy or ["bfd"])
+            for b in (args.packcli_backend or ["auto"])]
     if not args.skip_trl:
         rows.append(run_trl(corpus, args))
     data = {"corpus": str(corpus), "capacity": args.capacity, "tokenizer": str(args.tokenizer),
