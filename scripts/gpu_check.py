@@ -38,6 +38,7 @@ from packcli.verify.attention import (  # noqa: E402
     UnsupportedBackendError,
     check_packs,
 )
+from packcli.verify.artifact import packs_with_seams  # noqa: E402
 from packcli.verify.model import ModelConfig  # noqa: E402
 
 CORE = ("sdpa", "torch-varlen", "flash-attn", "naive")
@@ -62,18 +63,6 @@ def fixture_packs(vocab: int, seed: int = 1234) -> list[PackArrays]:
             positions += range(n)
             cu.append(s + n)
         packs.append(PackArrays(ids, labels, np.asarray(positions, np.int32), np.asarray(cu, np.int32)))
-    return packs
-
-
-def artifact_packs(directory: str, limit: int) -> list[PackArrays]:
-    from packcli.data import iter_packs
-
-    packs = []
-    for p in iter_packs(directory):
-        if len(p.cu_seqlens) > 2:
-            packs.append(PackArrays(p.input_ids, p.labels, p.position_ids, p.cu_seqlens))
-        if len(packs) == limit:
-            break
     return packs
 
 
@@ -186,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     overrides = {k: v for k, v in vars(args).items() if k in ModelConfig.__dataclass_fields__ and v is not None}
     config = ModelConfig(**overrides)
     if args.artifact:
-        packs = artifact_packs(args.artifact, args.packs)
+        packs = packs_with_seams(args.artifact, args.packs)
     else:
         packs = fixture_packs(config.vocab_size)[:args.packs]
     names = args.backends.split(",") if args.backends else default_backends(args.device)

@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 from packcli import manifest as mf
 from packcli.errors import InputError
 from packcli.shards import SCHEMA, file_sha256
+from packcli.chat import load_template
 from packcli.tokenization import IGNORE_INDEX, LoadedTokenizer, load_tokenizer, token_hash
 from packcli.verify.report import CheckResult, Violation
 
@@ -147,22 +148,16 @@ def check_drift(manifest: dict, result: CheckResult, *, tokenizer: str | None, t
 def _current_template(source: str, override: str | None, tok_path: Path, source_root: Path | None) -> str | None:
     """The template text as it is now, where the manifest says it came from (None if not found)."""
     if override:
-        from packcli.chat import load_template
-
         return load_template(override).text
     if source == "builtin:chatml":
         return resources.files("packcli").joinpath("templates/chatml.jinja").read_text(encoding="utf-8")
     if source == "tokenizer_config.json":
         config_path = (tok_path if tok_path.is_dir() else tok_path.parent) / "tokenizer_config.json"
         if config_path.is_file():
-            from packcli.chat import load_template
-
             return load_template(str(config_path)).text
         return None
     path = resolve(source, source_root)
     if path.is_file():
-        from packcli.chat import load_template
-
         return load_template(str(path)).text
     return None
 
