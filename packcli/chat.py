@@ -15,7 +15,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
-from importlib import resources
+from importlib import metadata, resources
 from pathlib import Path
 
 import jinja2
@@ -149,6 +149,7 @@ class _Sandbox(ImmutableSandboxedEnvironment):
 
     _MEMO_TYPES = frozenset({str, dict, list, tuple, int, float, bool, type(None), jinja2.runtime.LoopContext,
                              jinja2.utils.Namespace})
+    _MEMO_SAFE = metadata.version("jinja2").startswith("3.1.")  # the rule above is read from 3.1's sandbox
 
     def __init__(self, **options) -> None:  # noqa: ANN003
         super().__init__(**options)
@@ -156,7 +157,7 @@ class _Sandbox(ImmutableSandboxedEnvironment):
 
     def is_safe_attribute(self, obj: object, attr: str, value: object) -> bool:
         kind = type(obj)
-        if kind not in self._MEMO_TYPES:
+        if not self._MEMO_SAFE or kind not in self._MEMO_TYPES:
             return super().is_safe_attribute(obj, attr, value)
         verdict = self._verdicts.get((kind, attr))
         if verdict is None:

@@ -14,6 +14,7 @@ import hashlib
 import io
 import json
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -129,17 +130,11 @@ def open_binary(path: str | Path) -> IO[bytes]:
     return open(path, "rb")
 
 
-def read_lines(path: str | Path, file_index: int) -> Iterator[tuple[int, bytes]]:
-    """Yield (1-based line number, raw bytes) for every non-blank line.
-
-    Raises:
-        InputError: the file cannot be read or decompressed.
-    """
+@contextmanager
+def read_errors(path: str | Path) -> Iterator[None]:
+    """Turn a failure to read or decompress ``path`` into an `InputError` that names it."""
     try:
-        with open_binary(path) as handle:
-            for number, raw in enumerate(handle, start=1):
-                if raw.strip():
-                    yield number, raw
+        yield
     except (OSError, EOFError) as exc:
         raise InputError(f"{path}: cannot read: {exc}", "is the file complete and its extension right?") from exc
     except Exception as exc:  # zstandard raises its own ZstdError for corrupt frames
@@ -148,13 +143,16 @@ def read_lines(path: str | Path, file_index: int) -> Iterator[tuple[int, bytes]]
         raise
 
 
-def read_line_at(path: Path, line: int) -> bytes:
-    """Return the raw bytes of one line (1-based); used to reconstruct an example from its source."""
-    with open_binary(path) as handle:
+def read_lines(path: str | Path, file_index: int) -> Iterator[tuple[int, bytes]]:
+    """Yield (1-based line number, raw bytes) for every non-blank line.
+
+    Raises:
+        InputError: the file cannot be read or decompressed.
+    """
+    with read_errors(path), open_binary(path) as handle:
         for number, raw in enumerate(handle, start=1):
-            if number == line:
-                return raw
-    raise InputError(f"{path}:{line}: line not found", "the source file changed since packing")
+            if raw.strip():
+                yield number, raw
 
 
 class _Invalid(Exception):

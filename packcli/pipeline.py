@@ -114,7 +114,8 @@ def pack_corpus(config: PackConfig, progress: Progress = NO_PROGRESS, engine: En
     work = out.parent / f".packcli-work-{out.name}"  # unit spills; kept after a failure so a re-run resumes
     work.mkdir(exist_ok=True)
     job = UnitJob(tokenizer=config.tokenizer, template=config.template, paranoid_tokenizer=config.paranoid_tokenizer,
-                  tokenizer_backend="hf" if tokenizer.backend_name == "tokenizers" else "fast", loss=config.loss.value,
+                  tokenizer_backend="hf" if tokenizer.backend_name == "tokenizers" else "fast",
+                  tokenizer_backend_version=tokenizer.backend_version, loss=config.loss.value,
                   input_format=config.input_format.value, batch_records=config.batch_records,
                   fail_fast=config.on_error is OnError.fail, work_dir=str(work),
                   config_hash=_tokenization_hash(tokenizer, template, config))
@@ -164,8 +165,12 @@ def _tokenization_facts(tokenizer: LoadedTokenizer, units: list[UnitIndex]) -> d
     (both backends give identical bytes, and the hash stays the same across them).
     """
     guard = {key: sum(u.guard.get(key, 0) for u in units) for key in tokenizer.guard_counts()}
-    return {"backend": tokenizer.backend_name, "version": tokenizer.backend_version,
-            "reason": tokenizer.backend_reason, "paranoid": tokenizer.paranoid, "guard": guard}
+    facts = {"backend": tokenizer.backend_name, "version": tokenizer.backend_version,
+             "reason": tokenizer.backend_reason, "paranoid": tokenizer.paranoid, "guard": guard}
+    if guard["offset_mismatches"]:
+        facts["note"] = ("offsets differed from tokenizers on a checked example, so tokenizers encoded the rest "
+                         "of that unit (and of its process)")
+    return facts
 
 
 def _check_out(out: Path, force: bool) -> None:

@@ -8,8 +8,8 @@ alone: the last token of one example can never learn to predict the first token 
 A token is supervised when its character span overlaps a supervised character span, which is what
 HF's ``char_to_token`` walk over the generation indices yields for byte-level tokenizers.
 
-Two backends implement `TokenizerBackend`: `ReferenceBackend` (HF ``tokenizers``, offsets from the
-library; what ``verify`` always uses) and `packcli.fast_tokenizer.FastBackend` (``fastokens`` ids,
+Two backends implement `TokenizerBackend`: `ReferenceBackend` (HF ``tokenizers``: labels from the
+library's ``char_to_token`` at span edges, or from its offsets; what ``verify`` always uses) and `packcli.fast_tokenizer.FastBackend` (``fastokens`` ids,
 offsets recovered from the ids; 14-27x less CPU: docs/tokenizer-backends.md). Speed may not cost
 exactness: every `encode_batch` on a non-reference backend re-encodes a deterministic sample (the
 first example of the batch, every example whose text CRC32 is 0 mod `GUARD_PERIOD`, or all of them
@@ -46,8 +46,9 @@ BACKEND_CHOICES: tuple[str, ...] = ("auto", "hf", "fast")
 class Encoded:
     """One tokenized example: token ids and labels, both int32 of the same length.
 
-    ``offsets`` (tokens x 2, character start/end) is what the labels were computed from; the guard
-    compares it across backends. Nothing downstream stores it.
+    ``offsets`` (tokens x 2, character start/end) is what the labels were computed from, when they
+    were (None when the reference found the spans with ``char_to_token``); the guard compares it across
+    backends. Nothing downstream stores it.
     """
 
     input_ids: npt.NDArray[np.int32]
@@ -160,6 +161,7 @@ class TokenizerMismatchError(PackcliError):
                          f"({backend} {fast} vs tokenizers {reference})",
                          "re-run with the reference backend (backend='hf' / --tokenizer-backend hf) and "
                          "report this record; nothing was written")
+        self.args = (batch_index, what, position, fast, reference, backend, where)  # picklable: Ray sends it back
 
     def located(self, where: str) -> TokenizerMismatchError:
         """The same error with ``where`` (e.g. ``chat.jsonl:1832``) in place of the batch index."""

@@ -23,8 +23,8 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from packcli.errors import RecordError
-from packcli.ingest import InputFile, open_binary
+from packcli.errors import PackcliError, RecordError
+from packcli.ingest import InputFile, open_binary, read_errors
 from packcli.prepare import Preparer, example_id
 
 STATUSES = ("packed", "truncated", "dropped", "rejected")  # a record's fate, as the seam table spells it
@@ -95,8 +95,12 @@ def _line_starts(path: Path, every: int) -> list[tuple[int, int]]:
 
 
 def iter_unit_lines(spec: UnitSpec) -> Iterator[tuple[int, bytes]]:
-    """(line number, raw bytes) of every non-blank line of the unit."""
-    with open_binary(spec.path) as handle:
+    """(line number, raw bytes) of every non-blank line of the unit.
+
+    Raises:
+        InputError: the file cannot be read or decompressed.
+    """
+    with read_errors(spec.path), open_binary(spec.path) as handle:
         if spec.byte_start:
             handle.seek(spec.byte_start)
         position = spec.byte_start
@@ -114,6 +118,7 @@ class UnitJob:
 
     tokenizer: str
     tokenizer_backend: str  # "hf" or "fast", as the driver resolved it: every worker encodes alike
+    tokenizer_backend_version: str  # and the version the driver loaded: a worker with another refuses
     paranoid_tokenizer: bool
     template: str
     loss: str
@@ -132,6 +137,9 @@ class UnitJob:
             from packcli.tokenization import load_tokenizer
 
             tok = load_tokenizer(self.tokenizer, backend=self.tokenizer_backend, paranoid=self.paranoid_tokenizer)
+            if tok.backend_version != self.tokenizer_backend_version:
+                raise PackcliError(f"this worker has {tok.backend_name} {tok.backend_version}; the driver resolved "
+                                   f"{self.tokenizer_backend_version}", "install the same version on every node")
             renderer = Renderer(load_template(self.template, tok.config), LossPolicy(self.loss),
                                 bos_token=tok.bos_token, eos_token=tok.eos_token)
             cached = _PREPARERS[self] = Preparer(renderer, tok, Format(self.input_format))
@@ -204,16 +212,12 @@ class SpillReader:
     spill stays in the page cache, which the kernel reclaims and RSS does not count.
     """
 
+    MAX_OPEN = 64  # units whose files stay open (two descriptors each); reads come in unit order
+
     def __init__(self, work_dir: Path, specs: Sequence[UnitSpec], tokens_per_unit: Sequence[int]) -> None:
         self.starts = np.concatenate([[0], np.cumsum(np.asarray(tokens_per_unit, dtype=np.int64))])
-        self._fds: list[tuple[int, int]] = []
-        try:
-            for spec in specs:
-                ids_path, labels_path = spill_paths(work_dir, spec)
-                self._fds.append((os.open(ids_path, os.O_RDONLY), os.open(labels_path, os.O_RDONLY)))
-        except BaseException:
-            self.close()
-            raise
+        self._paths = [spill_paths(work_dir, spec) for spec in specs]
+        self._open: dict[int, tuple[int, int]] = {}  # unit -> descriptors, least recently opened first
 
     def read(self, offset: int, length: int) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]]:
         """One example's (or its first ``length`` tokens') ids and labels."""
@@ -239,7 +243,7 @@ class SpillReader:
     def _read_into(self, offset: int, ids: npt.NDArray[np.int32], labels: npt.NDArray[np.int32]) -> None:
         unit = int(np.searchsorted(self.starts, offset, side="right")) - 1
         at = 4 * (offset - int(self.starts[unit]))
-        for fd, out in zip(self._fds[unit], (ids, labels)):
+        for fd, out in zip(self._descriptors(unit), (ids, labels)):
             view = memoryview(out).cast("B")
             done = 0
             while done < len(view):  # pread may return short reads
@@ -248,11 +252,25 @@ class SpillReader:
                     raise OSError(f"spill of unit {unit} ends early: expected {len(view)} bytes at {at}")
                 done += got
 
+    def _descriptors(self, unit: int) -> tuple[int, int]:
+        fds = self._open.get(unit)
+        if fds is None:
+            if len(self._open) >= self.MAX_OPEN:
+                for fd in self._open.pop(next(iter(self._open))):
+                    os.close(fd)
+            ids_fd = os.open(self._paths[unit][0], os.O_RDONLY)
+            try:
+                fds = self._open[unit] = (ids_fd, os.open(self._paths[unit][1], os.O_RDONLY))
+            except BaseException:
+                os.close(ids_fd)
+                raise
+        return fds
+
     def close(self) -> None:
-        for pair in self._fds:
+        for pair in self._open.values():
             for fd in pair:
                 os.close(fd)
-        self._fds = []
+        self._open = {}
 
     def __enter__(self) -> SpillReader:
         return self

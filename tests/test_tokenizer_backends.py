@@ -156,6 +156,8 @@ def assert_char_span_labels(tokenizer, texts, spans) -> int:
         got = labels_from_char_spans(enc, ids, sp)
         if not all(0 <= s < e <= len(text) for s, e in sp):
             assert got is None, f"{text[:40]!r} {sp}: an irregular span must take the offsets path"
+        elif text.isascii():  # nothing for a normalizer to merge: every edge character has a token
+            assert got is not None, f"{text[:40]!r} {sp}: regular spans on ASCII text must not fall back"
         if got is not None:
             taken += 1
             assert np.array_equal(got, want), f"{text[:60]!r} {sp}: {got[:12]} vs {want[:12]}"
@@ -310,6 +312,28 @@ def test_guard_catches_a_dropped_token_in_the_first_example():
     assert (err.fast, err.reference) == ([], [int(expected[-1])])
     assert "example 0 of the batch" in str(err) and "input_ids differ at token" in str(err)
     assert err.located("chat.jsonl:1832").message.startswith("chat.jsonl:1832: fastokens and tokenizers disagree")
+
+
+def test_mismatch_error_survives_pickling():
+    """Ray sends a worker's exception back pickled; the driver must get the same error, not a TypeError."""
+    import pickle
+
+    with pytest.raises(TokenizerMismatchError) as info:
+        encode_batch(broken(victim=0), TEXTS, SPANS, [False] * 3)
+    located = info.value.located("chat.jsonl:7")
+    again = pickle.loads(pickle.dumps(located))
+    assert type(again) is TokenizerMismatchError and again.message == located.message and again.hint == located.hint
+    assert (again.batch_index, again.what, again.position) == (located.batch_index, located.what, located.position)
+
+
+def test_a_worker_with_another_backend_version_refuses(tmp_path):
+    from packcli.units import UnitJob
+
+    job = UnitJob(tokenizer=str(FIXTURE_JSON), tokenizer_backend="fast", tokenizer_backend_version="0.0.1",
+                  paranoid_tokenizer=False, template="chatml", loss="auto", input_format="auto", batch_records=8,
+                  fail_fast=False, work_dir=str(tmp_path), config_hash="x")
+    with pytest.raises(PackcliError, match="the driver resolved 0.0.1"):
+        job.preparer()
 
 
 def test_guard_reports_the_batch_index_and_position_under_paranoid():
@@ -492,6 +516,32 @@ def test_verify_reconstructs_with_the_reference_so_an_unsampled_fault_cannot_pas
     check = next(c for c in report.checks if c.name == "reconstruction")
     assert not check.ok and {v.line for v in check.violations} == {3}
     assert all(v.source == corpus_files[0] for v in check.violations)
+
+
+def test_verify_counts_every_corrupted_example_and_explains_the_first_few(tmp_path, corpus_files, monkeypatch):
+    """Every example's last token replaced (label kept consistent, so only reconstruction can tell), in
+    worker processes: all are counted, and the first ``max_violations`` name the differing position."""
+    from packcli.verify import verify_artifact
+
+    real = FastBackend.encode
+
+    def encode(self, texts, spans, *, add_special_tokens):
+        out = []
+        for e in real(self, texts, spans, add_special_tokens=add_special_tokens):
+            ids, labels = e.input_ids.copy(), e.labels.copy()
+            ids[-1] = (ids[-1] + 1) % 200
+            labels[-1] = ids[-1] if labels[-1] != IGNORE_INDEX else IGNORE_INDEX
+            out.append(Encoded(ids, labels, e.offsets))
+        return out
+    monkeypatch.setattr(FastBackend, "encode", encode)
+    monkeypatch.setattr("packcli.tokenization.guard_sample", lambda texts, paranoid=False: [])
+    packed = pack_with(tmp_path, corpus_files[:1], "o", tokenizer_backend="fast").manifest["counts"]["packed"]
+    monkeypatch.undo()
+    report = verify_artifact(tmp_path / "o", max_violations=2, workers=2)
+    check = next(c for c in report.checks if c.name == "reconstruction")
+    assert check.count >= packed and len(check.violations) == 2  # explained ones count tokens and labels
+    assert all("differ from a fresh tokenization at position" in v.message for v in check.violations), check.violations
+    assert next(c for c in report.checks if c.name == "pack_layout").ok  # a consistent forgery
 
 
 def test_a_rerun_on_the_other_backend_reuses_no_unit(tmp_path, corpus_files, monkeypatch):

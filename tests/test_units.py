@@ -72,8 +72,9 @@ def test_resume_reuses_finished_units(tmp_path, corpus_files, tokenizer_dir, mon
 def test_spill_reader_gathers_across_units_in_any_order(tmp_path):
     """Examples read back by global token offset, across unit files, in a shuffled order."""
     rng = np.random.default_rng(0)
-    specs = [UnitSpec(k, 0, "x", "sha", 1, 0, -1) for k in range(3)]
+    specs = [UnitSpec(k, 0, "x", "sha", 1, 0, -1) for k in range(4)]
     lengths = [rng.integers(1, 50, size=7) for _ in specs]
+    lengths[1] = lengths[1][:0]  # a unit whose records were all rejected: no tokens
     truth_ids, truth_labels = [], []
     for spec, lens in zip(specs, lengths):
         ids = rng.integers(0, 1000, size=int(lens.sum()), dtype=np.int32)
@@ -88,6 +89,7 @@ def test_spill_reader_gathers_across_units_in_any_order(tmp_path):
     offsets = np.concatenate([[0], np.cumsum(lens)[:-1]])
     order = rng.permutation(len(lens))
     with SpillReader(tmp_path, specs, [int(x.sum()) for x in lengths]) as spill:
+        spill.MAX_OPEN = 2  # evicts: the reads below cycle through more units than stay open
         ids, labels = spill.gather(offsets[order], lens[order])
         want = np.concatenate([all_ids[offsets[k]:offsets[k] + lens[k]] for k in order])
         want_labels = np.concatenate([all_labels[offsets[k]:offsets[k] + lens[k]] for k in order])
@@ -95,6 +97,6 @@ def test_spill_reader_gathers_across_units_in_any_order(tmp_path):
         k = int(order[0])
         head_ids, head_labels = spill.read(offsets[k], 1)
         assert head_ids.tolist() == [all_ids[offsets[k]]] and head_labels.tolist() == [all_labels[offsets[k]]]
-        spill_paths(tmp_path, specs[2])[0].write_bytes(b"")  # a truncated spill is an error, not zeros
+        spill_paths(tmp_path, specs[3])[0].write_bytes(b"")  # a truncated spill is an error, not zeros
         with pytest.raises(OSError, match="ends early"):
             spill.read(offsets[-1], lens[-1])

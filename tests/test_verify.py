@@ -37,6 +37,33 @@ def test_worker_processes_catch_reconstruction_faults(name, packed, tmp_path):
     assert serial.to_dict()["checks"] == parallel.to_dict()["checks"]
 
 
+def test_a_packed_row_shorter_than_its_record_is_caught(packed_copy):
+    """The seam table says packed with L - 1 tokens where the record has L: the pack holds a prefix."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from packcli import manifest as mf
+    from packcli.verify.faults import _reseal
+
+    path = packed_copy / mf.SEAM_TABLE_NAME
+    seam = pq.read_table(path)
+    i = seam["status"].to_pylist().index("packed")
+    lengths = seam["length"].to_pylist()
+    lengths[i] -= 1
+    pq.write_table(seam.set_column(seam.schema.get_field_index("length"), "length", pa.array(lengths, pa.int32())),
+                   path, compression="zstd", write_statistics=False)
+    _reseal(packed_copy)
+    check = next(c for c in verify_artifact(packed_copy).checks if c.name == "reconstruction")
+    assert any(f"packed with {lengths[i]} tokens, but it has {lengths[i] + 1}" in v.message for v in check.violations)
+
+
+def test_workers_below_one_is_a_usage_error(packed):
+    from packcli.errors import InputError
+
+    with pytest.raises(InputError, match="--workers must be at least 1"):
+        verify_artifact(packed, workers=0)
+
+
 @pytest.mark.parametrize("fault", FAULTS, ids=[f.name for f in FAULTS])
 def test_each_fault_is_caught_by_its_check(fault, packed, tmp_path):
     copy = prepare_workspace(packed, tmp_path)

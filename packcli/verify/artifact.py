@@ -30,7 +30,8 @@ def verify_artifact(directory: str | Path, *, tokenizer: str | None = None, temp
         source_root: resolve relative source paths against this directory instead of the cwd.
         reconstruct: re-tokenize every source record and compare (needs the sources and tokenizer).
         max_violations: keep at most this many offending examples per check.
-        workers: processes for reconstruction (None: one per CPU for sources of more than one unit).
+        workers: processes for reconstruction (None: one per CPU for artifacts of at least 16,384
+            records in more than one unit of 8,192 lines; a compressed source is one unit).
 
     Raises:
         InputError: the directory, a source or the tokenizer needed for reconstruction is missing.

@@ -18,9 +18,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from packcli import manifest as mf
+from packcli.chat import load_template
 from packcli.errors import InputError
 from packcli.shards import SCHEMA, file_sha256
-from packcli.chat import load_template
 from packcli.tokenization import IGNORE_INDEX, LoadedTokenizer, load_tokenizer, token_hash
 from packcli.verify.report import CheckResult, Violation
 

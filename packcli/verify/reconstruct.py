@@ -9,8 +9,8 @@ Parallel: the sources are split into units of lines (`packcli.units.plan_units`)
 ``workers > 1`` each unit is re-tokenized in a worker process that sends back, per line, only the
 outcome's digest (`Outcome`), never the tokens; this process digests the pack spans and compares.
 Parsing and rendering are single-threaded Python, so processes are what spreads them over cores
-(the tokenizer alone already uses every core). A digest that differs sends that one line through
-the `Preparer` here again, to report the first differing token.
+(the tokenizer alone already uses every core). Lines whose digests differ are re-tokenized here,
+one pass over their unit, to report the first differing token (up to the violation limit).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import pyarrow as pa
 from packcli.chat import ChatTemplate, LossPolicy, Renderer
 from packcli.console import NO_PROGRESS, Progress
 from packcli.errors import InputError
-from packcli.ingest import Format, describe_input, read_line_at
+from packcli.ingest import Format, describe_input
 from packcli.prepare import Preparer
 from packcli.tokenization import LoadedTokenizer, load_tokenizer
 from packcli.units import UnitSpec, iter_unit_lines, plan_units
@@ -99,18 +99,23 @@ def check_reconstruction(manifest: dict, seam: pa.Table, shards: dict[str, FlatS
     specs = plan_units(files, UNIT_LINES)
     progress.start("reconstruct", "reconstructing", total=manifest["counts"]["records"])
     compare = _Comparer(preparer, rows, shards, config["capacity"], result)
+    if workers is not None and workers < 1:
+        raise InputError(f"--workers must be at least 1, got {workers}")
     if workers is None and manifest["counts"]["records"] < PARALLEL_MIN_RECORDS:
         workers = 1
     for spec, outcomes in zip(specs, _outcomes(job, preparer, specs, workers)):
         source = pinned_path[spec.path]
+        differing: dict[int, tuple] = {}
         for line, outcome in outcomes:
             result.checked += 1
             i = by_line.pop((source, line), None)
             if i is None:
                 result.fail(Violation("record has no seam-table row (dropped without a record)", source=source,
                                       line=line))
-            else:
-                compare(i, outcome, Path(spec.path), source, line)
+            elif (span := compare(i, outcome, source, line)) is not None:
+                differing[line] = span
+        if differing:
+            compare.explain(spec, differing)
         progress.advance("reconstruct", len(outcomes))
     for (source, line) in by_line:
         result.fail(Violation("seam table names a line that is not a record in the source", source=source, line=line))
@@ -126,9 +131,12 @@ def _outcomes(job: ReconstructJob, preparer: Preparer, specs: list[UnitSpec],
             yield unit_outcomes(job, spec, preparer)
         return
     # spawn, not fork: a forked child of a process whose tokenizer has run is single-threaded for good.
-    with ProcessPoolExecutor(count, mp_context=get_context("spawn"), initializer=_worker_init,
-                             initargs=(max(1, cpus // count),)) as pool:
+    pool = ProcessPoolExecutor(count, mp_context=get_context("spawn"), initializer=_worker_init,
+                               initargs=(max(1, cpus // count),))
+    try:
         yield from pool.map(unit_outcomes, repeat(job), specs)
+    finally:  # on an error (or Ctrl-C) here, do not wait for the queued units
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 _WORKER_PREPARERS: dict[ReconstructJob, Preparer] = {}
@@ -166,47 +174,62 @@ def _digest(values: np.ndarray) -> bytes:
 
 
 class _Comparer:
-    """Checks one line's outcome against its seam-table row and pack span."""
+    """Checks each line's outcome against its seam-table row and pack span; explains digest mismatches."""
 
     def __init__(self, preparer: Preparer, rows: dict, shards: dict[str, FlatShard], capacity: int,
                  result: CheckResult) -> None:
         self.preparer, self.rows, self.shards, self.capacity, self.result = preparer, rows, shards, capacity, result
 
-    def __call__(self, i: int, outcome: Outcome, path: Path, source: str, line: int) -> None:
+    def __call__(self, i: int, outcome: Outcome, source: str, line: int) -> tuple | None:
+        """Record what is wrong with row ``i``; return its pack span when only the digests differ."""
         rows, result = self.rows, self.result
-        eid, status = rows["example_id"][i], rows["status"][i]
-        loc = dict(example_id=eid, source=source, line=line)
+        status = rows["status"][i]
+        loc = dict(example_id=rows["example_id"][i], source=source, line=line)
         if isinstance(outcome, str):
             if status != "rejected" or rows["reason"][i] != outcome:
                 result.fail(Violation(f"re-running gives rejection {outcome!r}; the seam table says {status} "
                                       f"{rows['reason'][i]!r}", **loc))
-            return
+            return None
         n, ids_digest, labels_digest = outcome
         if status == "rejected":
             result.fail(Violation("record tokenizes now but the seam table says rejected", **loc))
         elif status == "dropped":
             if n <= self.capacity or rows["original_length"][i] != n:
                 result.fail(Violation(f"dropped as over-long, but it has {n} tokens (capacity {self.capacity})", **loc))
-        elif status == "truncated" and n <= self.capacity:
-            result.fail(Violation(f"truncated, but it has only {n} tokens", **loc))
+        elif status == "truncated" and (n <= self.capacity or rows["length"][i] != self.capacity):
+            result.fail(Violation(f"truncated to {rows['length'][i]} tokens, but it has {n} (capacity "
+                                  f"{self.capacity})", **loc))
+        elif status == "packed" and rows["length"][i] != n:
+            result.fail(Violation(f"packed with {rows['length'][i]} tokens, but it has {n}", **loc))
         elif (shard := self.shards.get(rows["shard"][i])) is None:
             result.fail(Violation(f"its shard {rows['shard'][i]} is unreadable", **loc))
         else:
             a = shard.row_offsets[rows["row"][i]] + rows["offset"][i]
             ids, labels = shard.ids[a:a + rows["length"][i]], shard.labels[a:a + rows["length"][i]]
             if _digest(ids) != ids_digest or _digest(labels) != labels_digest:
-                self._explain(path, line, ids, labels, status, shard, rows["row"][i], loc)
+                return ids, labels, shard, rows["row"][i], loc
+        return None
 
-    def _explain(self, path: Path, line: int, ids: np.ndarray, labels: np.ndarray, status: str, shard: FlatShard,
-                 row: int, loc: dict) -> None:
-        """Re-tokenize the line here and report the first differing token of ids or labels."""
-        fresh = self.preparer.prepare([(0, line, read_line_at(path, line))], source=str(path))[0]
-        if isinstance(fresh, str):  # a worker tokenized it; here it is rejected: not deterministic
-            self.result.fail(Violation(f"tokenizes in one process, rejected in another ({fresh!r})", **loc))
-            return
-        keep = self.capacity if status == "truncated" else len(fresh.input_ids)
-        _diff(ids, fresh.input_ids[:keep], "tokens", shard, row, loc, self.result)
-        _diff(labels, fresh.labels[:keep], "labels", shard, row, loc, self.result)
+    def explain(self, spec: UnitSpec, differing: dict[int, tuple]) -> None:
+        """Re-tokenize the unit's differing lines here (one pass over it) and name the first differing
+        token of each; past the violation limit only count them."""
+        room = max(0, self.result.limit - len(self.result.violations))
+        wanted = dict(list(differing.items())[:room])
+        batch = [(spec.file_index, line, raw) for line, raw in iter_unit_lines(spec) if line in wanted]
+        for (_, line, _), fresh in zip(batch, self.preparer.prepare(batch, source=spec.path) if batch else []):
+            ids, labels, shard, row, loc = wanted[line]
+            if isinstance(fresh, str):
+                self.result.fail(Violation(f"tokenizes in a worker process, rejected here ({fresh!r})", **loc))
+                continue
+            keep = len(ids)
+            before = self.result.count
+            _diff(ids, fresh.input_ids[:keep], "tokens", shard, row, loc, self.result)
+            _diff(labels, fresh.labels[:keep], "labels", shard, row, loc, self.result)
+            if self.result.count == before:  # the worker's digest and this process disagree
+                self.result.fail(Violation("a worker process tokenized it differently from this one", **loc))
+        for line, (_, _, shard, row, loc) in list(differing.items())[room:]:
+            self.result.fail(Violation("tokens or labels differ from a fresh tokenization", shard=shard.name,
+                                       row=row, **loc))
 
 
 def _diff(got: np.ndarray, want: np.ndarray, what: str, shard: FlatShard, row: int, loc: dict,
