@@ -1,10 +1,11 @@
-"""The local ``pack`` engine: read -> render -> tokenize -> spill, then plan packs, write shards.
+"""The ``pack`` job: read -> render -> tokenize -> spill (units), plan packs, write shards (tasks).
 
 Streaming: records are processed in batches and their tokens appended to the units' spill files on
 disk, so memory holds only a per-example index (a few dozen bytes an example), never the corpus.
-Packing needs every length before it decides (global BFD), which the index provides; each shard's
-examples are then read from the spills with `packcli.units.SpillReader` (``pread``, no memory map,
-so the shuffled reads do not grow RSS with the corpus).
+Packing needs every length before it decides (global BFD), which the index provides; the plan is
+made here, and each shard is then a task (`packcli.writing`) that reads its examples from the spills
+with `packcli.units.SpillReader` (``pread``, no memory map, so the shuffled reads do not grow RSS
+with the corpus). The engine runs both the units and the shard tasks.
 
 Atomic: everything is written into a temporary directory beside ``--out`` and renamed into place
 only after the manifest is written; an interrupted run leaves a ``.packcli-tmp-*`` directory that
@@ -35,10 +36,11 @@ from packcli.engine.local import LocalEngine
 from packcli.ingest import describe_input, expand_inputs
 from packcli.pack import check_budgets, pack_lengths
 from packcli.prepare import Preparer
-from packcli.units import (DROPPED, PACKED, REJECTED, STATUSES, TRUNCATED, SpillReader, UnitIndex, UnitJob,
-                           UnitSpec, plan_units, register_preparer)
-from packcli.shards import ShardInfo, build_table, file_sha256, shard_name, write_shard
+from packcli.shards import file_sha256, shard_name
 from packcli.tokenization import IGNORE_INDEX, LoadedTokenizer, load_tokenizer, token_hash
+from packcli.units import (DROPPED, PACKED, REJECTED, STATUSES, TRUNCATED, SpillLayout, SpillReader, UnitIndex,
+                           UnitJob, UnitSpec, plan_units, register_preparer)
+from packcli.writing import ShardTask
 
 SEAM_TABLE_SCHEMA = pa.schema([
     ("example_id", pa.int64()), ("source", pa.string()), ("line", pa.int32()), ("status", pa.string()),
@@ -96,7 +98,7 @@ def pack_corpus(config: PackConfig, progress: Progress = NO_PROGRESS, engine: En
     Args:
         config: the validated configuration.
         progress: where to report progress (silent by default).
-        engine: runs the tokenization units; the local engine by default.
+        engine: runs the tokenization units and the shard writing; the local engine by default.
 
     Raises:
         PackcliError: bad configuration, inputs, tokenizer or template; a record under
@@ -120,13 +122,14 @@ def pack_corpus(config: PackConfig, progress: Progress = NO_PROGRESS, engine: En
                   fail_fast=config.on_error is OnError.fail, work_dir=str(work),
                   config_hash=_tokenization_hash(tokenizer, template, config))
     register_preparer(job, Preparer(renderer, tokenizer, config.input_format))
+    engine = engine or LocalEngine()
     tmp = Path(tempfile.mkdtemp(prefix=f".packcli-tmp-{out.name}-", dir=out.parent))
     try:
-        with progress.running():
+        with progress.running(), engine.session():
             specs = plan_units(files, config.lines_per_unit)
             progress.start("units", "tokenizing", total=len(specs))
             t0 = time.perf_counter()
-            units = (engine or LocalEngine()).run(job, specs, lambda spec: progress.advance("units"))
+            units = engine.run(job, specs, lambda spec: progress.advance("units"))
             timings["tokenize_wall_s"] = time.perf_counter() - t0
             for key in ("read_render_s", "tokenize_s"):
                 timings[key] = sum(u.seconds.get(key, 0.0) for u in units)
@@ -134,9 +137,10 @@ def pack_corpus(config: PackConfig, progress: Progress = NO_PROGRESS, engine: En
             if not len(index.ids):
                 raise InputError("no records found in the inputs (all files empty?)", "check the input paths")
             run_facts = {"tokenization": _tokenization_facts(tokenizer, units)}
-            with SpillReader(work, specs, [int(u.lengths.sum()) for u in units]) as spill:
-                manifest = _plan_and_write(index, spill, files, tokenizer, template, config, tmp, progress, timings,
-                                           run_facts)
+            layout = SpillLayout.of(work, specs, [int(u.lengths.sum()) for u in units])
+            with SpillReader(layout) as spill:  # here: over-long examples; the shards: the engine's tasks
+                manifest = _plan_and_write(index, spill, layout, engine, files, tokenizer, template, config, tmp,
+                                           progress, timings, run_facts)
         _replace_dir(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -189,8 +193,9 @@ def _replace_dir(tmp: Path, out: Path) -> None:
         tmp.rename(out)
 
 
-def _plan_and_write(index: ExampleIndex, spill: SpillReader, files, tokenizer, template, config: PackConfig,
-                    tmp: Path, progress: Progress, timings: dict[str, float], run_facts: dict) -> dict:
+def _plan_and_write(index: ExampleIndex, spill: SpillReader, layout: SpillLayout, engine: Engine, files, tokenizer,
+                    template, config: PackConfig, tmp: Path, progress: Progress, timings: dict[str, float],
+                    run_facts: dict) -> dict:
     t0 = time.perf_counter()
     n = len(index.ids)
     status = np.asarray(index.status, dtype=np.int8)
@@ -229,25 +234,25 @@ def _plan_and_write(index: ExampleIndex, spill: SpillReader, files, tokenizer, t
     row_col = np.full(n, -1, dtype=np.int32)
     off_col = np.full(n, -1, dtype=np.int32)
     thash = [""] * n
-    shards: list[ShardInfo] = []
     num_shards = -(-plan.num_packs // config.packs_per_shard)
-    progress.start("write", "writing shards", total=num_shards)
-    for s in range(num_shards):
-        p0, p1 = s * config.packs_per_shard, min((s + 1) * config.packs_per_shard, plan.num_packs)
+    tasks, task_rows = [], []
+    for k in range(num_shards):
+        p0, p1 = k * config.packs_per_shard, min((k + 1) * config.packs_per_shard, plan.num_packs)
         rows = ordered[plan.pack_offsets[p0]:plan.pack_offsets[p1]]
         lens = used_len[rows]
-        ids, labels = spill.gather(offsets[rows], lens)
-        shards.append(write_shard(build_table(ids, labels, lens, ex_per_pack[p0:p1], ids_arr[rows]),
-                                  tmp / shard_name(s)))
+        tasks.append(ShardTask(k, str(tmp / shard_name(k)), offsets[rows], lens, ex_per_pack[p0:p1], ids_arr[rows]))
+        task_rows.append(rows)
         local = np.concatenate([[0], np.cumsum(lens)])
         pack_rows = np.repeat(np.arange(p1 - p0, dtype=np.int32), ex_per_pack[p0:p1])
-        shard_of[rows] = s
+        shard_of[rows] = k
         row_col[rows] = pack_rows
         off_col[rows] = local[:-1] - local[plan.pack_offsets[p0:p1] - plan.pack_offsets[p0]][pack_rows]
-        bounds = local.tolist()
-        for j, r in enumerate(rows.tolist()):
-            thash[r] = token_hash(ids[bounds[j]:bounds[j + 1]])
-        progress.advance("write")
+    progress.start("write", "writing shards", total=num_shards)
+    results = engine.write_shards(layout, tasks, lambda task: progress.advance("write"))
+    for rows, result in zip(task_rows, results):
+        for r, h in zip(rows.tolist(), result.token_hashes):
+            thash[r] = h
+    shards = [result.info for result in results]
     for i in np.flatnonzero(status == DROPPED).tolist():
         thash[i] = token_hash(spill.read(offsets[i], full_len[i])[0])
     shard_col = [shard_name(k) if k >= 0 else None for k in shard_of.tolist()]

@@ -201,6 +201,24 @@ def spill_paths(work_dir: Path, spec: UnitSpec) -> tuple[Path, Path]:
     return work_dir / f"{spec.name}.ids.bin", work_dir / f"{spec.name}.labels.bin"
 
 
+@dataclass(frozen=True)
+class SpillLayout:
+    """Where the units' spill files are, and at which global token offset each unit starts.
+
+    Picklable and small (two paths a unit), so a shard-writing task on another process or node can
+    open its own `SpillReader` on the shared work directory.
+    """
+
+    paths: tuple[tuple[str, str], ...]
+    starts: tuple[int, ...]  # one more than there are units: the last is the total
+
+    @classmethod
+    def of(cls, work_dir: Path, specs: Sequence[UnitSpec], tokens_per_unit: Sequence[int]) -> SpillLayout:
+        starts = np.concatenate([[0], np.cumsum(np.asarray(tokens_per_unit, dtype=np.int64))])
+        return cls(tuple((str(a), str(b)) for a, b in (spill_paths(work_dir, spec) for spec in specs)),
+                   tuple(int(x) for x in starts))
+
+
 class SpillReader:
     """Reads examples' ids and labels from the units' spill files by global token offset.
 
@@ -214,9 +232,9 @@ class SpillReader:
 
     MAX_OPEN = 64  # units whose files stay open (two descriptors each); reads come in unit order
 
-    def __init__(self, work_dir: Path, specs: Sequence[UnitSpec], tokens_per_unit: Sequence[int]) -> None:
-        self.starts = np.concatenate([[0], np.cumsum(np.asarray(tokens_per_unit, dtype=np.int64))])
-        self._paths = [spill_paths(work_dir, spec) for spec in specs]
+    def __init__(self, layout: SpillLayout) -> None:
+        self.starts = np.asarray(layout.starts, dtype=np.int64)
+        self._paths = layout.paths
         self._open: dict[int, tuple[int, int]] = {}  # unit -> descriptors, least recently opened first
 
     def read(self, offset: int, length: int) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]]:

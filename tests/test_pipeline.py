@@ -96,10 +96,10 @@ def test_refuses_non_empty_out_unless_forced(tmp_path, corpus_files, tokenizer_d
 
 
 def test_failure_mid_write_leaves_nothing(tmp_path, corpus_files, tokenizer_dir, monkeypatch):
-    import packcli.pipeline as pipeline
+    import packcli.writing as writing
 
     calls = []
-    real = pipeline.write_shard
+    real = writing.write_shard
 
     def failing(table, path):
         calls.append(path)
@@ -107,7 +107,7 @@ def test_failure_mid_write_leaves_nothing(tmp_path, corpus_files, tokenizer_dir,
             raise RuntimeError("disk full")
         return real(table, path)
 
-    monkeypatch.setattr(pipeline, "write_shard", failing)
+    monkeypatch.setattr(writing, "write_shard", failing)
     with pytest.raises(RuntimeError, match="disk full"):
         pack_corpus(config(corpus_files, tokenizer_dir, tmp_path / "out", capacity=512, packs_per_shard=4))
     # Only the unit work directory survives (for resume); it holds no manifest and no shard.

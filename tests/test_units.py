@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import pickle
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,7 @@ from packcli.config import PackConfig
 from packcli.ingest import describe_input, read_lines
 from packcli.pipeline import pack_corpus
 from packcli.prepare import Preparer
-from packcli.units import SpillReader, UnitSpec, iter_unit_lines, plan_units, spill_paths
+from packcli.units import SpillLayout, SpillReader, UnitSpec, iter_unit_lines, plan_units, spill_paths
 
 
 def test_units_cover_every_line_once(tmp_path):
@@ -88,7 +89,9 @@ def test_spill_reader_gathers_across_units_in_any_order(tmp_path):
     lens = np.concatenate(lengths)
     offsets = np.concatenate([[0], np.cumsum(lens)[:-1]])
     order = rng.permutation(len(lens))
-    with SpillReader(tmp_path, specs, [int(x.sum()) for x in lengths]) as spill:
+    layout = SpillLayout.of(tmp_path, specs, [int(x.sum()) for x in lengths])
+    assert pickle.loads(pickle.dumps(layout)) == layout  # shard-writing tasks receive it
+    with SpillReader(layout) as spill:
         spill.MAX_OPEN = 2  # evicts: the reads below cycle through more units than stay open
         ids, labels = spill.gather(offsets[order], lens[order])
         want = np.concatenate([all_ids[offsets[k]:offsets[k] + lens[k]] for k in order])

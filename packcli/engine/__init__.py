@@ -1,20 +1,32 @@
-"""Engines run units of work. The local engine is the default and the reference; the Ray engine
-schedules the same `run_unit` on a cluster. Both return results in unit order, so the artifact is
-byte-identical whichever engine made it."""
+"""Engines run the two parallel stages of ``pack``: tokenizing units and writing shards. The local
+engine is the default and the reference; the Ray engine schedules the same functions (`run_unit`,
+`packcli.writing.write_shard_task`) on a cluster. Both return results in input order, so the
+artifact is byte-identical whichever engine made it."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import Protocol
 
-from packcli.units import UnitIndex, UnitJob, UnitSpec
+from packcli.units import SpillLayout, UnitIndex, UnitJob, UnitSpec
+from packcli.writing import ShardResult, ShardTask
 
 
 class Engine(Protocol):
     name: str
 
+    def session(self) -> AbstractContextManager[None]:
+        """Hold whatever the engine needs (a Ray connection) across both stages of one run."""
+        ...
+
     def run(self, job: UnitJob, specs: Sequence[UnitSpec], on_done: Callable[[UnitSpec], None]) -> list[UnitIndex]:
         """Run every unit; return their indexes in ``specs`` order; call ``on_done`` as each finishes."""
+        ...
+
+    def write_shards(self, layout: SpillLayout, tasks: Sequence[ShardTask],
+                     on_done: Callable[[ShardTask], None]) -> list[ShardResult]:
+        """Write every shard; return the results in ``tasks`` order; call ``on_done`` as each is written."""
         ...
 
 

@@ -1,0 +1,59 @@
+"""Shard writing as independent tasks: one shard's examples, read from the spills, into one file.
+
+Once the packing plan is fixed, every shard is a pure function of its task (which examples, in which
+order, cut into which packs) and the spills, so shards can be written in any order by any worker
+and the bytes are the same: the local engine writes them one after another, the Ray engine as
+tasks on the cluster, and `packcli.pipeline` puts the results back in shard order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from packcli.shards import ShardInfo, build_table, write_shard
+from packcli.tokenization import token_hash
+from packcli.units import SpillLayout, SpillReader
+
+
+@dataclass(frozen=True)
+class ShardTask:
+    """Shard ``index``: its examples in packed order and how many of them make each pack (row)."""
+
+    index: int
+    path: str
+    spill_offsets: npt.NDArray[np.int64]
+    lengths: npt.NDArray[np.int64]
+    examples_per_pack: npt.NDArray[np.int64]
+    example_ids: npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class ShardResult:
+    """The written shard, and the token hash of each of its examples (task order) for the seam table."""
+
+    index: int
+    info: ShardInfo
+    token_hashes: list[str]
+
+
+def write_shard_task(layout: SpillLayout, task: ShardTask, reader: SpillReader | None = None) -> ShardResult:
+    """Gather the task's examples from the spills, build the shard's table and write it to ``task.path``.
+
+    ``reader``: an open reader to reuse (the local engine's case); otherwise one is opened and closed here.
+    """
+    own = reader is None
+    reader = reader or SpillReader(layout)
+    try:
+        ids, labels = reader.gather(task.spill_offsets, task.lengths)
+    finally:
+        if own:
+            reader.close()
+    table = build_table(ids, labels, task.lengths, task.examples_per_pack, task.example_ids)
+    info = write_shard(table, Path(task.path))
+    bounds = np.concatenate([[0], np.cumsum(task.lengths)]).tolist()
+    hashes = [token_hash(ids[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+    return ShardResult(task.index, info, hashes)
