@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
+import pyarrow as pa
 
 from packcli.shards import ShardInfo, build_table, write_shard
 from packcli.tokenization import token_hash
@@ -56,4 +57,8 @@ def write_shard_task(layout: SpillLayout, task: ShardTask, reader: SpillReader |
     info = write_shard(table, Path(task.path))
     bounds = np.concatenate([[0], np.cumsum(task.lengths)]).tolist()
     hashes = [token_hash(ids[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+    del table
+    # Arrow's allocator keeps freed buffers for reuse; over many shards that grew the write stage's
+    # RSS with the shard count (+210 MiB from 20k to 200k conversations). Hand them back each shard.
+    pa.default_memory_pool().release_unused()
     return ShardResult(task.index, info, hashes)
