@@ -77,7 +77,9 @@ def test_self_test_cli(packed):
     result = run("verify", packed, "--self-test", "--json")
     assert result.exit_code == 0, result.output
     faults = json.loads(result.stdout)["faults"]
-    assert len(faults) == 10 and all(f["caught"] for f in faults)
+    from packcli.verify.faults import FAULTS
+
+    assert len(faults) == 1 + len(FAULTS) and all(f["caught"] for f in faults)  # the clean copy, then each fault
 
 
 def test_help_lists_commands_and_examples():
