@@ -406,6 +406,14 @@ def test_auto_falls_back_for_unsupported_files(tmp_path, change, reason):
         load_tokenizer(path, backend="fast")
 
 
+def test_auto_falls_back_for_a_vocabulary_token_outside_the_byte_alphabet(tmp_path):
+    spec = json.loads(FIXTURE_JSON.read_text(encoding="utf-8"))
+    top = max([*spec["model"]["vocab"].values(), *(t["id"] for t in spec["added_tokens"])]) + 1
+    path = variant(tmp_path, "v", model={**spec["model"], "vocab": {**spec["model"]["vocab"], "x😀": top}})
+    tok = load_tokenizer(path, backend="auto")
+    assert tok.backend_name == "tokenizers" and "'x😀' is not in the byte-level alphabet" in tok.backend_reason
+
+
 def test_auto_falls_back_for_a_byte_fallback_sentencepiece_bpe(tmp_path):
     from tokenizers import AddedToken, Tokenizer, models, normalizers
 
