@@ -78,7 +78,9 @@ def pack(
     packs_per_shard: Annotated[int, typer.Option(help="Packs (rows) per Parquet shard.")] = 2048,
     force: Annotated[bool, typer.Option(help="Replace a non-empty --out.")] = False,
     engine: Annotated[str, typer.Option(help="local, or ray to tokenize units on a Ray cluster (packcli[ray]).")] = "local",
-    workers: Annotated[Optional[int], typer.Option(help="Ray workers (default: the cluster's CPUs).")] = None,
+    workers: Annotated[Optional[int], typer.Option(
+        help="Processes that tokenize units: local worker processes (default 1; memory grows with each), "
+        "or Ray workers with --engine ray (default: the cluster's CPUs). The output is the same bytes.")] = None,
     ray_address: Annotated[Optional[str], typer.Option(help="Join this Ray cluster ('auto' for the current one).")] = None,
     shared_fs: Annotated[bool, typer.Option(help="Confirm --out is on a filesystem every Ray node mounts.")] = False,
     unit_lines: Annotated[int, typer.Option(help="Input lines per unit of work (resume and Ray granularity).")] = 100_000,
@@ -102,6 +104,8 @@ def pack(
       packcli pack data.jsonl -t tok/ --strategy bfd --min-density 0.98 --json
 
       packcli pack data.jsonl -t tok/ --tokenizer-backend hf        # the reference tokenizer only
+
+      packcli pack big.jsonl -t tok/ --workers 4 --unit-lines 25000  # units in 4 processes
 
       packcli pack big/*.jsonl -t tok/ --engine ray --ray-address auto --shared-fs -o /mnt/shared/out
     """

@@ -103,3 +103,31 @@ def test_spill_reader_gathers_across_units_in_any_order(tmp_path):
         spill_paths(tmp_path, specs[3])[0].write_bytes(b"")  # a truncated spill is an error, not zeros
         with pytest.raises(OSError, match="ends early"):
             spill.read(offsets[-1], lens[-1])
+
+
+def test_local_worker_processes_give_the_same_bytes(tmp_path, corpus_files, tokenizer_dir):
+    from packcli.engine.local import LocalEngine
+
+    def run(out: str, workers: int):
+        return pack_corpus(PackConfig(inputs=tuple(corpus_files), tokenizer=str(tokenizer_dir), out=tmp_path / out,
+                                      capacity=512, lines_per_unit=30), engine=LocalEngine(workers=workers))
+
+    one, two = run("one", 1), run("two", 2)
+    assert one.manifest["manifest_sha256"] == two.manifest["manifest_sha256"]
+    for name in [s["name"] for s in one.manifest["shards"]] + [mf.SEAM_TABLE_NAME, mf.REJECTS_NAME]:
+        assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes()
+    assert two.manifest["unhashed"]["tokenization"] == one.manifest["unhashed"]["tokenization"]  # guard counts too
+
+
+def test_local_worker_processes_surface_a_bad_record(tmp_path, tokenizer_dir):
+    from conftest import FIXTURES
+    from packcli.engine.local import LocalEngine
+    from packcli.errors import PackcliError, RecordError
+
+    broken = FIXTURES / "corpus" / "broken.jsonl"
+    with pytest.raises(RecordError, match="broken.jsonl:3"):
+        pack_corpus(PackConfig(inputs=(str(broken),), tokenizer=str(tokenizer_dir), out=tmp_path / "o",
+                               lines_per_unit=5, on_error="fail"), engine=LocalEngine(workers=2))
+    assert not (tmp_path / "o").exists()
+    with pytest.raises(PackcliError, match="--workers must be at least 1"):
+        LocalEngine(workers=0)

@@ -38,7 +38,7 @@ def make_engine(name: str, *, workers: int | None = None, address: str | None = 
     if name == "local":
         from packcli.engine.local import LocalEngine
 
-        return LocalEngine()
+        return LocalEngine(workers=workers)
     if name == "ray":
         from packcli.engine.ray import RayEngine
 
