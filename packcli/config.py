@@ -13,7 +13,6 @@ from pathlib import Path
 from packcli.chat import LossPolicy
 from packcli.errors import PackcliError
 from packcli.ingest import Format
-from packcli.tokenization import BACKEND_CHOICES
 
 STRATEGIES = ("window", "bfd", "ffd", "sequential")
 
@@ -86,6 +85,8 @@ class PackConfig:
             problems.append(f"--packs-per-shard must be positive, got {self.packs_per_shard}")
         if self.lines_per_unit < 1:
             problems.append(f"--unit-lines must be positive, got {self.lines_per_unit}")
+        from packcli.tokenization import BACKEND_CHOICES  # here: numpy stays out of `packcli --help`
+
         if self.tokenizer_backend not in BACKEND_CHOICES:
             problems.append(f"--tokenizer-backend must be one of {', '.join(BACKEND_CHOICES)}, "
                             f"got {self.tokenizer_backend!r}")

@@ -438,15 +438,10 @@ def table_verify(data: dict) -> str:
 
 def quick_corpora() -> list[Path]:
     """Small corpora for --quick, generated under the temp dir when missing."""
-    QUICK_DIR.mkdir(exist_ok=True)
-    paths = []
-    for n in QUICK_SIZES:
-        path = QUICK_DIR / f"quick{n}.jsonl"
-        if not path.exists():
-            subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "make_bench_corpus.py"), "--n", str(n),
-                            "--out", str(path)], check=True, stdout=subprocess.DEVNULL)
-        paths.append(path)
-    return paths
+    sys.path.insert(0, str(REPO_ROOT / "scripts"))
+    from make_bench_corpus import ensure_bench
+
+    return [ensure_bench(QUICK_DIR / f"quick{n}.jsonl", n) for n in QUICK_SIZES]
 
 
 def main(argv: list[str] | None = None) -> int:

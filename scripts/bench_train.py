@@ -704,11 +704,10 @@ def main(argv: list[str] | None = None) -> int:
     args.workdir.mkdir(parents=True, exist_ok=True)
     corpus = args.input
     if corpus is None:
-        corpus = args.workdir / f"corpus-{args.n}.jsonl"
         sys.path.insert(0, str(REPO_ROOT / "scripts"))
-        from make_bench_corpus import write_bench
+        from make_bench_corpus import ensure_bench
 
-        write_bench(corpus, args.n)
+        corpus = ensure_bench(args.workdir / f"corpus-{args.n}.jsonl", args.n)
     env = environment(args.device)
     artifact = args.workdir / f"packed-{corpus.stem}-c{args.capacity}-{args.strategy}"
     pack = time_pack(corpus, args, artifact)

@@ -229,10 +229,10 @@ def main(argv: list[str] | None = None) -> int:
     args.workdir.mkdir(parents=True, exist_ok=True)
     corpus = args.corpus
     if corpus is None:
-        corpus = args.workdir / f"corpus-{args.n}.jsonl"
-        if not corpus.exists():
-            subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "make_bench_corpus.py"), "--n", str(args.n),
-                            "--out", str(corpus)], check=True, stdout=subprocess.DEVNULL)
+        sys.path.insert(0, str(REPO_ROOT / "scripts"))
+        from make_bench_corpus import ensure_bench
+
+        corpus = ensure_bench(args.workdir / f"corpus-{args.n}.jsonl", args.n)
     load_start = os.getloadavg()
     rows = [run_packcli(corpus, args, s, b) for s in (args.packcli_strategy or ["bfd"])
             for b in (args.packcli_backend or ["auto"])]

@@ -147,6 +147,14 @@ def write_bench(out: Path, n: int, *, seed: int = 0, source: str = "synthetic") 
     return written
 
 
+def ensure_bench(out: Path, n: int) -> Path:
+    """`out`, written with `n` conversations (seed 0) unless it exists: the benchmarks' default corpora."""
+    if not out.exists():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        write_bench(out, n)
+    return out
+
+
 def measure_tokens(path: Path, limit: int, tokenizer_path: Path) -> dict[str, int]:
     """Token-count percentiles of the first `limit` conversations rendered as ChatML."""
     from tokenizers import Tokenizer

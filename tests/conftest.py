@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
+import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -59,3 +62,21 @@ def real_asset(*parts: str) -> Path:
             pytest.fail(f"{path} missing: .ci/run must run scripts/fetch_real_assets.py")
         pytest.skip(f"{path} missing: run python scripts/fetch_real_assets.py")
     return path
+
+
+def load_script(name: str) -> ModuleType:
+    """Import ``scripts/<name>.py`` (the benchmarks are scripts, not a package) for a smoke test."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses resolve annotations through sys.modules
+    spec.loader.exec_module(module)
+    return module
+
+
+def artifact_bytes(directory: Path, manifest: dict) -> dict[str, bytes]:
+    """The bytes of an artifact's shards, seam table and rejects file: what "byte-identical" compares."""
+    from packcli import manifest as mf
+
+    names = [s["name"] for s in manifest["shards"]] + [mf.SEAM_TABLE_NAME, mf.REJECTS_NAME]
+    return {n: (directory / n).read_bytes() for n in names}
+

@@ -309,13 +309,9 @@ def test_model_is_deterministic_and_needs_position_ids():
 
 
 def test_gpu_check_script_cpu_path_writes_json_and_prints_the_table_last(tmp_path, capsys):
-    import importlib.util
-    from pathlib import Path
+    from conftest import load_script
 
-    path = Path(__file__).resolve().parent.parent / "scripts" / "gpu_check.py"
-    spec = importlib.util.spec_from_file_location("gpu_check", path)
-    gpu_check = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gpu_check)
+    gpu_check = load_script("gpu_check")
     out = tmp_path / "gpu_check.json"
     rc = gpu_check.main(["--device", "cpu", "--backends", "sdpa,naive,torch-varlen", "--dtypes", "float32",
                          "--packs", "1", "--json", str(out)])

@@ -3,32 +3,22 @@ the docs are built from. No timing assertions: numbers from a loaded CI machine 
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 
 import pytest
 
-from conftest import FIXTURES, ROOT
-
-
-def _load_script(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses resolve annotations through sys.modules
-    spec.loader.exec_module(module)
-    return module
+from conftest import FIXTURES, load_script
 
 
 @pytest.fixture(scope="module")
 def bench():
-    return _load_script("bench_pipeline")
+    return load_script("bench_pipeline")
 
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
     path = tmp_path_factory.mktemp("bench") / "small.jsonl"
-    _load_script("make_bench_corpus").write_bench(path, 60)
+    load_script("make_bench_corpus").write_bench(path, 60)
     return path
 
 

@@ -5,30 +5,20 @@ mean nothing."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 
 import pytest
 
-from conftest import FIXTURES, ROOT
+from conftest import FIXTURES, load_script
 
-
-
-def _load_script(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses resolve annotations through sys.modules
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.torch
 def test_quick_run_writes_the_documented_json(tmp_path, capsys):
     pytest.importorskip("torch")
     corpus = tmp_path / "small.jsonl"
-    _load_script("make_bench_corpus").write_bench(corpus, 40)
-    bench = _load_script("bench_train")
+    load_script("make_bench_corpus").write_bench(corpus, 40)
+    bench = load_script("bench_train")
     out = tmp_path / "train.json"
     assert bench.main(["--quick", "--input", str(corpus), "-t", str(FIXTURES / "tokenizer"), "--workdir",
                        str(tmp_path / "work"), "--out", str(out)]) == 0
@@ -67,8 +57,8 @@ def test_vs_trl_packcli_side_writes_the_documented_json(tmp_path, capsys):
 
     tokenizer, template = real_asset("qwen3"), real_asset("templates", "qwen3_training.jinja")
     corpus = tmp_path / "small.jsonl"
-    _load_script("make_bench_corpus").write_bench(corpus, 40)
-    bench = _load_script("bench_vs_trl")
+    load_script("make_bench_corpus").write_bench(corpus, 40)
+    bench = load_script("bench_vs_trl")
     out = tmp_path / "vs_trl.json"
     assert bench.main(["--corpus", str(corpus), "-t", str(tokenizer), "--template", str(template), "--skip-trl",
                        "--packcli-backend", "hf", "--packcli-backend", "auto",

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import FIXTURES, real_asset
+from conftest import FIXTURES, artifact_bytes, real_asset
 from packcli import manifest as mf
 from packcli.config import PackConfig
 from packcli.errors import InputError, PackcliError
@@ -466,11 +466,6 @@ def test_unknown_backend_is_an_input_error():
 def pack_with(tmp_path: Path, inputs, name: str, **kw):
     return pack_corpus(PackConfig(inputs=tuple(inputs), tokenizer=str(FIXTURE_JSON.parent), out=tmp_path / name,
                                   capacity=512, packs_per_shard=8, **kw))
-
-
-def artifact_bytes(directory: Path, manifest: dict) -> dict[str, bytes]:
-    names = [s["name"] for s in manifest["shards"]] + [mf.SEAM_TABLE_NAME, mf.REJECTS_NAME]
-    return {n: (directory / n).read_bytes() for n in names}
 
 
 def test_pack_gives_the_same_bytes_with_either_backend_and_says_which_ran(tmp_path, corpus_files):

@@ -24,6 +24,7 @@ from typing import Any
 
 from packcli.errors import PackcliError
 from packcli.units import SpillLayout, UnitIndex, UnitJob, UnitSpec, run_unit
+from packcli.workers import thread_caps
 from packcli.writing import ShardResult, ShardTask, write_shard_task
 
 INSTALL_HINT = "install the extra: pip install 'packcli[ray]'"
@@ -82,7 +83,7 @@ class RayEngine:
         cpus = int(ray.available_resources().get("CPU", 1))
         count = max(1, min(self.workers or cpus, cpus, len(specs)))
         # One CPU per actor, and both tokenizers' thread pools capped to it: no oversubscription.
-        env = {"RAYON_NUM_THREADS": "1", "FASTOKENS_BPE_THREADS": "1", "RAY_USAGE_STATS_ENABLED": "0"}
+        env = {**thread_caps(1), "RAY_USAGE_STATS_ENABLED": "0"}
         actor = ray.remote(num_cpus=1, runtime_env={"env_vars": env})(_UnitWorker)
         actors = [actor.remote() for _ in range(count)]
         results: dict[int, UnitIndex] = {}

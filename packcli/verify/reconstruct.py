@@ -15,13 +15,9 @@ one pass over their unit, to report the first differing token (up to the violati
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from itertools import repeat
-from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
@@ -32,16 +28,17 @@ from packcli.console import NO_PROGRESS, Progress
 from packcli.errors import InputError
 from packcli.ingest import Format, describe_input
 from packcli.prepare import Preparer
-from packcli.tokenization import LoadedTokenizer, load_tokenizer
+from packcli.tokenization import LoadedTokenizer, load_tokenizer, token_hash
 from packcli.units import UnitSpec, iter_unit_lines, plan_units
 from packcli.verify.invariants import FlatShard, resolve
 from packcli.verify.report import CheckResult, Violation
+from packcli.workers import map_in_processes
 
 BATCH = 2048  # lines per Preparer call
 UNIT_LINES = 8192  # lines per unit of parallel work
 PARALLEL_MIN_RECORDS = 2 * UNIT_LINES  # below this, starting worker processes costs more than it saves
 # A line's outcome: the rejection reason, or (tokens, digest of the kept ids, digest of the kept labels).
-Outcome = str | tuple[int, bytes, bytes]
+Outcome = str | tuple[int, str, str]
 
 
 @dataclass(frozen=True)
@@ -130,20 +127,10 @@ def _outcomes(job: ReconstructJob, preparer: Preparer, specs: list[UnitSpec],
         for spec in specs:
             yield unit_outcomes(job, spec, preparer)
         return
-    # spawn, not fork: a forked child of a process whose tokenizer has run is single-threaded for good.
-    pool = ProcessPoolExecutor(count, mp_context=get_context("spawn"), initializer=_worker_init,
-                               initargs=(max(1, cpus // count),))
-    try:
-        yield from pool.map(unit_outcomes, repeat(job), specs)
-    finally:  # on an error (or Ctrl-C) here, do not wait for the queued units
-        pool.shutdown(wait=True, cancel_futures=True)
+    yield from map_in_processes(unit_outcomes, job, specs, count)
 
 
 _WORKER_PREPARERS: dict[ReconstructJob, Preparer] = {}
-
-
-def _worker_init(threads: int) -> None:
-    os.environ["RAYON_NUM_THREADS"] = str(threads)  # read when the tokenizer first encodes
 
 
 def unit_outcomes(job: ReconstructJob, spec: UnitSpec, preparer: Preparer | None = None) -> list[tuple[int, Outcome]]:
@@ -165,12 +152,9 @@ def unit_outcomes(job: ReconstructJob, spec: UnitSpec, preparer: Preparer | None
                 out.append((line, enc))
             else:
                 keep = min(len(enc.input_ids), job.capacity)
-                out.append((line, (len(enc.input_ids), _digest(enc.input_ids[:keep]), _digest(enc.labels[:keep]))))
+                digests = token_hash(enc.input_ids[:keep]), token_hash(enc.labels[:keep])
+                out.append((line, (len(enc.input_ids), *digests)))
         batch = []
-
-
-def _digest(values: np.ndarray) -> bytes:
-    return hashlib.blake2b(np.ascontiguousarray(values, dtype=np.int32).tobytes(), digest_size=16).digest()
 
 
 class _Comparer:
@@ -206,7 +190,7 @@ class _Comparer:
         else:
             a = shard.row_offsets[rows["row"][i]] + rows["offset"][i]
             ids, labels = shard.ids[a:a + rows["length"][i]], shard.labels[a:a + rows["length"][i]]
-            if _digest(ids) != ids_digest or _digest(labels) != labels_digest:
+            if token_hash(ids) != ids_digest or token_hash(labels) != labels_digest:
                 return ids, labels, shard, rows["row"][i], loc
         return None
 
