@@ -145,7 +145,16 @@ class _Sandbox(ImmutableSandboxedEnvironment):
     type and the attribute's name; the memo is limited to built-in types and Jinja's own loop and
     namespace objects, none of which can make ``isinstance`` see another class. Everything else is
     decided afresh, as before.
+
+    ``message.content`` on a plain dict is the other hot spot: Jinja tries the attribute first and
+    reads the key after catching AttributeError, a raised exception per access. A plain dict has no
+    attributes beyond its type's, so for a name outside ``dir(dict)`` the key is read directly,
+    which is the same result without the exception. On the plain built-in types only ``format`` and
+    ``format_map`` can yield ``str.format`` (which the sandbox must wrap), so other names skip that test.
     """
+
+    _PLAIN_TYPES = frozenset({str, dict, list, tuple, int, float, bool, type(None)})
+    _DICT_ATTRIBUTES = frozenset(dir(dict))
 
     _MEMO_TYPES = frozenset({str, dict, list, tuple, int, float, bool, type(None), jinja2.runtime.LoopContext,
                              jinja2.utils.Namespace})
@@ -154,6 +163,21 @@ class _Sandbox(ImmutableSandboxedEnvironment):
     def __init__(self, **options) -> None:  # noqa: ANN003
         super().__init__(**options)
         self._verdicts: dict[tuple[type, str], bool] = {}
+
+    def getattr(self, obj: object, attribute: str) -> object:
+        kind = type(obj)
+        if not self._MEMO_SAFE or kind not in self._PLAIN_TYPES or attribute in ("format", "format_map"):
+            return super().getattr(obj, attribute)  # str.format must be wrapped by the sandbox
+        if kind is dict and attribute not in self._DICT_ATTRIBUTES:
+            try:
+                return obj[attribute]  # type: ignore[index]
+            except KeyError:
+                return self.undefined(obj=obj, name=attribute)
+        try:
+            value = getattr(obj, attribute)
+        except AttributeError:
+            return super().getattr(obj, attribute)
+        return value if self.is_safe_attribute(obj, attribute, value) else self.unsafe_undefined(obj, attribute)
 
     def is_safe_attribute(self, obj: object, attr: str, value: object) -> bool:
         kind = type(obj)

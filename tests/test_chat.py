@@ -116,6 +116,9 @@ def test_empty_mask_is_a_rejection(tokenizer):
     "{{ ''.__class__.__mro__[1].__subclasses__() }}",
     "{{ messages.append(1) }}",  # the immutable sandbox: no mutating a list it was given
     "{% for m in messages %}{{ m.update({'role': 'x'}) }}{% endfor %}",
+    "{% for m in messages %}{{ m.__class__.__subclasses__() }}{% endfor %}",  # a dict's attribute, not its key
+    "{{ '{0.__class__.__mro__}'.format(messages) }}",  # str.format is still wrapped by the sandbox
+    "{{ '{x.__class__.__mro__}'.format_map({'x': messages}) }}",
 ])
 def test_sandbox_blocks_unsafe_templates_every_time(tokenizer, evil):
     """Rendered twice by the same renderer: the memoized attribute verdicts block the second time too."""
@@ -123,6 +126,20 @@ def test_sandbox_blocks_unsafe_templates_every_time(tokenizer, evil):
     for _ in range(2):
         with pytest.raises(InputError, match="sandbox"):
             encode(prep, {"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]})
+
+
+def test_sandbox_fast_attribute_access_matches_jinja():
+    """The shortcut for plain dicts and built-ins gives what Jinja's own sandbox gives."""
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    from packcli.chat import _Sandbox
+
+    text = ("{% for m in messages %}{{ m.role }}|{{ m.content.strip().upper() }}|{{ m.missing is defined }}|"
+            "{{ m.items is defined }}|{{ m.get('role') }}|{{ m.keys is defined }}|{{ 'x{}'.format(m.role) }}|"
+            "{{ loop.index }}|{{ (1.5).real }}|{{ m.content.nope is defined }}\n{% endfor %}")
+    messages = [{"role": "user", "content": " hi "}, {"role": "assistant", "content": "yo", "items": 1}]
+    assert _Sandbox().from_string(text).render(messages=messages) == \
+        ImmutableSandboxedEnvironment().from_string(text).render(messages=messages)
 
 
 def test_sandbox_memo_keys_on_type_and_attribute():
