@@ -11,7 +11,8 @@ whether its first byte continues a character; a cumulative sum over the batch gi
     offsets                       (0,1)  (1,2)    (2,4)    (3,4) (3,4)
 
 which is what ``tokenizers`` reports (a token that cuts a character covers the whole character).
-Labels then come from one binary search per span over the whole batch. No Python runs per token.
+Labels then follow from the offsets by the reference's own formula. Both steps are numba loops
+(`packcli.fast_kernels`): no Python runs per token.
 
 An NFC normalizer is the one wrinkle: on text that is not already NFC the tokens spell the normalized
 text, and ``tokenizers`` maps them back with its own alignment (``e`` + U+0301 -> ``é`` at (0, 1)).
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import json
+import threading
 import unicodedata
 from collections.abc import Sequence
 from itertools import chain
@@ -38,7 +40,8 @@ from importlib import metadata
 import numpy as np
 import numpy.typing as npt
 
-from packcli.tokenization import IGNORE_INDEX, Encoded, ReferenceBackend, labels_from_spans
+from packcli import fast_kernels
+from packcli.tokenization import Encoded, ReferenceBackend
 
 _BYTE_ALPHABET_END = 512  # GPT-2's byte-level alphabet maps bytes to code points below this
 FASTOKENS_PIN = "0.3.5"  # the release docs/tokenizer-backends.md measured; `auto` uses no other
@@ -94,7 +97,7 @@ class FastBackend:
 
     def _encode_fast(self, texts: list[str], spans: Sequence[Sequence[tuple[int, int]]],
                      add_special_tokens: bool) -> list[Encoded | None]:
-        """Ids from fastokens, offsets from byte lengths, labels from offsets; None where not exact."""
+        """Ids from fastokens, offsets from the token tables, labels from offsets; None where not exact."""
         n = len(texts)
         raw_ids, raw_bounds = self.fast.encode_batch_flat(texts, add_special_tokens=add_special_tokens)
         ids = np.frombuffer(raw_ids, dtype="<u4")
@@ -102,72 +105,28 @@ class FastBackend:
             raise RuntimeError(f"fastokens returned token id {ids.max()} outside the vocabulary")  # a bug
         ids = ids.astype(np.int32)  # < vocabulary size < 2**31; a copy, so the arrays handed out are writable
         bounds = np.frombuffer(raw_bounds, dtype="<u8").astype(np.int64)
-        ntok = np.diff(bounds)
-        ex_of_tok = np.repeat(np.arange(n), ntok)
-        ok = np.ones(n, dtype=bool)
-        added = np.zeros(len(ids), dtype=bool)  # tokens the post-processor inserted (BOS/EOS): no bytes
-        if add_special_tokens and len(self.prefix) + len(self.suffix):
-            ok &= ntok >= len(self.prefix) + len(self.suffix)
-            for pos, want in ((bounds[:-1, None] + np.arange(len(self.prefix)), self.prefix),
-                              (bounds[1:, None] - len(self.suffix) + np.arange(len(self.suffix)), self.suffix)):
-                pos = np.clip(pos, 0, max(len(ids) - 1, 0))
-                ok &= (ids[pos] == want).all(axis=1) if len(ids) else ok
-                added[pos[ok].ravel()] = True
-        any_added = bool(added.any())
-        tlen = np.where(added, 0, self.token_bytes[ids]) if any_added else self.token_bytes[ids]
-
-        # Offsets from tables: the characters that start in each token, and whether it starts mid-character.
-        starts = np.where(added, 0, self.token_chars[ids]) if any_added else self.token_chars[ids]
-        cum = np.concatenate(([0], np.cumsum(starts, dtype=np.int64)))
-        before = cum[:-1] - cum[bounds[:-1]][ex_of_tok]  # characters that started before the token
-        start_c, end_c = before - self.token_cont[ids], before + starts
-        if any_added:
-            start_c[added] = end_c[added] = 0
+        start, end, added, ok, chars = fast_kernels.offsets(ids, bounds, self.token_chars, self.token_cont,
+                                                            self.prefix, self.suffix, add_special_tokens)
         clen = np.fromiter(map(len, texts), dtype=np.int64, count=n)
-        char_base = np.concatenate(([0], np.cumsum(clen)))
         identity, runs = np.ones(n, dtype=bool), {}
         if self.aligner is not None:  # an NFC normalizer: the identity map holds where the text is NFC
             identity, runs = _nfc_runs(texts)
-        ok &= ~identity | (cum[bounds[1:]] - cum[bounds[:-1]] == clen)
-        aligned = self._aligned_offsets({i: r for i, r in runs.items() if ok[i]}, texts, bounds, tlen)
+        ok &= ~identity | (chars == clen)
+        aligned = self._aligned_offsets({i: r for i, r in runs.items() if ok[i]}, texts, bounds, ids, added)
         ok &= identity | np.isin(np.arange(n), list(aligned))
-        monotone = np.zeros(n, dtype=bool)
-        for i, off in aligned.items():  # into the arrays; the vectorized labels need them non-decreasing
-            start_c[bounds[i]:bounds[i + 1]], end_c[bounds[i]:bounds[i + 1]] = off[:, 0], off[:, 1]
-            monotone[i] = (len(off) < 2 or bool((np.diff(off, axis=0) >= 0).all())) and bool(
-                ((off[:, 1] > off[:, 0]) | added[bounds[i]:bounds[i + 1]]).all())
-        # Global positions for the span search, non-decreasing: post-processor tokens sit where they are
-        # inserted, and examples done one by one below collapse to their start.
-        fine = ok & (identity | (monotone & (not any_added)))
-        shift = char_base[ex_of_tok]
-        g_start, g_end = shift + start_c, shift + end_c
-        if any_added:
-            g_start[added] = g_end[added] = (shift + before)[added]
-        if not fine.all():
-            g_start[~fine[ex_of_tok]] = g_end[~fine[ex_of_tok]] = shift[~fine[ex_of_tok]]
-        supervised, regular = _supervised(g_start, g_end, fine[ex_of_tok] & ~added, spans, clen, char_base)
-        if add_special_tokens and any_added:
-            zero_start = np.array([any(s == 0 for s, _ in sp) for sp in spans], dtype=bool)
-            supervised |= added & zero_start[ex_of_tok]
-        labels = np.where(supervised, ids, np.int32(IGNORE_INDEX))
-        labels[bounds[:-1][ntok > 0]] = IGNORE_INDEX
-        offsets = np.stack((start_c, end_c), axis=1)
-
-        out: list[Encoded | None] = []
-        for i, a, b, good, vectorized in zip(range(n), bounds[:-1].tolist(), bounds[1:].tolist(), ok.tolist(),
-                                             (fine & regular).tolist()):
-            if vectorized:
-                out.append(Encoded(ids[a:b], labels[a:b], offsets[a:b]))
-            elif good:  # reordered marks, or empty/out-of-range spans: the reference's formula on our offsets
-                pp = added[a:b] if add_special_tokens else None
-                out.append(Encoded(ids[a:b], labels_from_spans(ids[a:b], offsets[a:b], spans[i], added=pp),
-                                   offsets[a:b]))
-            else:
-                out.append(None)
-        return out
+        for i, off in aligned.items():
+            start[bounds[i]:bounds[i + 1]], end[bounds[i]:bounds[i + 1]] = off[:, 0], off[:, 1]
+        counts = np.fromiter(map(len, spans), dtype=np.int64, count=n)
+        span_ptr = np.concatenate(([0], np.cumsum(counts)))
+        s, e = np.fromiter(chain.from_iterable(chain.from_iterable(spans)), dtype=np.int64,
+                           count=2 * int(span_ptr[-1])).reshape(-1, 2).T.copy()
+        labels = fast_kernels.labels(ids, bounds, start, end, added, span_ptr, s, e, clen, ok)
+        offsets = np.stack((start, end), axis=1)
+        return [Encoded(ids[a:b], labels[a:b], offsets[a:b]) if good else None
+                for a, b, good in zip(bounds[:-1].tolist(), bounds[1:].tolist(), ok.tolist())]
 
     def _aligned_offsets(self, runs: dict[int, list[tuple[int, int]]], texts: list[str], bounds,
-                         tlen) -> dict[int, np.ndarray]:
+                         ids, added) -> dict[int, np.ndarray]:
         """Offsets of the examples whose text NFC changes (keys of ``runs``), or of none it cannot do exactly.
 
         Each run (`_nfc_runs`) normalizes on its own: the aligner maps the runs, the identity map covers
@@ -190,12 +149,13 @@ class FastBackend:
         tok_start = np.concatenate(([0], np.cumsum(n_tok)))
         tok = np.repeat(bounds[which] - tok_start[:-1], n_tok) + np.arange(tok_start[-1])
         text_of = np.repeat(np.arange(len(which)), n_tok)
-        cum = np.concatenate(([0], np.cumsum(tlen[tok])))
+        tlen = np.where(added[tok], 0, self.token_bytes[ids[tok]])  # UTF-8 bytes; none for BOS/EOS
+        cum = np.concatenate(([0], np.cumsum(tlen)))
         good = np.diff(cum[tok_start]) == np.diff(norm_base)
         end_b = norm_base[text_of] + cum[1:] - cum[tok_start][text_of]
-        real = (tlen[tok] > 0) & good[text_of]
+        real = (tlen > 0) & good[text_of]
         off = np.zeros((len(tok), 2), dtype=np.int64)
-        off[real, 0] = first[(end_b - tlen[tok])[real]] - char_base[text_of[real]]
+        off[real, 0] = first[(end_b - tlen)[real]] - char_base[text_of[real]]
         off[real, 1] = last[end_b[real] - 1] - char_base[text_of[real]]
         return {i: off[tok_start[k]:tok_start[k + 1]] for k, i in enumerate(which) if good[k]}
 
@@ -284,30 +244,6 @@ def _ends_added(text: str, at: int, added: Sequence[str]) -> bool:
     return any(text.endswith(a, 0, at + 1) for a in added)
 
 
-def _supervised(start, end, real, spans, clen, char_base) -> tuple[np.ndarray, np.ndarray]:
-    """Whether each token overlaps a span of its example; which examples are regular.
-
-    ``start``/``end`` are global (batch) character positions, non-decreasing along the batch. So the
-    tokens overlapping span [s, e), the reference's ``start < e and end > s``, are one index range,
-    from the first token ending after ``s`` to the last starting before ``e``: two binary searches
-    per span and one prefix sum, instead of a test per token and span. Examples with an empty,
-    inverted or out-of-range span are irregular: `labels_from_spans` does them one by one.
-    """
-    regular = np.ones(len(clen), dtype=bool)
-    counts = np.fromiter(map(len, spans), dtype=np.int64, count=len(spans))
-    if not counts.sum():
-        return np.zeros(len(start), dtype=bool), regular
-    ex = np.repeat(np.arange(len(spans)), counts)
-    s, e = np.fromiter(chain.from_iterable(chain.from_iterable(spans)), dtype=np.int64, count=2 * counts.sum()
-                       ).reshape(-1, 2).T
-    bad = ~((s >= 0) & (s < e) & (e <= clen[ex]))
-    regular[ex[bad]] = False
-    first = np.searchsorted(end, s[~bad] + char_base[ex[~bad]], side="right")
-    stop = np.searchsorted(start, e[~bad] + char_base[ex[~bad]], side="left")
-    inside = np.bincount(first, minlength=len(start) + 1) - np.bincount(np.maximum(stop, first), minlength=len(start) + 1)
-    return real & (np.cumsum(inside[:-1]) > 0), regular
-
-
 def unsupported_reason(spec: dict) -> str | None:
     """Why byte-length offsets would not be exact for this ``tokenizer.json``; None when they are."""
     model = spec.get("model") or {}
@@ -338,33 +274,81 @@ def unsupported_reason(spec: dict) -> str | None:
     return None
 
 
-def load_fast_backend(raw: str, reference: ReferenceBackend, *, require_pin: bool) -> FastBackend:
-    """Build the fast backend for this ``tokenizer.json`` text, or say why not.
+class FastLoad:
+    """fastokens parsing a ``tokenizer.json`` on a thread, started before the reference loads the file.
+
+    fastokens releases the GIL while it parses (about 2 s for Qwen3's 151k merges), so ``tokenizers``,
+    the token tables and the NFC table are built meanwhile: loading takes the longer of the two, not
+    their sum. What cannot work (fastokens missing or another version under ``require_pin``, a file
+    outside what byte-length offsets cover) is known before any thread starts.
+    """
+
+    def __init__(self, raw: str, *, require_pin: bool) -> None:
+        self.raw, self.require_pin, self.spec, self.error = raw, require_pin, {}, None
+        self._fast: object | None = None
+        self._thread: threading.Thread | None = None
+        try:
+            self.spec = self._check(raw, require_pin)
+        except UnsupportedTokenizer as exc:
+            self.error = exc
+            return
+        self._thread = threading.Thread(target=self._parse, name="packcli-fastokens-load", daemon=True)
+        self._thread.start()
+
+    @staticmethod
+    def _check(raw: str, require_pin: bool) -> dict:
+        try:
+            import fastokens  # noqa: F401
+        except ImportError as exc:
+            raise UnsupportedTokenizer(f"fastokens is not installed ({exc})") from exc
+        if require_pin and (version := metadata.version("fastokens")) != FASTOKENS_PIN:
+            raise UnsupportedTokenizer(f"fastokens {version} is installed; packcli is validated with {FASTOKENS_PIN}")
+        spec = json.loads(raw)
+        if reason := unsupported_reason(spec):
+            raise UnsupportedTokenizer(reason)
+        return spec
+
+    def _parse(self) -> None:
+        import fastokens
+
+        try:
+            self._fast = fastokens.Tokenizer.from_json_str(self.raw)
+        except (ValueError, RuntimeError) as exc:
+            self.error = UnsupportedTokenizer(f"fastokens cannot load it: {exc}")
+
+    def result(self) -> object:
+        """The loaded ``fastokens.Tokenizer`` (waits for the thread).
+
+        Raises:
+            UnsupportedTokenizer: why there is none.
+        """
+        if self._thread is not None:
+            self._thread.join()
+        if self.error is not None:
+            raise self.error
+        return self._fast
+
+
+def load_fast_backend(load: FastLoad, reference: ReferenceBackend) -> FastBackend:
+    """Build the fast backend for the ``tokenizer.json`` that ``load`` parses, or say why not.
 
     Raises:
         UnsupportedTokenizer: fastokens is missing (or not `FASTOKENS_PIN` under ``require_pin``), cannot
             load the file, the file is outside what byte-length offsets cover, or the self-check failed.
     """
-    try:
-        import fastokens
-    except ImportError as exc:
-        raise UnsupportedTokenizer(f"fastokens is not installed ({exc})") from exc
-    if require_pin and (version := metadata.version("fastokens")) != FASTOKENS_PIN:
-        raise UnsupportedTokenizer(f"fastokens {version} is installed; packcli is validated with {FASTOKENS_PIN}")
-    spec = json.loads(raw)
-    if reason := unsupported_reason(spec):
-        raise UnsupportedTokenizer(reason)
-    try:
-        fast = fastokens.Tokenizer.from_json_str(raw)
-    except (ValueError, RuntimeError) as exc:
-        raise UnsupportedTokenizer(f"fastokens cannot load it: {exc}") from exc
+    if load.error is not None:
+        raise load.error
+    hf, spec = reference.tokenizer, load.spec
+    added = hf.get_added_tokens_decoder()
+    tables = _token_tables(hf, added)  # these three while fastokens parses
+    aligner = _aligner(spec) if spec.get("normalizer") else None
+    if aligner is not None:
+        _nfc_suspects()
+    fast = load.result()
     fast.no_padding()
     fast.no_truncation()
-    hf = reference.tokenizer
-    added = hf.get_added_tokens_decoder()
-    backend = FastBackend(fast, reference, _aligner(spec) if spec.get("normalizer") else None,
-                          tables=_token_tables(hf, added),
-                          added_texts=[t.content for t in added.values()], **_post_processor_tokens(hf))
+    backend = FastBackend(fast, reference, aligner, tables=tables, added_texts=[t.content for t in added.values()],
+                          **_post_processor_tokens(hf))
     self_check(backend)
     return backend
 

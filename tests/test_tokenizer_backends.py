@@ -353,7 +353,9 @@ def test_guard_catches_a_flipped_label():
 
 def test_guard_misses_an_unsampled_example_but_paranoid_does_not():
     """The sample is the trade-off: a fault outside it passes the default guard."""
-    victim = next(i for i, t in enumerate(TEXTS) if i not in guard_sample(TEXTS))
+    right = reference()
+    wrong = [Encoded(e.input_ids[:-1], e.labels[:-1]) for e in right]  # what DropToken hands the guard
+    victim = next(i for i in range(len(TEXTS)) if i not in guard_sample(right) + guard_sample(wrong))
     encode_batch(broken(victim=victim), TEXTS, SPANS, [False] * 3)  # not sampled: not caught
     with pytest.raises(TokenizerMismatchError):
         encode_batch(broken(victim=victim, paranoid=True), TEXTS, SPANS, [False] * 3)
@@ -372,13 +374,14 @@ def test_offset_mismatch_switches_the_rest_of_the_run_to_the_reference():
 def test_guard_counts_and_samples_deterministically():
     tok = load_tokenizer(FIXTURE_JSON, backend="fast")
     texts = [f"example number {k} with some text" for k in range(3000)]
-    sample = guard_sample(texts)
-    assert sample[0] == 0 and sample == guard_sample(texts)
-    assert set(guard_sample(texts[1:])) | {0} == {k - 1 for k in sample if k >= 1} | {0}  # position-independent
+    encoded = encode_batch(tok, texts, [[(0, 7)]] * 3000, [False] * 3000)
+    sample = guard_sample(encoded)
+    assert sample[0] == 0 and sample == guard_sample(encode_batch(load_tokenizer(FIXTURE_JSON), texts, [[(0, 7)]] * 3000,
+                                                                   [False] * 3000))  # the same on either backend
+    assert set(guard_sample(encoded[1:])) | {0} == {k - 1 for k in sample if k >= 1} | {0}  # position-independent
     assert 3000 / GUARD_PERIOD / 3 < len(sample) < 3000 / GUARD_PERIOD * 3
-    encode_batch(tok, texts, [[(0, 7)]] * 3000, [False] * 3000)
     assert tok.guard_checked == len(sample) and tok.guard.examples == 3000
-    assert guard_sample(texts, paranoid=True) == list(range(3000))
+    assert guard_sample(encoded, paranoid=True) == list(range(3000))
 
 
 # ------------------------------------------------------------------------------------ choosing a backend
@@ -454,6 +457,47 @@ def test_auto_without_fastokens_or_with_another_version(monkeypatch):
     assert "not installed" in load_tokenizer(FIXTURE_JSON, backend="auto").backend_reason
     with pytest.raises(InputError, match="not installed"):
         load_tokenizer(FIXTURE_JSON, backend="fast")
+
+
+def test_a_file_fastokens_fails_to_parse_on_its_thread_is_refused_with_the_reason(monkeypatch):
+    def refuse(raw):
+        raise ValueError("no such pre-tokenizer")
+    monkeypatch.setattr(fastokens.Tokenizer, "from_json_str", staticmethod(refuse))
+    tok = load_tokenizer(FIXTURE_JSON, backend="auto")
+    assert tok.backend_name == "tokenizers" and "cannot load it: no such pre-tokenizer" in tok.backend_reason
+    with pytest.raises(InputError, match="cannot load it"):
+        load_tokenizer(FIXTURE_JSON, backend="fast")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(
+    st.lists(st.tuples(st.integers(-2, 40), st.integers(0, 6), st.booleans()), max_size=12),  # start, width, added
+    st.lists(st.tuples(st.integers(-3, 42), st.integers(-3, 42)), max_size=4),  # spans, any order, some bad
+    st.integers(0, 40),  # the text's length
+), min_size=1, max_size=6))
+def test_labels_kernel_is_labels_from_spans(examples):
+    """Token by token the kernel gives the reference's formula, on offsets that are not monotone,
+    tokens past the text, empty tokens, added tokens, and empty, inverted or out-of-range spans."""
+    from packcli import fast_kernels
+
+    ids = np.arange(sum(len(t) for t, _, _ in examples), dtype=np.int32) + 7
+    bounds = np.concatenate(([0], np.cumsum([len(t) for t, _, _ in examples]))).astype(np.int64)
+    start = np.array([s for t, _, _ in examples for s, _, _ in t], dtype=np.int64)
+    end = np.array([s + w for t, _, _ in examples for s, w, _ in t], dtype=np.int64)
+    added = np.array([a for t, _, _ in examples for _, _, a in t], dtype=bool)
+    spans = [sp for _, sp, _ in examples]
+    span_ptr = np.concatenate(([0], np.cumsum([len(sp) for sp in spans]))).astype(np.int64)
+    flat = np.array([x for sp in spans for pair in sp for x in pair], dtype=np.int64).reshape(-1, 2)
+    clen = np.array([n for _, _, n in examples], dtype=np.int64)
+    todo = np.ones(len(examples), dtype=bool)
+    todo[-1] = len(examples) == 1  # an example not to do keeps IGNORE_INDEX everywhere
+    got = fast_kernels.labels(ids, bounds, start, end, added, span_ptr, flat[:, 0].copy(), flat[:, 1].copy(),
+                              clen, todo)
+    for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])):
+        offsets = np.stack((start[a:b], end[a:b]), axis=1)
+        want = (labels_from_spans(ids[a:b], offsets, spans[i], added=added[a:b]) if todo[i]
+                else np.full(b - a, IGNORE_INDEX, dtype=np.int32))
+        assert got[a:b].tolist() == want.tolist(), (i, spans[i], offsets.tolist())
 
 
 def test_unknown_backend_is_an_input_error():

@@ -1,0 +1,97 @@
+"""numba kernels of the fast tokenizer backend: character offsets from token ids, labels from spans.
+
+They replace some thirty whole-batch numpy passes (each allocating an array the size of the batch)
+with one loop per example, which took the backend's work after fastokens from 3x fastokens' own time
+to a fraction of it (docs/tokenizer-backends.md). Both compute exactly what the reference computes:
+`offsets` the offsets ``tokenizers`` reports for a byte-level BPE, `labels` the formula of
+`packcli.tokenization.labels_from_spans`, token by token, with no monotonicity assumed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+IGNORE = -100  # packcli.tokenization.IGNORE_INDEX (not imported: keeps this module import-light)
+
+
+@njit(cache=True, nogil=True)
+def offsets(ids, bounds, token_chars, token_cont, prefix, suffix, add_special):  # noqa: ANN001, ANN201
+    """Per token: character start and end within its example, and whether the post-processor added it.
+
+    Per example: whether the post-processor's tokens are where they should be (``ok``), and how many
+    characters its tokens spell (the caller compares that with the text's length).
+    """
+    n_tok, n = len(ids), len(bounds) - 1
+    start, end = np.zeros(n_tok, np.int64), np.zeros(n_tok, np.int64)
+    added, ok, chars = np.zeros(n_tok, np.bool_), np.ones(n, np.bool_), np.zeros(n, np.int64)
+    n_pre, n_suf = len(prefix), len(suffix)
+    for i in range(n):
+        a, b = bounds[i], bounds[i + 1]
+        if add_special and n_pre + n_suf:
+            if b - a < n_pre + n_suf:
+                ok[i] = False
+                continue
+            for k in range(n_pre):
+                ok[i] &= ids[a + k] == prefix[k]
+            for k in range(n_suf):
+                ok[i] &= ids[b - n_suf + k] == suffix[k]
+            if not ok[i]:
+                continue
+            added[a:a + n_pre] = True
+            added[b - n_suf:b] = True
+        before = 0  # characters that started before the token
+        for t in range(a, b):
+            if added[t]:
+                continue  # (0, 0), as tokenizers reports a post-processor token
+            c = token_chars[ids[t]]
+            start[t], end[t] = before - token_cont[ids[t]], before + c
+            before += c
+        chars[i] = before
+    return start, end, added, ok, chars
+
+
+@njit(cache=True, nogil=True)
+def labels(ids, bounds, start, end, added, span_ptr, span_s, span_e, clen, todo):  # noqa: ANN001, ANN201
+    """Labels of the examples marked ``todo``: `labels_from_spans` (added tokens supervised under a span
+    starting at 0; the first label ignored).
+
+    A token overlaps span [s, e) when ``start < e and end > s``. For a non-empty token inside the text
+    and spans that are non-empty and inside it, that is "some character of the token is in a span",
+    read off a prefix sum of covered characters: one pass over the characters, one over the tokens.
+    Anything else (an empty token, an inverted or out-of-range span) takes the formula span by span.
+    """
+    out = np.full(len(ids), IGNORE, np.int32)
+    covered = np.zeros(np.max(clen) + 2 if len(clen) else 1, np.int64)
+    for i in range(len(bounds) - 1):
+        a, b = bounds[i], bounds[i + 1]
+        if not todo[i] or a == b:
+            continue
+        p, q, length = span_ptr[i], span_ptr[i + 1], clen[i]
+        regular, zero_start = True, False
+        for k in range(p, q):
+            regular &= 0 <= span_s[k] < span_e[k] <= length
+            zero_start |= span_s[k] == 0
+        if regular:  # covered[c + 1] - covered[c]: character c is in a span
+            covered[:length + 2] = 0
+            for k in range(p, q):
+                covered[span_s[k] + 1] += 1
+                covered[span_e[k] + 1] -= 1
+            depth = 0
+            for c in range(1, length + 1):
+                depth += covered[c]
+                covered[c] = covered[c - 1] + (depth > 0)
+        for t in range(a, b):
+            st, en = start[t], end[t]
+            hit = added[t] and zero_start
+            if not hit and regular and 0 <= st < en <= length:
+                hit = covered[en] > covered[st]
+            elif not hit:
+                for k in range(p, q):
+                    if st < span_e[k] and en > span_s[k]:
+                        hit = True
+                        break
+            if hit:
+                out[t] = ids[t]
+        out[a] = IGNORE
+    return out
