@@ -79,11 +79,12 @@ def pack(
     force: Annotated[bool, typer.Option(help="Replace a non-empty --out.")] = False,
     engine: Annotated[str, typer.Option(help="local, or ray to tokenize units on a Ray cluster (packcli[ray]).")] = "local",
     workers: Annotated[Optional[int], typer.Option(
-        help="Processes that tokenize units: local worker processes (default 1; memory grows with each), "
-        "or Ray workers with --engine ray (default: the cluster's CPUs). The output is the same bytes.")] = None,
+        help="Processes that tokenize units: local processes (default: one per CPU, at most one per GiB of "
+        "available memory; 1 runs everything in this process), or Ray workers with --engine ray (default: "
+        "the cluster's CPUs). The output is the same bytes.")] = None,
     ray_address: Annotated[Optional[str], typer.Option(help="Join this Ray cluster ('auto' for the current one).")] = None,
     shared_fs: Annotated[bool, typer.Option(help="Confirm --out is on a filesystem every Ray node mounts.")] = False,
-    unit_lines: Annotated[int, typer.Option(help="Input lines per unit of work (resume and Ray granularity).")] = 100_000,
+    unit_lines: Annotated[int, typer.Option(help="Input lines per unit of work (the grain of parallel work and resume).")] = 10_000,
     tokenizer_backend: Annotated[str, typer.Option(
         help="auto (fastokens where it is exact for the tokenizer file, else tokenizers), hf (tokenizers), "
         "or fast (fastokens, an error if unsupported). The output is the same bytes with every backend.")] = "auto",
@@ -105,7 +106,7 @@ def pack(
 
       packcli pack data.jsonl -t tok/ --tokenizer-backend hf        # the reference tokenizer only
 
-      packcli pack big.jsonl -t tok/ --workers 4 --unit-lines 25000  # units in 4 processes
+      packcli pack big.jsonl -t tok/ --workers 1     # one process (default: one per CPU)
 
       packcli pack big/*.jsonl -t tok/ --engine ray --ray-address auto --shared-fs -o /mnt/shared/out
     """

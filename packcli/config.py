@@ -53,7 +53,7 @@ class PackConfig:
     max_displacement: float | None = None
     packs_per_shard: int = 2048
     batch_records: int = 4096
-    lines_per_unit: int = 100_000
+    lines_per_unit: int = 10_000
     tokenizer_backend: str = "auto"
     paranoid_tokenizer: bool = False
     force: bool = False

@@ -1,6 +1,8 @@
 """Worker processes on this machine, for `pack --workers` and `verify --workers`.
 
-Spawned, not forked: a forked child of a process whose tokenizer has already run stays
+`SharedPool` (``pack``) makes this process one of the workers: it starts on the first item at once,
+with the tokenizer it has already loaded, while the others start up (about 5 s each: imports and
+a tokenizer load). `map_in_processes` (``verify``) leaves the work to the workers. Spawned, not forked: a forked child of a process whose tokenizer has already run stays
 single-threaded for good. Each worker's tokenizer threads are capped to its share of the CPUs, so N
 workers do not start N thread pools the size of the machine. Results come back in input order, and
 an error (or Ctrl-C) cancels the work still queued instead of waiting for it.
@@ -9,14 +11,28 @@ an error (or Ctrl-C) cancels the work still queued instead of waiting for it.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ProcessPoolExecutor
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from itertools import repeat
 from multiprocessing import get_context
 from typing import TypeVar
 
 C, I, R = TypeVar("C"), TypeVar("I"), TypeVar("R")
 THREAD_VARIABLES = ("RAYON_NUM_THREADS", "FASTOKENS_BPE_THREADS")  # tokenizers and fastokens read these
+WORKER_MEMORY = 1 << 30  # what one more worker may take (a Qwen3-sized tokenizer in both libraries and a batch)
+
+
+def default_workers() -> int:
+    """``--workers`` when not given: the CPUs this process may use, at most one per GiB of available memory."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    try:
+        with open("/proc/meminfo", encoding="ascii") as handle:
+            available = next(int(line.split()[1]) * 1024 for line in handle if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError):  # not Linux: CPUs alone
+        return cpus
+    return max(1, min(cpus, available // WORKER_MEMORY))
 
 
 def thread_caps(threads: int) -> dict[str, str]:
@@ -37,3 +53,80 @@ def map_in_processes(fn: Callable[[C, I], R], common: C, items: Iterable[I], wor
 
 def _cap_threads(threads: int) -> None:
     os.environ.update(thread_caps(threads))  # read when the tokenizer first encodes, after this
+
+
+class SharedPool:
+    """This process and ``workers - 1`` spawned worker processes, sharing out the items of each `map`.
+
+    The workers live as long as the pool, so the second stage (shards) finds them started and
+    imported. This process takes the next item whenever it is free, so it never waits for a worker
+    to start. A feeder thread hands each worker one item at a time, the moment it is idle: an item
+    handed to the pool cannot be taken back, so queueing more would leave this process idle at the
+    end while a worker works through its queue.
+    """
+
+    def __init__(self, workers: int) -> None:
+        if workers < 2:
+            raise ValueError(f"a shared pool needs 2 or more workers, got {workers}")
+        self.workers = workers
+        self._pool = ProcessPoolExecutor(workers - 1, mp_context=get_context("spawn"), initializer=_cap_threads,
+                                         initargs=(max(1, (os.cpu_count() or 1) // workers),))
+
+    def __enter__(self) -> SharedPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def map(self, fn: Callable[[C, I], R], common: C, items: Sequence[I],
+            on_done: Callable[[I], None] = lambda item: None) -> list[R]:
+        """``fn(common, item)`` for every item; results in item order.
+
+        ``on_done`` is called as each item finishes (from either thread). An error stops the handing
+        out; the items already taken finish, and the error of the first failing item in item order
+        is raised (items are taken in order, so it is the error one process would have raised).
+        """
+        todo, lock = deque(range(len(items))), threading.Lock()
+        results: dict[int, R] = {}
+        failed: dict[int, BaseException | None] = {}  # item index -> its error; -1: the feeder, or Ctrl-C here
+
+        def take() -> int | None:
+            with lock:
+                return todo.popleft() if todo and not failed else None
+
+        def feed() -> None:
+            handed: dict[Future, int] = {}
+            try:
+                while True:
+                    while len(handed) < self.workers - 1 and (k := take()) is not None:
+                        handed[self._pool.submit(fn, common, items[k])] = k
+                    if not handed:
+                        return
+                    for future in wait(handed, return_when=FIRST_COMPLETED).done:
+                        k = handed.pop(future)
+                        if future.exception() is not None:
+                            failed[k] = future.exception()
+                        else:
+                            results[k] = future.result()
+                            on_done(items[k])
+            except BaseException as exc:  # noqa: BLE001 - handed to the main thread, which raises it
+                failed[-1] = exc
+
+        feeder = threading.Thread(target=feed, name="packcli-feeder", daemon=True)
+        feeder.start()
+        try:
+            while (k := take()) is not None:
+                try:
+                    results[k] = fn(common, items[k])
+                except Exception as exc:  # noqa: BLE001 - raised below, after the items already taken
+                    failed[k] = exc
+                    break
+                on_done(items[k])
+        except BaseException:
+            failed.setdefault(-1, None)  # Ctrl-C: stop handing out, and raise it as it is
+            raise
+        finally:
+            feeder.join()
+        if failed:
+            raise failed[min(failed)]  # type: ignore[misc]
+        return [results[k] for k in range(len(items))]

@@ -111,9 +111,11 @@ def test_local_worker_processes_give_the_same_bytes(tmp_path, corpus_files, toke
 
     def run(out: str, workers: int):
         return pack_corpus(PackConfig(inputs=tuple(corpus_files), tokenizer=str(tokenizer_dir), out=tmp_path / out,
-                                      capacity=512, lines_per_unit=30), engine=LocalEngine(workers=workers))
+                                      capacity=512, lines_per_unit=30, packs_per_shard=4),
+                           engine=LocalEngine(workers=workers))
 
     one, two = run("one", 1), run("two", 2)
+    assert len(two.manifest["shards"]) > 2  # shards written by the pool too
     assert one.manifest["manifest_sha256"] == two.manifest["manifest_sha256"]
     assert artifact_bytes(tmp_path / "one", one.manifest) == artifact_bytes(tmp_path / "two", two.manifest)
     assert two.manifest["unhashed"]["tokenization"] == one.manifest["unhashed"]["tokenization"]  # guard counts too
@@ -131,3 +133,55 @@ def test_local_worker_processes_surface_a_bad_record(tmp_path, tokenizer_dir):
     assert not (tmp_path / "o").exists()
     with pytest.raises(PackcliError, match="--workers must be at least 1"):
         LocalEngine(workers=0)
+
+
+def _whoami(delay: float, item: int) -> tuple[int, int]:
+    import os
+    import time
+
+    time.sleep(delay)
+    return item, os.getpid()
+
+
+def _fail_some(common: None, item: int) -> int:
+    import time
+
+    if item == 0:
+        time.sleep(1.0)  # in the worker: fails after item 1 has failed here
+        raise ValueError("item 0")
+    if item == 1:
+        raise ValueError("item 1")
+    return item
+
+
+def test_shared_pool_runs_every_item_once_here_and_in_workers_and_keeps_them():
+    import os
+
+    from packcli.workers import SharedPool
+
+    done: list[int] = []
+    with SharedPool(3) as pool:
+        out = pool.map(_whoami, 0.05, list(range(12)), on_done=done.append)
+        again = pool.map(_whoami, 0.05, list(range(12)))
+    assert [item for item, _ in out] == list(range(12)) and sorted(done) == list(range(12))
+    pids = {pid for _, pid in out}
+    assert os.getpid() in pids and len(pids) >= 2  # this process took items, and so did a worker
+    assert {pid for _, pid in again} - {os.getpid()} <= pids  # the second map: the same workers
+
+
+def test_shared_pool_raises_the_first_failing_item_in_order():
+    """Item 1 fails here first in time; item 0, taken earlier by a worker, fails later: item 0 is raised."""
+    from packcli.workers import SharedPool
+
+    with SharedPool(2) as pool, pytest.raises(ValueError, match="item 0"):
+        pool.map(_fail_some, None, list(range(6)))
+
+
+def test_default_workers_is_bounded_by_cpus_and_memory(monkeypatch):
+    import os
+
+    from packcli import workers
+
+    assert 1 <= workers.default_workers() <= len(os.sched_getaffinity(0))
+    monkeypatch.setattr(workers, "WORKER_MEMORY", 1 << 50)  # more than any machine has: one process
+    assert workers.default_workers() == 1

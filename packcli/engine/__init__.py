@@ -37,8 +37,9 @@ def make_engine(name: str, *, workers: int | None = None, address: str | None = 
 
     if name == "local":
         from packcli.engine.local import LocalEngine
+        from packcli.workers import default_workers
 
-        return LocalEngine(workers=workers)
+        return LocalEngine(workers=workers or default_workers())
     if name == "ray":
         from packcli.engine.ray import RayEngine
 
