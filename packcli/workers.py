@@ -1,8 +1,8 @@
 """Worker processes on this machine, for `pack --workers` and `verify --workers`.
 
-`SharedPool` (``pack``) makes this process one of the workers: it starts on the first item at once,
-with the tokenizer it has already loaded, while the others start up (about 5 s each: imports and
-a tokenizer load). `map_in_processes` (``verify``) leaves the work to the workers. Spawned, not forked: a forked child of a process whose tokenizer has already run stays
+`SharedPool` makes this process one of the workers: it starts on the first item at once, with the
+tokenizer it has already loaded, while the others start up (about 5 s each: imports and a
+tokenizer load). Spawned, not forked: a forked child of a process whose tokenizer has already run stays
 single-threaded for good. Each worker's tokenizer threads are capped to its share of the CPUs, so N
 workers do not start N thread pools the size of the machine. Results come back in input order, and
 an error (or Ctrl-C) cancels the work still queued instead of waiting for it.
@@ -40,17 +40,6 @@ def thread_caps(threads: int) -> dict[str, str]:
     return {name: str(threads) for name in THREAD_VARIABLES}
 
 
-def map_in_processes(fn: Callable[[C, I], R], common: C, items: Iterable[I], workers: int) -> Iterator[R]:
-    """``fn(common, item)`` for every item in ``workers`` worker processes; results in item order."""
-    threads = max(1, (os.cpu_count() or 1) // workers)
-    pool = ProcessPoolExecutor(workers, mp_context=get_context("spawn"), initializer=_cap_threads,
-                               initargs=(threads,))
-    try:
-        yield from pool.map(fn, repeat(common), items)
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-
-
 def _cap_threads(threads: int) -> None:
     os.environ.update(thread_caps(threads))  # read when the tokenizer first encodes, after this
 
@@ -79,10 +68,10 @@ class SharedPool:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
     def map(self, fn: Callable[[C, I], R], common: C, items: Sequence[I],
-            on_done: Callable[[I], None] = lambda item: None) -> list[R]:
+            on_done: Callable[[I, R], None] = lambda item, result: None) -> list[R]:
         """``fn(common, item)`` for every item; results in item order.
 
-        ``on_done`` is called as each item finishes (from either thread). An error stops the handing
+        ``on_done(item, result)`` is called as each item finishes (from either thread). An error stops the handing
         out; the items already taken finish, and the error of the first failing item in item order
         is raised (items are taken in order, so it is the error one process would have raised).
         """
@@ -108,7 +97,7 @@ class SharedPool:
                             failed[k] = future.exception()
                         else:
                             results[k] = future.result()
-                            on_done(items[k])
+                            on_done(items[k], results[k])
             except BaseException as exc:  # noqa: BLE001 - handed to the main thread, which raises it
                 failed[-1] = exc
 
@@ -121,7 +110,7 @@ class SharedPool:
                 except Exception as exc:  # noqa: BLE001 - raised below, after the items already taken
                     failed[k] = exc
                     break
-                on_done(items[k])
+                on_done(items[k], results[k])
         except BaseException:
             failed.setdefault(-1, None)  # Ctrl-C: stop handing out, and raise it as it is
             raise

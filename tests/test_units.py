@@ -161,7 +161,7 @@ def test_shared_pool_runs_every_item_once_here_and_in_workers_and_keeps_them():
 
     done: list[int] = []
     with SharedPool(3) as pool:
-        out = pool.map(_whoami, 0.05, list(range(12)), on_done=done.append)
+        out = pool.map(_whoami, 0.05, list(range(12)), on_done=lambda item, result: done.append(item))
         again = pool.map(_whoami, 0.05, list(range(12)))
     assert [item for item, _ in out] == list(range(12)) and sorted(done) == list(range(12))
     pids = {pid for _, pid in out}

@@ -42,7 +42,7 @@ class LocalEngine:
 
     def run(self, job: UnitJob, specs: Sequence[UnitSpec], on_done: Callable[[UnitSpec], None]) -> list[UnitIndex]:
         if self._pool is not None and len(specs) > 1:
-            return self._pool.map(run_unit, job, specs, on_done)
+            return self._pool.map(run_unit, job, specs, lambda spec, _: on_done(spec))
         results = []
         for spec in specs:
             results.append(run_unit(job, spec))
@@ -52,7 +52,7 @@ class LocalEngine:
     def write_shards(self, layout: SpillLayout, tasks: Sequence[ShardTask],
                      on_done: Callable[[ShardTask], None]) -> list[ShardResult]:
         if self._pool is not None and len(tasks) > 1:
-            return self._pool.map(write_shard_task, layout, tasks, on_done)
+            return self._pool.map(write_shard_task, layout, tasks, lambda task, _: on_done(task))
         results = []
         with SpillReader(layout) as reader:
             for task in tasks:

@@ -16,7 +16,7 @@ one pass over their unit, to report the first differing token (up to the violati
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,7 +32,7 @@ from packcli.tokenization import LoadedTokenizer, load_tokenizer, token_hash
 from packcli.units import UnitSpec, iter_unit_lines, plan_units
 from packcli.verify.invariants import FlatShard, resolve
 from packcli.verify.report import CheckResult, Violation
-from packcli.workers import map_in_processes
+from packcli.workers import SharedPool
 
 BATCH = 2048  # lines per Preparer call
 UNIT_LINES = 8192  # lines per unit of parallel work
@@ -100,7 +100,10 @@ def check_reconstruction(manifest: dict, seam: pa.Table, shards: dict[str, FlatS
         raise InputError(f"--workers must be at least 1, got {workers}")
     if workers is None and manifest["counts"]["records"] < PARALLEL_MIN_RECORDS:
         workers = 1
-    for spec, outcomes in zip(specs, _outcomes(job, preparer, specs, workers)):
+    def advance(spec: UnitSpec, outcomes: list) -> None:
+        progress.advance("reconstruct", len(outcomes))
+
+    for spec, outcomes in zip(specs, _outcomes(job, preparer, specs, workers, advance)):
         source = pinned_path[spec.path]
         differing: dict[int, tuple] = {}
         for line, outcome in outcomes:
@@ -113,21 +116,27 @@ def check_reconstruction(manifest: dict, seam: pa.Table, shards: dict[str, FlatS
                 differing[line] = span
         if differing:
             compare.explain(spec, differing)
-        progress.advance("reconstruct", len(outcomes))
     for (source, line) in by_line:
         result.fail(Violation("seam table names a line that is not a record in the source", source=source, line=line))
 
 
-def _outcomes(job: ReconstructJob, preparer: Preparer, specs: list[UnitSpec],
-              workers: int | None) -> Iterator[list[tuple[int, Outcome]]]:
-    """Each unit's outcomes, in unit order: here, or from a pool of worker processes."""
+def _outcomes(job: ReconstructJob, preparer: Preparer, specs: list[UnitSpec], workers: int | None,
+              on_done: Callable[[UnitSpec, list[tuple[int, Outcome]]], None]) -> list[list[tuple[int, Outcome]]]:
+    """Each unit's outcomes, in unit order: here, or here and in worker processes (`SharedPool`)."""
     cpus = os.cpu_count() or 1
     count = min(workers or (cpus if len(specs) > 1 else 1), len(specs))
     if count <= 1:
+        out = []
         for spec in specs:
-            yield unit_outcomes(job, spec, preparer)
-        return
-    yield from map_in_processes(unit_outcomes, job, specs, count)
+            out.append(unit_outcomes(job, spec, preparer))
+            on_done(spec, out[-1])
+        return out
+    _WORKER_PREPARERS[job] = preparer  # this process is a worker too, with the tokenizer it has loaded
+    try:
+        with SharedPool(count) as pool:
+            return pool.map(unit_outcomes, job, specs, on_done)
+    finally:
+        _WORKER_PREPARERS.pop(job, None)
 
 
 _WORKER_PREPARERS: dict[ReconstructJob, Preparer] = {}
