@@ -95,3 +95,43 @@ def labels(ids, bounds, start, end, added, span_ptr, span_s, span_e, clen, todo)
                 out[t] = ids[t]
         out[a] = IGNORE
     return out
+
+
+@njit(cache=True, nogil=True)
+def spells(ids, bounds, added, nbytes, spelling, spelling_start, text, clen):  # noqa: ANN001, ANN201
+    """Per example: whether its tokens' bytes are exactly its text's UTF-8 bytes.
+
+    ``text`` is the batch's texts' UTF-8, end to end; ``clen`` each text's length in characters, which
+    says where it ends (a character starts at every byte that is not a continuation byte). Tokens the
+    post-processor added spell nothing. One pass: the characters are counted in the bytes compared,
+    and only a text that is not spelled is walked again to find where the next one starts.
+    """
+    n = len(bounds) - 1
+    out = np.zeros(n, np.bool_)
+    pos = 0
+    for i in range(n):
+        p, same, seen = pos, True, 0
+        for t in range(bounds[i], bounds[i + 1]):
+            if added[t]:
+                continue
+            s, length = spelling_start[ids[t]], nbytes[ids[t]]
+            if p + length > len(text):
+                same = False
+                break
+            for j in range(length):
+                b = text[p + j]
+                if spelling[s + j] != b:
+                    same = False
+                    break
+                seen += (b & 0xC0) != 0x80
+            if not same:
+                break
+            p += length
+        if same and seen == clen[i] and (p == len(text) or (text[p] & 0xC0) != 0x80):
+            out[i], pos = True, p
+            continue
+        seen = 0
+        while pos < len(text) and (seen < clen[i] or (text[pos] & 0xC0) == 0x80):
+            seen += (text[pos] & 0xC0) != 0x80
+            pos += 1
+    return out

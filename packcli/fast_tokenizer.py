@@ -16,9 +16,12 @@ Labels then follow from the offsets by the reference's own formula. Both steps a
 
 An NFC normalizer is the one wrinkle: on text that is not already NFC the tokens spell the normalized
 text, and ``tokenizers`` maps them back with its own alignment (``e`` + U+0301 -> ``é`` at (0, 1)).
-NFC acts only on short runs (`_nfc_runs`), so the runs that change go through an *aligner*: the
-tokenizer's normalizer over a no-merge byte BPE, one token per normalized byte, each carrying
-``tokenizers``' own offsets. The rest of the text keeps the identity map.
+Where the tokens spell the text byte for byte (`packcli.fast_kernels.spells`, against a table of
+every token's bytes), NFC changed nothing and the identity map holds. Elsewhere NFC acts only on
+short runs (`_nfc_runs`), so the runs that change go through an *aligner*: the tokenizer's
+normalizer over a no-merge byte BPE, one token per normalized byte, each carrying ``tokenizers``'
+own offsets. The rest of the text keeps the identity map. A text that is not spelled and has no
+such run is encoded by the reference.
 
 Trade-off: this is exact only for what it was built for, so a tokenizer file is accepted only if it
 is a byte-level BPE, normalizer absent or NFC, no prefix space, no offset trimming, no stripping added
@@ -32,8 +35,10 @@ from __future__ import annotations
 import functools
 import json
 import threading
+from concurrent.futures import ThreadPoolExecutor
 import unicodedata
 from collections.abc import Sequence
+from dataclasses import dataclass
 from itertools import chain
 from importlib import metadata
 
@@ -44,6 +49,7 @@ from packcli import fast_kernels
 from packcli.tokenization import Encoded, ReferenceBackend
 
 _BYTE_ALPHABET_END = 512  # GPT-2's byte-level alphabet maps bytes to code points below this
+CHUNK = 1024  # texts per fastokens call in `FastBackend.encode`
 FASTOKENS_PIN = "0.3.5"  # the release docs/tokenizer-backends.md measured; `auto` uses no other
 # Texts both libraries must agree on (ids, labels, offsets) before this backend is used.
 PROBE_TEXTS = (
@@ -70,22 +76,35 @@ class FastBackend:
     name = "fastokens"
 
     def __init__(self, fast: object, reference: ReferenceBackend, aligner: object | None, *,
-                 tables: tuple[npt.NDArray[np.int64], ...], added_texts: Sequence[str], prefix: Sequence[int],
+                 tables: TokenTables, added_texts: Sequence[str], prefix: Sequence[int],
                  suffix: Sequence[int]) -> None:
         self.fast, self.reference, self.aligner = fast, reference, aligner  # aligner: None without NFC
         self.version = metadata.version("fastokens")
-        self.token_bytes, self.token_chars, self.token_cont = tables  # per id: UTF-8 length, chars starting, mid-char
+        self.tables = tables
         self.added_texts = tuple(added_texts)
         self.added_ends = {t[-1] for t in added_texts if t}
         self.aligner_nul = aligner.token_to_id(_bytes_to_unicode()[0]) if aligner else None
         self.prefix = np.asarray(prefix, dtype=np.int64)
         self.suffix = np.asarray(suffix, dtype=np.int64)
         self.reference_fallbacks = 0  # examples whose token bytes did not add up: encoded by the reference
+        self._ahead = ThreadPoolExecutor(1, thread_name_prefix="packcli-fastokens")
 
     def encode(self, texts: Sequence[str], spans: Sequence[Sequence[tuple[int, int]]], *,
                add_special_tokens: bool) -> list[Encoded]:
+        """In chunks of `CHUNK` texts, fastokens encoding the next chunk on a thread (it releases the GIL)
+        while this one is finished here: the work after fastokens is mostly single-threaded, so
+        without the overlap one core idles through it."""
         texts = list(texts)
-        out = self._encode_fast(texts, spans, add_special_tokens) if texts else []
+        parts = [slice(k, k + CHUNK) for k in range(0, len(texts), CHUNK)]
+        out: list[Encoded | None] = []
+        ahead = self._ahead.submit(self.fast.encode_batch_flat, texts[parts[0]], add_special_tokens=add_special_tokens
+                                   ) if parts else None
+        for k, part in enumerate(parts):
+            raw = ahead.result()
+            if k + 1 < len(parts):
+                ahead = self._ahead.submit(self.fast.encode_batch_flat, texts[parts[k + 1]],
+                                           add_special_tokens=add_special_tokens)
+            out += self._encode_fast(texts[part], spans[part], add_special_tokens, raw)
         rest = [i for i, enc in enumerate(out) if enc is None]
         if rest:
             self.reference_fallbacks += len(rest)
@@ -96,24 +115,30 @@ class FastBackend:
         return out  # type: ignore[return-value]
 
     def _encode_fast(self, texts: list[str], spans: Sequence[Sequence[tuple[int, int]]],
-                     add_special_tokens: bool) -> list[Encoded | None]:
-        """Ids from fastokens, offsets from the token tables, labels from offsets; None where not exact."""
+                     add_special_tokens: bool, raw: tuple[bytes, bytes] | None = None) -> list[Encoded | None]:
+        """Ids from fastokens (``raw``: its ``encode_batch_flat`` output, if already there), offsets from
+        the token tables, labels from offsets; None where not exact."""
         n = len(texts)
-        raw_ids, raw_bounds = self.fast.encode_batch_flat(texts, add_special_tokens=add_special_tokens)
+        raw_ids, raw_bounds = raw or self.fast.encode_batch_flat(texts, add_special_tokens=add_special_tokens)
         ids = np.frombuffer(raw_ids, dtype="<u4")
-        if len(ids) and ids.max() >= len(self.token_bytes):
+        if len(ids) and ids.max() >= len(self.tables.nbytes):
             raise RuntimeError(f"fastokens returned token id {ids.max()} outside the vocabulary")  # a bug
         ids = ids.astype(np.int32)  # < vocabulary size < 2**31; a copy, so the arrays handed out are writable
         bounds = np.frombuffer(raw_bounds, dtype="<u8").astype(np.int64)
-        start, end, added, ok, chars = fast_kernels.offsets(ids, bounds, self.token_chars, self.token_cont,
+        start, end, added, ok, chars = fast_kernels.offsets(ids, bounds, self.tables.chars, self.tables.cont,
                                                             self.prefix, self.suffix, add_special_tokens)
         clen = np.fromiter(map(len, texts), dtype=np.int64, count=n)
-        identity, runs = np.ones(n, dtype=bool), {}
-        if self.aligner is not None:  # an NFC normalizer: the identity map holds where the text is NFC
-            identity, runs = _nfc_runs(texts)
-        ok &= ~identity | (chars == clen)
-        aligned = self._aligned_offsets({i: r for i, r in runs.items() if ok[i]}, texts, bounds, ids, added)
-        ok &= identity | np.isin(np.arange(n), list(aligned))
+        aligned: dict[int, np.ndarray] = {}
+        if self.aligner is None:  # no normalizer: the tokens spell the text
+            ok &= chars == clen
+        else:  # NFC: the identity map holds where the tokens spell the text; where not, NFC changed it
+            raw = np.frombuffer("".join(texts).encode("utf-8", "surrogatepass"), dtype=np.uint8)
+            spelled = fast_kernels.spells(ids, bounds, added, self.tables.nbytes, self.tables.spelling,
+                                          self.tables.spelling_start, raw, clen)
+            rest = np.flatnonzero(ok & ~spelled)
+            runs = _nfc_runs([texts[i] for i in rest])[1] if len(rest) else {}
+            aligned = self._aligned_offsets({int(rest[k]): r for k, r in runs.items()}, texts, bounds, ids, added)
+            ok &= spelled | np.isin(np.arange(n), list(aligned))  # neither: to the reference
         for i, off in aligned.items():
             start[bounds[i]:bounds[i + 1]], end[bounds[i]:bounds[i + 1]] = off[:, 0], off[:, 1]
         counts = np.fromiter(map(len, spans), dtype=np.int64, count=n)
@@ -149,7 +174,7 @@ class FastBackend:
         tok_start = np.concatenate(([0], np.cumsum(n_tok)))
         tok = np.repeat(bounds[which] - tok_start[:-1], n_tok) + np.arange(tok_start[-1])
         text_of = np.repeat(np.arange(len(which)), n_tok)
-        tlen = np.where(added[tok], 0, self.token_bytes[ids[tok]])  # UTF-8 bytes; none for BOS/EOS
+        tlen = np.where(added[tok], 0, self.tables.nbytes[ids[tok]])  # UTF-8 bytes; none for BOS/EOS
         cum = np.concatenate(([0], np.cumsum(tlen)))
         good = np.diff(cum[tok_start]) == np.diff(norm_base)
         end_b = norm_base[text_of] + cum[1:] - cum[tok_start][text_of]
@@ -353,15 +378,27 @@ def load_fast_backend(load: FastLoad, reference: ReferenceBackend) -> FastBacken
     return backend
 
 
-def _token_tables(hf, added: dict) -> tuple[npt.NDArray[np.int64], ...]:
-    """Per token id: its UTF-8 length, how many characters start in it, whether it starts mid-character.
+@dataclass(frozen=True)
+class TokenTables:
+    """Per token id: its UTF-8 length, how many characters start in it, whether it starts mid-character,
+    and its bytes (``spelling[spelling_start[id]:][:nbytes[id]]``)."""
 
-    Vocabulary tokens are read through the byte-level alphabet, added tokens as their text. The
-    vocabulary (150k tokens for Qwen3) is done in one pass of numpy over all its characters.
-    """
+    nbytes: npt.NDArray[np.int32]
+    chars: npt.NDArray[np.int32]
+    cont: npt.NDArray[np.int32]
+    spelling: npt.NDArray[np.uint8]
+    spelling_start: npt.NDArray[np.int64]
+
+
+def _token_tables(hf, added: dict) -> TokenTables:
+    """The `TokenTables` of a byte-level BPE: vocabulary tokens read through the byte-level alphabet,
+    added tokens as their text. The vocabulary (150k tokens for Qwen3) is done in one pass of numpy
+    over all its characters."""
     vocab = [(t, i) for t, i in hf.get_vocab(with_added_tokens=False).items() if i not in added]
     size = max([*(i for _, i in vocab), *added, -1]) + 1
     tables = np.zeros((3, size), dtype=np.int32)
+    spelling_start = np.zeros(size, dtype=np.int64)
+    raw = np.zeros(0, dtype=np.int16)
     if vocab:
         tokens = [t for t, _ in vocab]
         ids = np.fromiter((i for _, i in vocab), dtype=np.int64, count=len(vocab))
@@ -381,15 +418,17 @@ def _token_tables(hf, added: dict) -> tuple[npt.NDArray[np.int64], ...]:
         tables[0, ids] = lengths
         tables[1, ids] = np.add.reduceat(lead.astype(np.int64), starts)
         tables[2, ids] = ~lead[starts]
+        spelling_start[ids] = starts
+    spelled = [raw.astype(np.uint8)]
+    end = len(raw)
     for i, tok in added.items():
-        _fill(tables, i, tok.content.encode("utf-8"))
+        text = tok.content.encode("utf-8")
+        tables[:, i] = len(text), sum((b & 0xC0) != 0x80 for b in text), (text[0] & 0xC0) == 0x80 if text else 0
+        spelling_start[i], end = end, end + len(text)
+        spelled.append(np.frombuffer(text, dtype=np.uint8))
     if (tables[0] == 0).any():
         raise UnsupportedTokenizer("a token id has no bytes (a gap in the vocabulary?)")
-    return tables[0], tables[1], tables[2]
-
-
-def _fill(tables, i: int, raw: bytes) -> None:
-    tables[:, i] = len(raw), sum((b & 0xC0) != 0x80 for b in raw), (raw[0] & 0xC0) == 0x80 if raw else 0
+    return TokenTables(tables[0], tables[1], tables[2], np.concatenate(spelled), spelling_start)
 
 
 def _bytes_to_unicode() -> dict[int, str]:

@@ -129,6 +129,43 @@ def test_random_unicode_gives_identical_ids_labels_offsets(pairs, name, batch):
     assert_same(ref, fast, texts, spans, flags)
 
 
+@pytest.mark.parametrize("name", ["fixture", "fixture+nfc"])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batch=examples())
+def test_chunks_encoded_ahead_on_a_thread_give_the_same_arrays(pairs, name, batch, monkeypatch):
+    """`FastBackend.encode` in chunks of 2 (fastokens encoding the next chunk while this one is finished)."""
+    from packcli import fast_tokenizer
+
+    monkeypatch.setattr(fast_tokenizer, "CHUNK", 2)
+    ref, fast = pairs(name)
+    texts, spans, flags = (list(col) for col in zip(*(batch * 3)))
+    assert_same(ref, fast, texts, spans, flags)
+
+
+def test_a_wrong_id_that_spells_as_many_characters_goes_to_the_reference(pairs, monkeypatch):
+    """With NFC, offsets are trusted only where the tokens spell the text byte for byte: an id swapped for
+    another one-character token keeps the character count right, and is still sent to the reference."""
+    ref, fast = pairs("fixture+nfc")
+    texts, spans = ["a cab", "Grüße caba"], [[(0, 5)], [(2, 10)]]
+    real = fast.backend.fast
+    a, c = (ref.tokenizer.token_to_id(ch) for ch in "ac")
+
+    class SwapsAForC:
+        def encode_batch_flat(self, batch, add_special_tokens):
+            ids, bounds = real.encode_batch_flat(batch, add_special_tokens=add_special_tokens)
+            swapped = np.frombuffer(ids, dtype="<u4").copy()
+            assert (swapped == a).any()
+            swapped[swapped == a] = c
+            return swapped.tobytes(), bounds
+
+    monkeypatch.setattr(fast.backend, "fast", SwapsAForC())
+    before = fast.backend.reference_fallbacks
+    out = fast.backend.encode(texts, spans, add_special_tokens=False)
+    assert fast.backend.reference_fallbacks - before == 2  # both: neither spells its text
+    for got, want in zip(out, encode_batch(ref, texts, spans, [False, False])):
+        assert got.input_ids.tolist() == want.input_ids.tolist() and got.labels.tolist() == want.labels.tolist()
+
+
 @pytest.mark.parametrize("name", TOKENIZERS)
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(turns=st.lists(st.tuples(text_st, text_st), min_size=1, max_size=4))
