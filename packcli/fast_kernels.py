@@ -135,3 +135,62 @@ def spells(ids, bounds, added, nbytes, spelling, spelling_start, text, clen):  #
             seen += (text[pos] & 0xC0) != 0x80
             pos += 1
     return out
+
+
+@njit(cache=True, nogil=True)
+def aligned_offsets(ids, bounds, added, nbytes, which, text, byte_base, char_base, run_ptr, run_bytes, run_chars,
+                    aux_ptr, aux):  # noqa: ANN001, ANN201
+    """Offsets of the tokens of the examples ``which`` (texts that NFC changed), and whether each adds up.
+
+    The tokens spell the normalized text: the text's own bytes, except that each run (``run_bytes``,
+    ``run_chars``: its byte and character range in ``text``) is replaced by its normalized bytes, each
+    with the original characters it comes from (``aux[aux_ptr[r]:aux_ptr[r + 1]]``: first, last + 1,
+    from the aligner). A byte outside the runs comes from the character it is in. So one walk per text,
+    token by token along the normalized bytes, gives each token (the first character of its first
+    byte, the last of its last), relative to the text's start (``char_base``). ``text`` is the texts of
+    ``which`` end to end in UTF-8 (``byte_base``: where each starts); ``run_ptr`` each text's runs. A text
+    whose token bytes are not exactly its normalized bytes is not good (the reference encodes it).
+    """
+    n_tok = 0
+    for k in range(len(which)):
+        n_tok += bounds[which[k] + 1] - bounds[which[k]]
+    off = np.zeros((n_tok, 2), np.int64)
+    good = np.zeros(len(which), np.bool_)
+    o = 0
+    for k in range(len(which)):
+        a, b = bounds[which[k]], bounds[which[k] + 1]
+        p, end, cur, base = byte_base[k], byte_base[k + 1], char_base[k] - 1, char_base[k]
+        r, r_end, q, in_run, ok = run_ptr[k], run_ptr[k + 1], 0, False, True
+        first = last = 0
+        for t in range(a, b):
+            if added[t]:
+                continue  # (0, 0)
+            for j in range(nbytes[ids[t]]):
+                while not in_run and r < r_end and p == run_bytes[r, 0]:  # a run starts here
+                    if aux_ptr[r] == aux_ptr[r + 1]:  # normalized to nothing: skip it
+                        p, cur, r = run_bytes[r, 1], run_chars[r, 1] - 1, r + 1
+                    else:
+                        in_run, q = True, aux_ptr[r]
+                if in_run:
+                    f, l = aux[q, 0], aux[q, 1]
+                    q += 1
+                    if q == aux_ptr[r + 1]:  # the run is done: back to the text after it
+                        in_run, p, cur, r = False, run_bytes[r, 1], run_chars[r, 1] - 1, r + 1
+                elif p < end:
+                    cur += (text[p] & 0xC0) != 0x80
+                    f, l = cur, cur + 1
+                    p += 1
+                else:
+                    ok = False
+                    break
+                if j == 0:
+                    first = f
+                last = l
+            if not ok:
+                break
+            off[o + t - a, 0], off[o + t - a, 1] = first - base, last - base
+        while ok and not in_run and r < r_end and p == run_bytes[r, 0] and aux_ptr[r] == aux_ptr[r + 1]:
+            p, r = run_bytes[r, 1], r + 1
+        good[k] = ok and not in_run and r == r_end and p == end
+        o += b - a
+    return off, good

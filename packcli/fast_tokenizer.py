@@ -155,8 +155,9 @@ class FastBackend:
         """Offsets of the examples whose text NFC changes (keys of ``runs``), or of none it cannot do exactly.
 
         Each run (`_nfc_runs`) normalizes on its own: the aligner maps the runs, the identity map covers
-        the rest. An added token is cut out before normalizing, so a run whose first character may end
-        one (``<|im_end|>`` + U+0338 would compose ``>`` into ``≯``) goes to the reference instead.
+        the rest (`packcli.fast_kernels.aligned_offsets` walks both). An added token is cut out before
+        normalizing, so a run whose first character may end one (``<|im_end|>`` + U+0338 would compose
+        ``>`` into ``≯``) goes to the reference instead.
         """
         which = [i for i, rs in runs.items()
                  if not any(texts[i][s] in self.added_ends and _ends_added(texts[i], s, self.added_texts) for s, _ in rs)]
@@ -164,54 +165,24 @@ class FastBackend:
             return {}
         text = "".join(texts[i] for i in which)  # the batch's NFC-changing texts, end to end
         char_base = np.concatenate(([0], np.cumsum([len(texts[i]) for i in which])))
-        runs_g = np.array([(s + c, e + c) for i, c in zip(which, char_base.tolist()) for s, e in runs[i]],
-                          dtype=np.int64)
-        aligned = self.aligner.encode("\x00".join(text[s:e] for s, e in runs_g.tolist()), add_special_tokens=False)
-        first, last, norm_base = self._splice(text, runs_g, aligned, char_base)
-
-        # Each text's tokens over its normalized bytes; a text whose token bytes do not add up is left out.
-        n_tok = np.array([bounds[i + 1] - bounds[i] for i in which], dtype=np.int64)
-        tok_start = np.concatenate(([0], np.cumsum(n_tok)))
-        tok = np.repeat(bounds[which] - tok_start[:-1], n_tok) + np.arange(tok_start[-1])
-        text_of = np.repeat(np.arange(len(which)), n_tok)
-        tlen = np.where(added[tok], 0, self.tables.nbytes[ids[tok]])  # UTF-8 bytes; none for BOS/EOS
-        cum = np.concatenate(([0], np.cumsum(tlen)))
-        good = np.diff(cum[tok_start]) == np.diff(norm_base)
-        end_b = norm_base[text_of] + cum[1:] - cum[tok_start][text_of]
-        real = (tlen > 0) & good[text_of]
-        off = np.zeros((len(tok), 2), dtype=np.int64)
-        off[real, 0] = first[(end_b - tlen)[real]] - char_base[text_of[real]]
-        off[real, 1] = last[end_b[real] - 1] - char_base[text_of[real]]
-        return {i: off[tok_start[k]:tok_start[k + 1]] for k, i in enumerate(which) if good[k]}
-
-    def _splice(self, text: str, runs: npt.NDArray[np.int64], enc, char_base) -> tuple[np.ndarray, ...]:
-        """Map the normalized bytes of ``text`` back to it.
-
-        Returns, per normalized byte, the original characters (first, last + 1) it comes from: the
-        identity map (c, c + 1), with each run's bytes replaced by the aligner's (``enc``: the runs
-        joined by NUL, which NFC leaves alone); and where each ``char_base`` position starts in the
-        normalized bytes (the last entry: their count).
-        """
-        raw = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
-        lead = (raw & 0xC0) != 0x80
-        byte_of_char = np.append(np.flatnonzero(lead), len(raw))
+        run_chars = np.array([(s + c, e + c) for i, c in zip(which, char_base.tolist()) for s, e in runs[i]],
+                             dtype=np.int64)
+        run_ptr = np.concatenate(([0], np.cumsum([len(runs[i]) for i in which])))
+        # The aligner: the runs joined by NUL (which NFC leaves alone), one token per normalized byte,
+        # with tokenizers' offsets into the joined string, moved to positions in ``text``.
+        enc = self.aligner.encode("\x00".join(text[s:e] for s, e in run_chars.tolist()), add_special_tokens=False)
         aux = np.asarray(enc.offsets, dtype=np.int64).reshape(-1, 2)[np.asarray(enc.ids) != self.aligner_nul]
-        joined_start = np.concatenate(([0], np.cumsum(runs[:, 1] - runs[:, 0] + 1)))[:-1]
+        joined_start = np.concatenate(([0], np.cumsum(run_chars[:, 1] - run_chars[:, 0] + 1)))[:-1]
         run_of = np.searchsorted(joined_start, aux[:, 0], side="right") - 1
-        aux += (runs[:, 0] - joined_start)[run_of, None]
-        bs, be = byte_of_char[runs[:, 0]], byte_of_char[runs[:, 1]]
-        edges = np.concatenate(([0], np.stack((bs, be), axis=1).ravel(), [len(raw)]))
-        kept = (np.cumsum(lead) - 1)[np.repeat(np.arange(len(edges) - 1) % 2 == 0, np.diff(edges))]
-        grow = np.concatenate(([0], np.cumsum(np.bincount(run_of, minlength=len(runs)) - (be - bs))))
-        aux_pos = (bs + grow[:-1])[run_of] + (np.arange(len(aux)) - np.searchsorted(run_of, run_of))
-        from_aux = np.zeros(len(kept) + len(aux), dtype=bool)
-        from_aux[aux_pos] = True
-        first, last = np.empty(len(from_aux), dtype=np.int64), np.empty(len(from_aux), dtype=np.int64)
-        first[aux_pos], last[aux_pos] = aux[:, 0], aux[:, 1]
-        first[~from_aux], last[~from_aux] = kept, kept + 1
-        starts = byte_of_char[char_base[:-1]]  # never inside a run, or at a run's first byte
-        norm_base = np.append(starts + grow[np.searchsorted(bs, starts)], len(first))  # runs before each start
-        return first, last, norm_base
+        aux += (run_chars[:, 0] - joined_start)[run_of, None]
+        aux_ptr = np.concatenate(([0], np.cumsum(np.bincount(run_of, minlength=len(run_chars)))))
+        raw = np.frombuffer(text.encode("utf-8", "surrogatepass"), dtype=np.uint8)
+        byte_of_char = np.append(np.flatnonzero((raw & 0xC0) != 0x80), len(raw))
+        off, good = fast_kernels.aligned_offsets(
+            ids, bounds, added, self.tables.nbytes, np.asarray(which, dtype=np.int64), raw, byte_of_char[char_base],
+            char_base, run_ptr, byte_of_char[run_chars], run_chars, aux_ptr, aux)
+        tok_start = np.concatenate(([0], np.cumsum([bounds[i + 1] - bounds[i] for i in which])))
+        return {i: off[tok_start[k]:tok_start[k + 1]] for k, i in enumerate(which) if good[k]}
 
 
 def _nfc_runs(texts: list[str]) -> tuple[npt.NDArray[np.bool_], dict[int, list[tuple[int, int]]]]:
