@@ -150,11 +150,15 @@ class _Sandbox(ImmutableSandboxedEnvironment):
     reads the key after catching AttributeError, a raised exception per access. A plain dict has no
     attributes beyond its type's, so for a name outside ``dir(dict)`` the key is read directly,
     which is the same result without the exception. On the plain built-in types only ``format`` and
-    ``format_map`` can yield ``str.format`` (which the sandbox must wrap), so other names skip that test.
+    ``format_map`` can yield ``str.format`` (which the sandbox must wrap), so other names skip that test;
+    ``loop.index`` and the loop's other numbers are read directly; and a call of a plain type's
+    built-in method (vetted when it was looked up) skips the checks meant for template callables.
     """
 
     _PLAIN_TYPES = frozenset({str, dict, list, tuple, int, float, bool, type(None)})
     _DICT_ATTRIBUTES = frozenset(dir(dict))
+    _LOOP_NUMBERS = frozenset({"index", "index0", "revindex", "revindex0", "first", "last", "length", "depth", "depth0"})
+    _BUILTIN_METHOD = type("".strip)
 
     _MEMO_TYPES = frozenset({str, dict, list, tuple, int, float, bool, type(None), jinja2.runtime.LoopContext,
                              jinja2.utils.Namespace})
@@ -166,6 +170,8 @@ class _Sandbox(ImmutableSandboxedEnvironment):
 
     def getattr(self, obj: object, attribute: str) -> object:
         kind = type(obj)
+        if kind is jinja2.runtime.LoopContext and self._MEMO_SAFE and attribute in self._LOOP_NUMBERS:
+            return getattr(obj, attribute)  # a number or a bool, computed by Jinja
         if not self._MEMO_SAFE or kind not in self._PLAIN_TYPES or attribute in ("format", "format_map"):
             return super().getattr(obj, attribute)  # str.format must be wrapped by the sandbox
         if kind is dict and attribute not in self._DICT_ATTRIBUTES:
@@ -178,6 +184,20 @@ class _Sandbox(ImmutableSandboxedEnvironment):
         except AttributeError:
             return super().getattr(obj, attribute)
         return value if self.is_safe_attribute(obj, attribute, value) else self.unsafe_undefined(obj, attribute)
+
+    def call(__self, __context: jinja2.runtime.Context, __obj: object, *args: object, **kwargs: object) -> object:  # noqa: N805
+        # A built-in method of a plain type (``content.strip()``), already vetted when it was looked up:
+        # what Context.call does for it, without the checks that cannot apply (names as Jinja's: any
+        # keyword may come from the template).
+        if __self._MEMO_SAFE and type(__obj) is __self._BUILTIN_METHOD and type(__obj.__self__) in __self._PLAIN_TYPES:
+            kwargs.pop("_block_vars", None)
+            kwargs.pop("_loop_vars", None)
+            try:
+                return __obj(*args, **kwargs)
+            except StopIteration:
+                return __context.environment.undefined("value was undefined because a callable raised a "
+                                                       "StopIteration exception")
+        return super().call(__context, __obj, *args, **kwargs)
 
     def is_safe_attribute(self, obj: object, attr: str, value: object) -> bool:
         kind = type(obj)

@@ -136,7 +136,9 @@ def test_sandbox_fast_attribute_access_matches_jinja():
 
     text = ("{% for m in messages %}{{ m.role }}|{{ m.content.strip().upper() }}|{{ m.missing is defined }}|"
             "{{ m.items is defined }}|{{ m.get('role') }}|{{ m.keys is defined }}|{{ 'x{}'.format(m.role) }}|"
-            "{{ loop.index }}|{{ (1.5).real }}|{{ m.content.nope is defined }}\n{% endfor %}")
+            "{{ loop.index }}|{{ (1.5).real }}|{{ m.content.nope is defined }}|{{ m.content.split(maxsplit=1) }}|"
+            "{{ loop.first }}{{ loop.last }}{{ loop.length }}{{ loop.revindex0 }}{{ loop.previtem is defined }}|"
+            "{{ m.content.replace(' ', '_', 1) }}|{{ m['content'].startswith((' ', 'y')) }}\n{% endfor %}")
     messages = [{"role": "user", "content": " hi "}, {"role": "assistant", "content": "yo", "items": 1}]
     assert _Sandbox().from_string(text).render(messages=messages) == \
         ImmutableSandboxedEnvironment().from_string(text).render(messages=messages)
