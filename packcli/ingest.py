@@ -173,7 +173,8 @@ def parse_record(raw: bytes, *, file_index: int, line: int, fmt: Format = Format
         if not isinstance(obj, dict):
             raise _Invalid(f"expected a JSON object, got {_type_name(obj)}")
         record = _normalise(obj, file_index, line, _detect(obj) if fmt is Format.auto else fmt)
-        _check_encodable(record)
+        if b"\\ud" in raw or b"\\uD" in raw:  # a surrogate can only come from a \uD800-\uDFFF escape
+            _check_encodable(record)
     except _Invalid as exc:
         return Rejection(file_index, line, str(exc))
     return record
@@ -218,16 +219,16 @@ def _turns(obj: dict, key: str, role_key: str, content_key: str, map_role) -> tu
         raise _Invalid(f"{key}: empty conversation")
     out = []
     for i, turn in enumerate(turns):
-        where = f"{key}[{i}]"
         if not isinstance(turn, dict):
-            raise _Invalid(f"{where}: expected an object, got {_type_name(turn)}")
+            raise _Invalid(f"{key}[{i}]: expected an object, got {_type_name(turn)}")
         raw_role = turn.get(role_key)
         if not isinstance(raw_role, str):
-            raise _Invalid(f"{where}.{role_key}: expected a string, got {_type_name(raw_role)}")
+            raise _Invalid(f"{key}[{i}].{role_key}: expected a string, got {_type_name(raw_role)}")
         role = map_role(raw_role)
         if role is None:
-            raise _Invalid(f"{where}.{role_key}: unknown role {raw_role!r}")
-        out.append(Message(role, _content(turn.get(content_key), f"{where}.{content_key}")))
+            raise _Invalid(f"{key}[{i}].{role_key}: unknown role {raw_role!r}")
+        content = turn.get(content_key)
+        out.append(Message(role, content if type(content) is str else _content(content, f"{key}[{i}].{content_key}")))
     return tuple(out)
 
 

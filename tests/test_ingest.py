@@ -49,6 +49,8 @@ def test_forced_format_overrides_detection():
     (b'{"messages": [{"role": "user", "content": 42}]}', "messages[0].content: expected a string or a list of text parts, got number"),
     (b'{"messages": [{"role": "user", "content": "\xff\xfe"}]}', "invalid UTF-8 at byte"),
     (b'{"messages": [{"role": "user", "content": "\\ud800"}]}', "lone surrogate"),
+    (b'{"text": "ok \\uDC00 then more"}', "lone surrogate"),  # upper-case escape, a low surrogate alone
+    (b'{"prompt": "\\u00e9\\uD83D", "completion": "x"}', "lone surrogate"),  # after another escape
     (b'{"conversations": [{"from": "alien", "value": "x"}]}', "unknown role 'alien'"),
     (b'{"prompt": "p", "completion": 3}', "completion: expected a string, got number"),
     (b'{"text": ""}', "text: empty"),
