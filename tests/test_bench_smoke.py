@@ -64,3 +64,19 @@ def test_pack_then_verify_modes(bench, corpus, tmp_path, capsys):
     assert {c["name"] for c in data["result"]["checks"]} == {"integrity", "contract_drift", "pack_layout", "global",
                                                              "reconstruction"}
     assert set(data["result"]["check_seconds"]) == set(bench.CHECKS)
+
+
+def test_bench_corpus_nfc_option_normalizes_every_message(tmp_path):
+    import unicodedata
+
+    make = load_script("make_bench_corpus")
+    plain, nfc = tmp_path / "plain.jsonl", tmp_path / "nfc.jsonl"
+    make.write_bench(plain, 300)
+    make.write_bench(nfc, 300, nfc=True)
+
+    def contents(path):
+        return [m["content"] for line in path.read_text(encoding="utf-8").split("\n") if line
+                for m in json.loads(line)["messages"]]
+    assert not all(unicodedata.is_normalized("NFC", c) for c in contents(plain))  # the default has decomposed text
+    assert all(unicodedata.is_normalized("NFC", c) for c in contents(nfc))
+    assert [unicodedata.normalize("NFC", c) for c in contents(plain)] == contents(nfc)  # the same conversations
