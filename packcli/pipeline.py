@@ -20,6 +20,7 @@ import shutil
 import tempfile
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -39,7 +40,8 @@ from packcli.prepare import Preparer
 from packcli.shards import file_sha256, shard_name
 from packcli.tokenization import IGNORE_INDEX, LoadedTokenizer, load_tokenizer, token_hash
 from packcli.units import (DROPPED, PACKED, REJECTED, STATUSES, TRUNCATED, SpillLayout, SpillReader, UnitIndex,
-                           UnitJob, UnitSpec, plan_units, register_preparer)
+                           UnitJob, UnitSpec, backend_choice, plan_units,
+                           register_preparer, warm_tokenizer)
 from packcli.writing import ShardTask
 
 SEAM_TABLE_SCHEMA = pa.schema([
@@ -104,6 +106,14 @@ def pack_corpus(config: PackConfig, progress: Progress = NO_PROGRESS, engine: En
         PackcliError: bad configuration, inputs, tokenizer or template; a record under
             ``--on-error fail``; an unmet budget. Nothing is left at ``config.out`` in every case.
     """
+    engine = engine or LocalEngine()
+    # The engine's workers (if any) load the tokenizer while this process does.
+    with engine.session(warm=partial(warm_tokenizer, config.tokenizer, config.tokenizer_backend,
+                                     config.paranoid_tokenizer)):
+        return _pack(config, progress, engine)
+
+
+def _pack(config: PackConfig, progress: Progress, engine: Engine) -> PackSummary:
     timings: dict[str, float] = {}
     tokenizer = load_tokenizer(config.tokenizer, backend=config.tokenizer_backend, paranoid=config.paranoid_tokenizer)
     template = load_template(config.template, tokenizer.config)
@@ -116,16 +126,15 @@ def pack_corpus(config: PackConfig, progress: Progress = NO_PROGRESS, engine: En
     work = out.parent / f".packcli-work-{out.name}"  # unit spills; kept after a failure so a re-run resumes
     work.mkdir(exist_ok=True)
     job = UnitJob(tokenizer=config.tokenizer, template=config.template, paranoid_tokenizer=config.paranoid_tokenizer,
-                  tokenizer_backend="hf" if tokenizer.backend_name == "tokenizers" else "fast",
+                  tokenizer_backend=backend_choice(tokenizer),
                   tokenizer_backend_version=tokenizer.backend_version, loss=config.loss.value,
                   input_format=config.input_format.value, batch_records=config.batch_records,
                   fail_fast=config.on_error is OnError.fail, work_dir=str(work),
                   config_hash=_tokenization_hash(tokenizer, template, config))
     register_preparer(job, Preparer(renderer, tokenizer, config.input_format))
-    engine = engine or LocalEngine()
     tmp = Path(tempfile.mkdtemp(prefix=f".packcli-tmp-{out.name}-", dir=out.parent))
     try:
-        with progress.running(), engine.session():
+        with progress.running():
             specs = plan_units(files, config.lines_per_unit)
             progress.start("units", "tokenizing", total=len(specs))
             t0 = time.perf_counter()

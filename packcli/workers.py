@@ -15,9 +15,12 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from itertools import repeat
 from multiprocessing import get_context
 from typing import TypeVar
+
+from packcli.errors import PackcliError
 
 C, I, R = TypeVar("C"), TypeVar("I"), TypeVar("R")
 THREAD_VARIABLES = ("RAYON_NUM_THREADS", "FASTOKENS_BPE_THREADS")  # tokenizers and fastokens read these
@@ -54,12 +57,17 @@ class SharedPool:
     end while a worker works through its queue.
     """
 
-    def __init__(self, workers: int) -> None:
+    def __init__(self, workers: int, warm: Callable[[], None] | None = None) -> None:
+        """``warm``: started on every worker at once (they spawn now, not at the first item), e.g. to load
+        the tokenizer while this process loads its own; its errors are left to the real work to meet."""
         if workers < 2:
             raise ValueError(f"a shared pool needs 2 or more workers, got {workers}")
         self.workers = workers
         self._pool = ProcessPoolExecutor(workers - 1, mp_context=get_context("spawn"), initializer=_cap_threads,
                                          initargs=(max(1, (os.cpu_count() or 1) // workers),))
+        if warm is not None:
+            for _ in range(workers - 1):
+                self._pool.submit(warm)
 
     def __enter__(self) -> SharedPool:
         return self
@@ -117,5 +125,9 @@ class SharedPool:
         finally:
             feeder.join()
         if failed:
-            raise failed[min(failed)]  # type: ignore[misc]
+            error = failed[min(failed)]
+            if isinstance(error, BrokenProcessPool):
+                raise PackcliError("a worker process died (killed for memory?)",
+                                   "run with fewer --workers: each holds its own tokenizer (about 1 GB)") from error
+            raise error  # type: ignore[misc]
         return [results[k] for k in range(len(items))]

@@ -373,6 +373,24 @@ def test_a_worker_with_another_backend_version_refuses(tmp_path):
         job.preparer()
 
 
+def test_a_warmed_tokenizer_is_used_only_if_it_resolved_as_the_driver_did(tmp_path):
+    from packcli import units
+
+    def job(backend: str, version: str):
+        return units.UnitJob(tokenizer=str(FIXTURE_JSON), tokenizer_backend=backend, tokenizer_backend_version=version,
+                             paranoid_tokenizer=False, template="chatml", loss="auto", input_format="auto",
+                             batch_records=8, fail_fast=False, work_dir=str(tmp_path), config_hash=backend)
+
+    units.warm_tokenizer(str(FIXTURE_JSON), "auto", False)  # resolves to fastokens for the fixture
+    warmed = units._WARM[(str(FIXTURE_JSON), False)]
+    assert warmed.backend_name == "fastokens"
+    assert job("fast", warmed.backend_version).preparer().tokenizer is warmed  # taken, not loaded again
+    units.warm_tokenizer(str(FIXTURE_JSON), "auto", False)
+    warmed = units._WARM[(str(FIXTURE_JSON), False)]
+    reference = job("hf", load_tokenizer(FIXTURE_JSON).backend_version).preparer().tokenizer
+    assert reference is not warmed and reference.backend_name == "tokenizers"  # the driver fell back: so does it
+
+
 def test_guard_reports_the_batch_index_and_position_under_paranoid():
     tok = broken(victim=2, paranoid=True)
     expected = reference(flags=[True] * 3)[2].input_ids

@@ -185,3 +185,22 @@ def test_default_workers_is_bounded_by_cpus_and_memory(monkeypatch):
     assert 1 <= workers.default_workers() <= len(os.sched_getaffinity(0))
     monkeypatch.setattr(workers, "WORKER_MEMORY", 1 << 50)  # more than any machine has: one process
     assert workers.default_workers() == 1
+
+
+def _die_in_a_worker(driver_pid: int, item: int) -> int:
+    import os
+
+    if os.getpid() != driver_pid:
+        os._exit(3)  # what the OOM killer does to a worker
+    return item
+
+
+def test_a_worker_that_dies_is_a_clear_error_not_a_traceback():
+    import os
+
+    from packcli.errors import PackcliError
+    from packcli.workers import SharedPool
+
+    with SharedPool(2) as pool, pytest.raises(PackcliError, match="worker process died") as info:
+        pool.map(_die_in_a_worker, os.getpid(), list(range(4)))
+    assert "fewer --workers" in info.value.hint

@@ -16,8 +16,12 @@ from packcli.writing import ShardResult, ShardTask
 class Engine(Protocol):
     name: str
 
-    def session(self) -> AbstractContextManager[None]:
-        """Hold whatever the engine needs (a Ray connection) across both stages of one run."""
+    def session(self, warm: Callable[[], None] | None = None) -> AbstractContextManager[None]:
+        """Hold whatever the engine needs (a Ray connection, worker processes) across both stages of one run.
+
+        ``warm``: a picklable call each worker may run while it has nothing else to do (load the
+        tokenizer); engines without long-lived workers ignore it.
+        """
         ...
 
     def run(self, job: UnitJob, specs: Sequence[UnitSpec], on_done: Callable[[UnitSpec], None]) -> list[UnitIndex]:

@@ -30,11 +30,11 @@ class LocalEngine:
         self._pool: SharedPool | None = None
 
     @contextmanager
-    def session(self) -> Iterator[None]:
+    def session(self, warm: Callable[[], None] | None = None) -> Iterator[None]:
         if self.workers < 2:
             yield
             return
-        with SharedPool(self.workers) as self._pool:
+        with SharedPool(self.workers, warm=warm) as self._pool:
             try:
                 yield
             finally:

@@ -57,7 +57,7 @@ class RayEngine:
         self.shared_fs = shared_fs
 
     @contextmanager
-    def session(self) -> Iterator[None]:
+    def session(self, warm: Callable[[], None] | None = None) -> Iterator[None]:
         """Start (or join) Ray for the run, and shut it down after if this engine started it."""
         ray = import_ray()
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
