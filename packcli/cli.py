@@ -171,7 +171,7 @@ def verify(
 
       packcli verify packed/ --seam-out seams.csv --max-violations 100000
     """
-    from packcli.render import render_attention, render_self_test, render_verify
+    from packcli.render import render_self_test, render_verify
     from packcli.verify import verify_artifact
 
     try:

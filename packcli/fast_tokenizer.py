@@ -35,12 +35,12 @@ from __future__ import annotations
 import functools
 import json
 import threading
-from concurrent.futures import ThreadPoolExecutor
 import unicodedata
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from itertools import chain
 from importlib import metadata
+from itertools import chain
 
 import numpy as np
 import numpy.typing as npt
@@ -132,11 +132,11 @@ class FastBackend:
         if self.aligner is None:  # no normalizer: the tokens spell the text
             ok &= chars == clen
         else:  # NFC: the identity map holds where the tokens spell the text; where not, NFC changed it
-            raw = np.frombuffer("".join(texts).encode("utf-8", "surrogatepass"), dtype=np.uint8)
+            utf8 = np.frombuffer("".join(texts).encode("utf-8", "surrogatepass"), dtype=np.uint8)
             spelled = fast_kernels.spells(ids, bounds, added, self.tables.nbytes, self.tables.spelling,
-                                          self.tables.spelling_start, raw, clen)
+                                          self.tables.spelling_start, utf8, clen)
             rest = np.flatnonzero(ok & ~spelled)
-            runs = _nfc_runs([texts[i] for i in rest])[1] if len(rest) else {}
+            runs = _nfc_runs([texts[i] for i in rest]) if len(rest) else {}
             aligned = self._aligned_offsets({int(rest[k]): r for k, r in runs.items()}, texts, bounds, ids, added)
             ok &= spelled | np.isin(np.arange(n), list(aligned))  # neither: to the reference
         for i, off in aligned.items():
@@ -185,23 +185,22 @@ class FastBackend:
         return {i: off[tok_start[k]:tok_start[k + 1]] for k, i in enumerate(which) if good[k]}
 
 
-def _nfc_runs(texts: list[str]) -> tuple[npt.NDArray[np.bool_], dict[int, list[tuple[int, int]]]]:
-    """Which texts are NFC, and for the others the character runs that NFC changes.
+def _nfc_runs(texts: list[str]) -> dict[int, list[tuple[int, int]]]:
+    """The character runs that NFC changes, by text (texts that are NFC have none).
 
     A run is a stretch of `_nfc_suspects` with the character before it. That character is a starter
     that composes with nothing before it, and the character after the run is one too, so each run
     normalizes on its own (``a`` + U+0323 -> ``ạ``) and the text between runs is NFC already: a text
     is NFC if and only if its runs are, and only runs that are not need the aligner.
     """
-    identity = np.ones(len(texts), dtype=bool)
     wide = [i for i, t in enumerate(texts) if not t.isascii()]
     if not wide:
-        return identity, {}
+        return {}
     joined = "".join(texts[i] for i in wide)
     base = np.concatenate(([0], np.cumsum([len(texts[i]) for i in wide])))
     where = np.flatnonzero(_nfc_suspects()[np.frombuffer(joined.encode("utf-32-le"), dtype="<u4")])
     if not len(where):
-        return identity, {}
+        return {}
     ex = np.searchsorted(base, where, side="right") - 1
     new = np.concatenate(([True], (np.diff(where) != 1) | (np.diff(ex) != 0)))
     stop = np.append(where[np.flatnonzero(new)[1:] - 1], where[-1:]) + 1
@@ -212,8 +211,7 @@ def _nfc_runs(texts: list[str]) -> tuple[npt.NDArray[np.bool_], dict[int, list[t
         if not unicodedata.is_normalized("NFC", joined[s:e]):
             b = int(base[k])
             runs.setdefault(wide[k], []).append((s - b, e - b))
-    identity[list(runs)] = False
-    return identity, runs
+    return runs
 
 
 @functools.cache

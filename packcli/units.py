@@ -252,6 +252,7 @@ class SpillReader:
     """
 
     MAX_OPEN = 64  # units whose files stay open (two descriptors each); reads come in unit order
+    GAP = 1 << 14  # tokens (64 KiB a file): examples closer than this in a spill are read in one go
 
     def __init__(self, layout: SpillLayout) -> None:
         self.starts = np.asarray(layout.starts, dtype=np.int64)
@@ -268,15 +269,30 @@ class SpillReader:
                ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]]:
         """The examples at ``offsets`` (``lengths`` tokens each) end to end, in the order given.
 
-        Read in file order, so the reads walk each spill forward whatever order the packs want.
+        Read in file order, so the reads walk each spill forward whatever order the packs want, and
+        examples of one unit less than `GAP` tokens apart are read together, one ``pread`` a file:
+        a shard holding a good share of the corpus (few shards) makes a few large reads instead of
+        two system calls an example, and a shard holding a sliver of it (many shards) reads no more
+        than its examples and the short gaps between them.
         """
         ends = np.cumsum(lengths)
         total = int(ends[-1]) if len(ends) else 0
         ids, labels = np.empty(total, np.int32), np.empty(total, np.int32)
-        begins = (ends - lengths).tolist()
-        for k in np.argsort(offsets, kind="stable").tolist():
-            a, b = begins[k], begins[k] + int(lengths[k])
-            self._read_into(int(offsets[k]), ids[a:b], labels[a:b])
+        order = np.argsort(offsets, kind="stable")
+        at, n = offsets[order].astype(np.int64), lengths[order].astype(np.int64)
+        reach = np.maximum.accumulate(at + n)  # the furthest token needed so far
+        unit = np.searchsorted(self.starts, at, side="right") - 1
+        new = np.ones(len(at), dtype=bool)
+        new[1:] = (at[1:] > reach[:-1] + self.GAP) | (unit[1:] != unit[:-1])
+        cuts = np.append(np.flatnonzero(new), len(at)).tolist()
+        dest = (ends - lengths)[order].tolist()
+        for a, b in zip(cuts[:-1], cuts[1:]):
+            lo, hi = int(at[a]), int(reach[b - 1])
+            run_ids, run_labels = np.empty(hi - lo, np.int32), np.empty(hi - lo, np.int32)
+            self._read_into(lo, run_ids, run_labels)
+            for start, size, to in zip((at[a:b] - lo).tolist(), n[a:b].tolist(), dest[a:b]):
+                ids[to:to + size] = run_ids[start:start + size]
+                labels[to:to + size] = run_labels[start:start + size]
         return ids, labels
 
     def _read_into(self, offset: int, ids: npt.NDArray[np.int32], labels: npt.NDArray[np.int32]) -> None:

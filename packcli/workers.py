@@ -4,8 +4,8 @@
 tokenizer it has already loaded, while the others start up (about 5 s each: imports and a
 tokenizer load). Spawned, not forked: a forked child of a process whose tokenizer has already run stays
 single-threaded for good. Each worker's tokenizer threads are capped to its share of the CPUs, so N
-workers do not start N thread pools the size of the machine. Results come back in input order, and
-an error (or Ctrl-C) cancels the work still queued instead of waiting for it.
+workers do not start N thread pools the size of the machine. Results come back in input order; an
+error (or Ctrl-C) stops the handing out, so only the items already started are waited for.
 """
 
 from __future__ import annotations
@@ -13,10 +13,9 @@ from __future__ import annotations
 import os
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from itertools import repeat
 from multiprocessing import get_context
 from typing import TypeVar
 

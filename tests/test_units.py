@@ -93,10 +93,13 @@ def test_spill_reader_gathers_across_units_in_any_order(tmp_path):
     assert pickle.loads(pickle.dumps(layout)) == layout  # shard-writing tasks receive it
     with SpillReader(layout) as spill:
         spill.MAX_OPEN = 2  # evicts: the reads below cycle through more units than stay open
-        ids, labels = spill.gather(offsets[order], lens[order])
-        want = np.concatenate([all_ids[offsets[k]:offsets[k] + lens[k]] for k in order])
-        want_labels = np.concatenate([all_labels[offsets[k]:offsets[k] + lens[k]] for k in order])
-        assert np.array_equal(ids, want) and np.array_equal(labels, want_labels)
+        for gap in (0, 30, 1 << 14):  # example by example, some merged, each unit in one read
+            spill.GAP = gap
+            head = lens[order] - (np.arange(len(order)) % 3 == 0) * (lens[order] // 2)  # some cut short
+            ids, labels = spill.gather(offsets[order], head)
+            want = np.concatenate([all_ids[offsets[k]:offsets[k] + h] for k, h in zip(order, head)])
+            want_labels = np.concatenate([all_labels[offsets[k]:offsets[k] + h] for k, h in zip(order, head)])
+            assert np.array_equal(ids, want) and np.array_equal(labels, want_labels), gap
         k = int(order[0])
         head_ids, head_labels = spill.read(offsets[k], 1)
         assert head_ids.tolist() == [all_ids[offsets[k]]] and head_labels.tolist() == [all_labels[offsets[k]]]
