@@ -10,7 +10,9 @@ error (or Ctrl-C) stops the handing out, so only the items already started are w
 
 from __future__ import annotations
 
+import atexit
 import os
+import sys
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -42,8 +44,18 @@ def thread_caps(threads: int) -> dict[str, str]:
     return {name: str(threads) for name in THREAD_VARIABLES}
 
 
-def _cap_threads(threads: int) -> None:
+def _init_worker(threads: int) -> None:
     os.environ.update(thread_caps(threads))  # read when the tokenizer first encodes, after this
+    # Leave without the interpreter's teardown, which takes about 0.5 s once a numba kernel has run
+    # (the pool's shutdown waits for it). Registered first, this runs after every other exit handler,
+    # and a worker has nothing left to flush: each task's files are closed when the task returns.
+    atexit.register(_leave_now)
+
+
+def _leave_now() -> None:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 class SharedPool:
@@ -62,7 +74,7 @@ class SharedPool:
         if workers < 2:
             raise ValueError(f"a shared pool needs 2 or more workers, got {workers}")
         self.workers = workers
-        self._pool = ProcessPoolExecutor(workers - 1, mp_context=get_context("spawn"), initializer=_cap_threads,
+        self._pool = ProcessPoolExecutor(workers - 1, mp_context=get_context("spawn"), initializer=_init_worker,
                                          initargs=(max(1, (os.cpu_count() or 1) // workers),))
         if warm is not None:
             for _ in range(workers - 1):
