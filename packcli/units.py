@@ -26,7 +26,7 @@ import numpy.typing as npt
 from packcli.errors import PackcliError, RecordError
 from packcli.ingest import InputFile, open_binary, read_errors
 from packcli.prepare import Preparer, example_id
-from packcli.tokenization import LoadedTokenizer
+from packcli.tokenization import LoadedTokenizer, load_tokenizer
 
 STATUSES = ("packed", "truncated", "dropped", "rejected")  # a record's fate, as the seam table spells it
 PACKED, TRUNCATED, DROPPED, REJECTED = range(4)
@@ -135,7 +135,6 @@ class UnitJob:
         if cached is None:
             from packcli.chat import LossPolicy, Renderer, load_template
             from packcli.ingest import Format
-            from packcli.tokenization import load_tokenizer
 
             tok = _WARM.pop((self.tokenizer, self.paranoid_tokenizer), None)
             if tok is None or backend_choice(tok) != self.tokenizer_backend:  # not warmed, or resolved otherwise
@@ -160,8 +159,6 @@ def warm_tokenizer(tokenizer: str, backend: str, paranoid: bool) -> None:
     "hf" or "fast"); `UnitJob.preparer` takes it if it resolved the same way. About 4 s of a
     Qwen3-sized worker's start that no longer waits behind the driver's own load.
     """
-    from packcli.tokenization import load_tokenizer
-
     _WARM[(tokenizer, paranoid)] = load_tokenizer(tokenizer, backend=backend, paranoid=paranoid)
 
 
