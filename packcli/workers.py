@@ -69,31 +69,40 @@ class SharedPool:
     """
 
     def __init__(self, workers: int, warm: Callable[[], None] | None = None) -> None:
-        """``warm``: started on every worker at once (they spawn now, not at the first item), e.g. to load
-        the tokenizer while this process loads its own; its errors are left to the real work to meet."""
-        if workers < 2:
-            raise ValueError(f"a shared pool needs 2 or more workers, got {workers}")
+        """``workers=1``: everything in this process, no worker started. ``warm``: started on every worker
+        at once (they spawn now, not at the first item), e.g. to load the tokenizer while this process
+        loads its own; its errors are left to the real work to meet."""
+        if workers < 1:
+            raise ValueError(f"a shared pool needs 1 or more workers, got {workers}")
         self.workers = workers
-        self._pool = ProcessPoolExecutor(workers - 1, mp_context=get_context("spawn"), initializer=_init_worker,
-                                         initargs=(max(1, (os.cpu_count() or 1) // workers),))
-        if warm is not None:
-            for _ in range(workers - 1):
+        self._pool: ProcessPoolExecutor | None = None
+        if workers > 1:
+            self._pool = ProcessPoolExecutor(workers - 1, mp_context=get_context("spawn"), initializer=_init_worker,
+                                             initargs=(max(1, (os.cpu_count() or 1) // workers),))
+            for _ in range(workers - 1 if warm is not None else 0):
                 self._pool.submit(warm)
 
     def __enter__(self) -> SharedPool:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
 
     def map(self, fn: Callable[[C, I], R], common: C, items: Sequence[I],
             on_done: Callable[[I, R], None] = lambda item, result: None) -> list[R]:
         """``fn(common, item)`` for every item; results in item order.
 
-        ``on_done(item, result)`` is called as each item finishes (from either thread). An error stops the handing
-        out; the items already taken finish, and the error of the first failing item in item order
-        is raised (items are taken in order, so it is the error one process would have raised).
+        ``on_done(item, result)`` is called as each item finishes (from either thread). An error stops
+        the handing out; the items already taken finish, and the error of the first failing item in
+        item order is raised (items are taken in order, so it is the error one process would have raised).
         """
+        if self._pool is None or len(items) < 2:  # nothing to share: here, in order
+            results = []
+            for item in items:
+                results.append(fn(common, item))
+                on_done(item, results[-1])
+            return results
         todo, lock = deque(range(len(items))), threading.Lock()
         results: dict[int, R] = {}
         failed: dict[int, BaseException | None] = {}  # item index -> its error; -1: the feeder, or Ctrl-C here

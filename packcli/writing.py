@@ -41,18 +41,10 @@ class ShardResult:
     token_hashes: list[str]
 
 
-def write_shard_task(layout: SpillLayout, task: ShardTask, reader: SpillReader | None = None) -> ShardResult:
-    """Gather the task's examples from the spills, build the shard's table and write it to ``task.path``.
-
-    ``reader``: an open reader to reuse (the local engine's case); otherwise one is opened and closed here.
-    """
-    own = reader is None
-    reader = reader or SpillReader(layout)
-    try:
+def write_shard_task(layout: SpillLayout, task: ShardTask) -> ShardResult:
+    """Gather the task's examples from the spills, build the shard's table and write it to ``task.path``."""
+    with SpillReader(layout) as reader:
         ids, labels = reader.gather(task.spill_offsets, task.lengths)
-    finally:
-        if own:
-            reader.close()
     table = build_table(ids, labels, task.lengths, task.examples_per_pack, task.example_ids)
     info = write_shard(table, Path(task.path))
     bounds = np.concatenate([[0], np.cumsum(task.lengths)]).tolist()

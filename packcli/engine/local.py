@@ -3,10 +3,11 @@
 Units, then shards, run in ``workers`` processes (`packcli.workers.SharedPool`, held for the
 session): this one, which already holds the tokenizer, and ``workers - 1`` spawned workers.
 Parsing and rendering are single-threaded Python and so is much of the fast backend's work after
-fastokens returns, so one process leaves cores idle. Each worker holds its own tokenizer and batch (about 0.8 GB with Qwen3). ``workers=1``,
-the default here (spawning processes from a library call needs the caller's ``__main__`` guard),
-runs everything in this process; ``packcli pack`` defaults to `packcli.workers.default_workers`.
-Results come back in unit order: the bytes do not depend on ``workers``.
+fastokens returns, so one process leaves cores idle. Each worker holds its own tokenizer and batch
+(about 0.8 GB with Qwen3). ``workers=1``, the default here (spawning processes from a library call
+needs the caller's ``__main__`` guard), runs everything in this process; ``packcli pack`` defaults
+to `packcli.workers.default_workers`. Results come back in unit order: the bytes do not depend on
+``workers``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 from packcli.errors import PackcliError
-from packcli.units import SpillLayout, SpillReader, UnitIndex, UnitJob, UnitSpec, run_unit
+from packcli.units import SpillLayout, UnitIndex, UnitJob, UnitSpec, run_unit
 from packcli.workers import SharedPool
 from packcli.writing import ShardResult, ShardTask, write_shard_task
 
@@ -31,9 +32,6 @@ class LocalEngine:
 
     @contextmanager
     def session(self, warm: Callable[[], None] | None = None) -> Iterator[None]:
-        if self.workers < 2:
-            yield
-            return
         with SharedPool(self.workers, warm=warm) as self._pool:
             try:
                 yield
@@ -41,21 +39,19 @@ class LocalEngine:
                 self._pool = None
 
     def run(self, job: UnitJob, specs: Sequence[UnitSpec], on_done: Callable[[UnitSpec], None]) -> list[UnitIndex]:
-        if self._pool is not None and len(specs) > 1:
-            return self._pool.map(run_unit, job, specs, lambda spec, _: on_done(spec))
-        results = []
-        for spec in specs:
-            results.append(run_unit(job, spec))
-            on_done(spec)
-        return results
+        with self._shared() as pool:
+            return pool.map(run_unit, job, specs, lambda spec, _: on_done(spec))
 
     def write_shards(self, layout: SpillLayout, tasks: Sequence[ShardTask],
                      on_done: Callable[[ShardTask], None]) -> list[ShardResult]:
-        if self._pool is not None and len(tasks) > 1:
-            return self._pool.map(write_shard_task, layout, tasks, lambda task, _: on_done(task))
-        results = []
-        with SpillReader(layout) as reader:
-            for task in tasks:
-                results.append(write_shard_task(layout, task, reader))
-                on_done(task)
-        return results
+        with self._shared() as pool:
+            return pool.map(write_shard_task, layout, tasks, lambda task, _: on_done(task))
+
+    @contextmanager
+    def _shared(self) -> Iterator[SharedPool]:
+        """The session's pool, or (called outside a session) a pool for this call alone."""
+        if self._pool is not None:
+            yield self._pool
+        else:
+            with SharedPool(self.workers) as pool:
+                yield pool

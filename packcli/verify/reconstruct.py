@@ -123,14 +123,7 @@ def check_reconstruction(manifest: dict, seam: pa.Table, shards: dict[str, FlatS
 def _outcomes(job: ReconstructJob, preparer: Preparer, specs: list[UnitSpec], workers: int | None,
               on_done: Callable[[UnitSpec, list[tuple[int, Outcome]]], None]) -> list[list[tuple[int, Outcome]]]:
     """Each unit's outcomes, in unit order: here, or here and in worker processes (`SharedPool`)."""
-    cpus = os.cpu_count() or 1
-    count = min(workers or (cpus if len(specs) > 1 else 1), len(specs))
-    if count <= 1:
-        out = []
-        for spec in specs:
-            out.append(unit_outcomes(job, spec, preparer))
-            on_done(spec, out[-1])
-        return out
+    count = max(1, min(workers or os.cpu_count() or 1, len(specs)))
     _WORKER_PREPARERS[job] = preparer  # this process is a worker too, with the tokenizer it has loaded
     try:
         with SharedPool(count) as pool:
@@ -142,10 +135,9 @@ def _outcomes(job: ReconstructJob, preparer: Preparer, specs: list[UnitSpec], wo
 _WORKER_PREPARERS: dict[ReconstructJob, Preparer] = {}
 
 
-def unit_outcomes(job: ReconstructJob, spec: UnitSpec, preparer: Preparer | None = None) -> list[tuple[int, Outcome]]:
+def unit_outcomes(job: ReconstructJob, spec: UnitSpec) -> list[tuple[int, Outcome]]:
     """Re-tokenize one unit's lines; per line its `Outcome` (small: digests, not tokens)."""
-    if preparer is None:
-        preparer = _WORKER_PREPARERS.get(job) or _WORKER_PREPARERS.setdefault(job, job.preparer())
+    preparer = _WORKER_PREPARERS.get(job) or _WORKER_PREPARERS.setdefault(job, job.preparer())
     out: list[tuple[int, Outcome]] = []
     batch: list[tuple[int, int, bytes]] = []
     lines = iter_unit_lines(spec)
