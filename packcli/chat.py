@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from enum import Enum
 from importlib import metadata, resources
 from pathlib import Path
+from types import MethodType
 
 import jinja2
 from jinja2 import nodes
@@ -128,7 +129,12 @@ class _GenerationTracker(Extension):
         self.chunks, self.spans, self._counted, self._length = chunks, [], 0, 0
 
     def _track(self, caller) -> str:  # noqa: ANN001
-        text = caller()
+        # A block's body is a macro of no arguments: ``caller()`` is then ``caller._func()`` plus argument
+        # parsing (a quarter of the block's cost), unless the body uses caller/varargs/kwargs or escaping.
+        plain = (_Sandbox.MEMO_SAFE and not (caller.arguments or caller.catch_kwargs or caller.catch_varargs
+                                             or caller.caller or caller._default_autoescape
+                                             or self.environment.is_async))
+        text = caller._func() if plain else caller()
         if self.chunks is not None:
             # the output so far: add only the chunks yielded since the last block (a long chat has many)
             self._length += sum(len(chunk) for chunk in self.chunks[self._counted:])
@@ -151,8 +157,9 @@ class _Sandbox(ImmutableSandboxedEnvironment):
     attributes beyond its type's, so for a name outside ``dir(dict)`` the key is read directly,
     which is the same result without the exception. On the plain built-in types only ``format`` and
     ``format_map`` can yield ``str.format`` (which the sandbox must wrap), so other names skip that test;
-    ``loop.index`` and the loop's other numbers are read directly; and a call of a plain type's
-    built-in method (vetted when it was looked up) skips the checks meant for template callables.
+    ``loop.index`` and the loop's other numbers are read directly, a `namespace()`'s attributes too;
+    and a call of a plain type's built-in method (vetted when it was looked up), or of the
+    ``{% generation %}`` tracker, skips the checks meant for template callables.
     """
 
     _PLAIN_TYPES = frozenset({str, dict, list, tuple, int, float, bool, type(None)})
@@ -162,7 +169,7 @@ class _Sandbox(ImmutableSandboxedEnvironment):
 
     _MEMO_TYPES = frozenset({str, dict, list, tuple, int, float, bool, type(None), jinja2.runtime.LoopContext,
                              jinja2.utils.Namespace})
-    _MEMO_SAFE = metadata.version("jinja2").startswith("3.1.")  # the rule above is read from 3.1's sandbox
+    MEMO_SAFE = metadata.version("jinja2").startswith("3.1.")  # the rule above is read from 3.1's sandbox
 
     def __init__(self, **options) -> None:  # noqa: ANN003
         super().__init__(**options)
@@ -170,15 +177,22 @@ class _Sandbox(ImmutableSandboxedEnvironment):
 
     def getattr(self, obj: object, attribute: str) -> object:
         kind = type(obj)
-        if kind is jinja2.runtime.LoopContext and self._MEMO_SAFE and attribute in self._LOOP_NUMBERS:
-            return getattr(obj, attribute)  # a number or a bool, computed by Jinja
-        if not self._MEMO_SAFE or kind not in self._PLAIN_TYPES or attribute in ("format", "format_map"):
-            return super().getattr(obj, attribute)  # str.format must be wrapped by the sandbox
+        if not self.MEMO_SAFE:
+            return super().getattr(obj, attribute)
         if kind is dict and attribute not in self._DICT_ATTRIBUTES:
             try:
                 return obj[attribute]  # type: ignore[index]
             except KeyError:
                 return self.undefined(obj=obj, name=attribute)
+        if kind is jinja2.runtime.LoopContext and attribute in self._LOOP_NUMBERS:
+            return getattr(obj, attribute)  # a number or a bool, computed by Jinja
+        if kind is jinja2.utils.Namespace and attribute[:1] != "_":
+            try:
+                return getattr(obj, attribute)  # what the template set: no other attributes are reachable
+            except AttributeError:
+                return self.undefined(obj=obj, name=attribute)
+        if kind not in self._PLAIN_TYPES or attribute in ("format", "format_map"):
+            return super().getattr(obj, attribute)  # str.format must be wrapped by the sandbox
         try:
             value = getattr(obj, attribute)
         except AttributeError:
@@ -189,7 +203,9 @@ class _Sandbox(ImmutableSandboxedEnvironment):
         # A built-in method of a plain type (``content.strip()``), already vetted when it was looked up:
         # what Context.call does for it, without the checks that cannot apply (names as Jinja's: any
         # keyword may come from the template).
-        if __self._MEMO_SAFE and type(__obj) is __self._BUILTIN_METHOD and type(__obj.__self__) in __self._PLAIN_TYPES:
+        if type(__obj) is MethodType and __obj.__func__ is _GenerationTracker._track and __self.MEMO_SAFE:
+            return __obj(kwargs["caller"])  # {% generation %}: our own method, always given only ``caller``
+        if __self.MEMO_SAFE and type(__obj) is __self._BUILTIN_METHOD and type(__obj.__self__) in __self._PLAIN_TYPES:
             kwargs.pop("_block_vars", None)
             kwargs.pop("_loop_vars", None)
             try:
@@ -201,7 +217,7 @@ class _Sandbox(ImmutableSandboxedEnvironment):
 
     def is_safe_attribute(self, obj: object, attr: str, value: object) -> bool:
         kind = type(obj)
-        if not self._MEMO_SAFE or kind not in self._MEMO_TYPES:
+        if not self.MEMO_SAFE or kind not in self._MEMO_TYPES:
             return super().is_safe_attribute(obj, attr, value)
         verdict = self._verdicts.get((kind, attr))
         if verdict is None:

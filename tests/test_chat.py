@@ -119,6 +119,7 @@ def test_empty_mask_is_a_rejection(tokenizer):
     "{% for m in messages %}{{ m.__class__.__subclasses__() }}{% endfor %}",  # a dict's attribute, not its key
     "{{ '{0.__class__.__mro__}'.format(messages) }}",  # str.format is still wrapped by the sandbox
     "{{ '{x.__class__.__mro__}'.format_map({'x': messages}) }}",
+    "{% set ns = namespace(a=1) %}{{ ns._Namespace__attrs.clear() }}",  # a namespace's own storage stays hidden
 ])
 def test_sandbox_blocks_unsafe_templates_every_time(tokenizer, evil):
     """Rendered twice by the same renderer: the memoized attribute verdicts block the second time too."""
@@ -142,6 +143,43 @@ def test_sandbox_fast_attribute_access_matches_jinja():
     messages = [{"role": "user", "content": " hi "}, {"role": "assistant", "content": "yo", "items": 1}]
     assert _Sandbox().from_string(text).render(messages=messages) == \
         ImmutableSandboxedEnvironment().from_string(text).render(messages=messages)
+
+
+SHORTCUT_TEMPLATES = [
+    # a namespace read, set and missing; a generation body that sets a variable (scoped to the block)
+    "{% set ns = namespace(n=0, last='') %}{% for m in messages %}{% set ns.n = ns.n + 1 %}"
+    "{{ m.role }}:{% if m.role == 'assistant' %}{% generation %}{% set x = m.content | upper %}"
+    "{{ x }}#{{ ns.n }}{{ ns.missing is defined }}{% endgeneration %}{% else %}{{ m.content }}{% endif %}"
+    "{% set x = 'outer' %}|{% endfor %}{{ ns.n }}{{ x }}",
+    # a generation body that calls caller-like things and loops with loop.* inside the block
+    "{% for m in messages %}{% generation %}{% for c in m.content[:3] %}{{ loop.index }}{{ c }}{% endfor %}"
+    "{% endgeneration %}{{ loop.revindex }}{% endfor %}",
+    # a body reading ``kwargs``/``varargs`` makes the block's macro take them: it must be called as a macro
+    "{% for m in messages %}{% generation %}{{ m.content }}{{ kwargs | length }}{{ varargs | length }}"
+    "{% endgeneration %}{% endfor %}",
+]
+
+
+@pytest.mark.parametrize("text", SHORTCUT_TEMPLATES + ["chatml", "real:qwen3_training.jinja", "real:llama3_training.jinja"])
+def test_render_shortcuts_match_jinjas_own_paths(monkeypatch, text):
+    """With the sandbox's shortcuts switched off (``MEMO_SAFE``: what it does on another jinja2), every
+    attribute, call and generation block goes through Jinja's own code: the text and spans must agree."""
+    from packcli.chat import _Sandbox
+    from packcli.ingest import Kind, Message, Record
+
+    if text.startswith("real:"):
+        template = load_template(str(real_asset("templates", text[5:])))
+    else:
+        template = load_template(text) if text == "chatml" else ChatTemplate(text, "inline")
+    records = [Record(0, k, Kind.chat, messages=tuple(Message(m["role"], m["content"]) for m in conv))
+               for k, conv in enumerate(corpus_conversations(40))]
+    rendered = {}
+    for shortcuts in (True, False):
+        monkeypatch.setattr(_Sandbox, "MEMO_SAFE", shortcuts)
+        renderer = Renderer(template, LossPolicy.assistant, bos_token="<s>", eos_token="</s>")
+        rendered[shortcuts] = [(r.text, r.spans) for r in map(renderer.render, records)]
+    assert rendered[True] == rendered[False]
+    assert any(spans for _, spans in rendered[True])
 
 
 def test_sandbox_memo_keys_on_type_and_attribute():
