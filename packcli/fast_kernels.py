@@ -52,43 +52,40 @@ def offsets(ids, bounds, token_chars, token_cont, prefix, suffix, add_special): 
 
 
 @njit(cache=True, nogil=True)
-def labels(ids, bounds, start, end, added, span_ptr, span_s, span_e, clen, todo):  # noqa: ANN001, ANN201
+def labels(ids, bounds, start, end, added, span_ptr, span_s, span_e, todo):  # noqa: ANN001, ANN201
     """Labels of the examples marked ``todo``: `labels_from_spans` (added tokens supervised under a span
     starting at 0; the first label ignored).
 
-    A token overlaps span [s, e) when ``start < e and end > s``. For a non-empty token inside the text
-    and spans that are non-empty and inside it, that is "some character of the token is in a span",
-    read off a prefix sum of covered characters: one pass over the characters, one over the tokens.
-    Anything else (an empty token, an inverted or out-of-range span) takes the formula span by span.
+    A token overlaps span [s, e) when ``start < e and end > s``. When an example's spans are in order
+    (each ``s <= e``, each ending before the next starts), as a template's are, only one span can
+    decide it: the first whose end is past the token's start (the ones before end at or before it, and
+    every later one starts at or after that span's start). So a pointer that follows the tokens
+    finds it, moving back if a token starts earlier than the one before. Other spans are tried one
+    by one. Spans and offsets outside the text need no care: they follow the same formula.
     """
     out = np.full(len(ids), IGNORE, np.int32)
-    covered = np.zeros(np.max(clen) + 2 if len(clen) else 1, np.int64)
     for i in range(len(bounds) - 1):
         a, b = bounds[i], bounds[i + 1]
         if not todo[i] or a == b:
             continue
-        p, q, length = span_ptr[i], span_ptr[i + 1], clen[i]
-        regular, zero_start = True, False
+        p, q = span_ptr[i], span_ptr[i + 1]
+        ordered, zero_start = True, False
         for k in range(p, q):
-            regular &= 0 <= span_s[k] < span_e[k] <= length
+            ordered &= span_s[k] <= span_e[k] and (k == p or span_e[k - 1] <= span_s[k])
             zero_start |= span_s[k] == 0
-        if regular:  # covered[c + 1] - covered[c]: character c is in a span
-            covered[:length + 2] = 0
-            for k in range(p, q):
-                covered[span_s[k] + 1] += 1
-                covered[span_e[k] + 1] -= 1
-            depth = 0
-            for c in range(1, length + 1):
-                depth += covered[c]
-                covered[c] = covered[c - 1] + (depth > 0)
+        k = p
         for t in range(a, b):
             st, en = start[t], end[t]
             hit = added[t] and zero_start
-            if not hit and regular and 0 <= st < en <= length:
-                hit = covered[en] > covered[st]
+            if not hit and ordered:
+                while k > p and span_e[k - 1] > st:
+                    k -= 1
+                while k < q and span_e[k] <= st:
+                    k += 1
+                hit = k < q and span_s[k] < en
             elif not hit:
-                for k in range(p, q):
-                    if st < span_e[k] and en > span_s[k]:
+                for j in range(p, q):
+                    if st < span_e[j] and en > span_s[j]:
                         hit = True
                         break
             if hit:

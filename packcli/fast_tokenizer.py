@@ -145,7 +145,7 @@ class FastBackend:
         span_ptr = np.concatenate(([0], np.cumsum(counts)))
         s, e = np.fromiter(chain.from_iterable(chain.from_iterable(spans)), dtype=np.int64,
                            count=2 * int(span_ptr[-1])).reshape(-1, 2).T.copy()
-        labels = fast_kernels.labels(ids, bounds, start, end, added, span_ptr, s, e, clen, ok)
+        labels = fast_kernels.labels(ids, bounds, start, end, added, span_ptr, s, e, ok)
         offsets = np.stack((start, end), axis=1)
         return [Encoded(ids[a:b], labels[a:b], offsets[a:b]) if good else None
                 for a, b, good in zip(bounds[:-1].tolist(), bounds[1:].tolist(), ok.tolist())]

@@ -524,35 +524,51 @@ def test_a_file_fastokens_fails_to_parse_on_its_thread_is_refused_with_the_reaso
         load_tokenizer(FIXTURE_JSON, backend="fast")
 
 
-@settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(
-    st.lists(st.tuples(st.integers(-2, 40), st.integers(0, 6), st.booleans()), max_size=12),  # start, width, added
-    st.lists(st.tuples(st.integers(-3, 42), st.integers(-3, 42)), max_size=4),  # spans, any order, some bad
-    st.integers(0, 40),  # the text's length
-), min_size=1, max_size=6))
-def test_labels_kernel_is_labels_from_spans(examples):
-    """Token by token the kernel gives the reference's formula, on offsets that are not monotone,
-    tokens past the text, empty tokens, added tokens, and empty, inverted or out-of-range spans."""
+def _check_labels_kernel(examples) -> None:
+    """The kernel against `labels_from_spans`, token by token; ``examples``: (tokens, spans) pairs."""
     from packcli import fast_kernels
 
-    ids = np.arange(sum(len(t) for t, _, _ in examples), dtype=np.int32) + 7
-    bounds = np.concatenate(([0], np.cumsum([len(t) for t, _, _ in examples]))).astype(np.int64)
-    start = np.array([s for t, _, _ in examples for s, _, _ in t], dtype=np.int64)
-    end = np.array([s + w for t, _, _ in examples for s, w, _ in t], dtype=np.int64)
-    added = np.array([a for t, _, _ in examples for _, _, a in t], dtype=bool)
-    spans = [sp for _, sp, _ in examples]
+    ids = np.arange(sum(len(t) for t, _ in examples), dtype=np.int32) + 7
+    bounds = np.concatenate(([0], np.cumsum([len(t) for t, _ in examples]))).astype(np.int64)
+    start = np.array([s for t, _ in examples for s, _, _ in t], dtype=np.int64)
+    end = np.array([s + w for t, _ in examples for s, w, _ in t], dtype=np.int64)
+    added = np.array([a for t, _ in examples for _, _, a in t], dtype=bool)
+    spans = [sp for _, sp in examples]
     span_ptr = np.concatenate(([0], np.cumsum([len(sp) for sp in spans]))).astype(np.int64)
     flat = np.array([x for sp in spans for pair in sp for x in pair], dtype=np.int64).reshape(-1, 2)
-    clen = np.array([n for _, _, n in examples], dtype=np.int64)
     todo = np.ones(len(examples), dtype=bool)
     todo[-1] = len(examples) == 1  # an example not to do keeps IGNORE_INDEX everywhere
-    got = fast_kernels.labels(ids, bounds, start, end, added, span_ptr, flat[:, 0].copy(), flat[:, 1].copy(),
-                              clen, todo)
+    got = fast_kernels.labels(ids, bounds, start, end, added, span_ptr, flat[:, 0].copy(), flat[:, 1].copy(), todo)
     for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])):
         offsets = np.stack((start[a:b], end[a:b]), axis=1)
         want = (labels_from_spans(ids[a:b], offsets, spans[i], added=added[a:b]) if todo[i]
                 else np.full(b - a, IGNORE_INDEX, dtype=np.int32))
         assert got[a:b].tolist() == want.tolist(), (i, spans[i], offsets.tolist())
+
+
+tokens_st = st.lists(st.tuples(st.integers(-2, 40), st.integers(0, 6), st.booleans()), max_size=12)  # start, width, added
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(
+    tokens_st, st.lists(st.tuples(st.integers(-3, 42), st.integers(-3, 42)), max_size=4),  # spans, any order, some bad
+), min_size=1, max_size=6))
+def test_labels_kernel_is_labels_from_spans(examples):
+    """Token by token the kernel gives the reference's formula, on offsets that are not monotone,
+    tokens past the text, empty tokens, added tokens, and empty, inverted or out-of-range spans."""
+    _check_labels_kernel(examples)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(
+    st.one_of(tokens_st, st.lists(st.integers(0, 4), max_size=14).map(  # or contiguous tokens, as a text's are
+        lambda widths: [(sum(widths[:k]), w, False) for k, w in enumerate(widths)])),
+    st.lists(st.integers(-2, 40), max_size=8).map(lambda cuts: list(zip(*[iter(sorted(cuts))] * 2))),  # in order
+), min_size=1, max_size=6))
+def test_labels_kernel_on_ordered_spans(examples):
+    """Spans in order, as a template's generation blocks are (touching, empty or outside the text
+    included): the kernel's pointer path, with tokens in order and out of it."""
+    _check_labels_kernel(examples)
 
 
 def test_unknown_backend_is_an_input_error():
