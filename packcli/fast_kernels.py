@@ -95,20 +95,23 @@ def labels(ids, bounds, start, end, added, span_ptr, span_s, span_e, todo):  # n
 
 
 @njit(cache=True, nogil=True)
-def spells(ids, bounds, added, nbytes, spelling, spelling_start, text, clen):  # noqa: ANN001, ANN201
+def spells(ids, bounds, added, nbytes, spelling, spelling_start, text, clen, chars):  # noqa: ANN001, ANN201
     """Per example: whether its tokens' bytes are exactly its text's UTF-8 bytes.
 
     ``text`` is the batch's texts' UTF-8, end to end; ``clen`` each text's length in characters, which
-    says where it ends (a character starts at every byte that is not a continuation byte). Tokens the
-    post-processor added spell nothing. One pass: the characters are counted in the bytes compared,
-    and only a text that is not spelled is walked again to find where the next one starts.
+    says where it ends (a character starts at every byte that is not a continuation byte); ``chars``
+    how many characters start in its tokens' bytes (from `offsets`), which is how many the compared
+    bytes hold when they match, so the loop over bytes only compares. Tokens the post-processor added
+    spell nothing. Only a text that is not spelled is walked again to find where the next one starts.
     """
     n = len(bounds) - 1
     out = np.zeros(n, np.bool_)
     pos = 0
     for i in range(n):
-        p, same, seen = pos, True, 0
+        p, same = pos, chars[i] == clen[i]
         for t in range(bounds[i], bounds[i + 1]):
+            if not same:
+                break
             if added[t]:
                 continue
             s, length = spelling_start[ids[t]], nbytes[ids[t]]
@@ -116,15 +119,11 @@ def spells(ids, bounds, added, nbytes, spelling, spelling_start, text, clen):  #
                 same = False
                 break
             for j in range(length):
-                b = text[p + j]
-                if spelling[s + j] != b:
+                if spelling[s + j] != text[p + j]:
                     same = False
                     break
-                seen += (b & 0xC0) != 0x80
-            if not same:
-                break
             p += length
-        if same and seen == clen[i] and (p == len(text) or (text[p] & 0xC0) != 0x80):
+        if same and (p == len(text) or (text[p] & 0xC0) != 0x80):
             out[i], pos = True, p
             continue
         seen = 0

@@ -134,7 +134,7 @@ class FastBackend:
         else:  # NFC: the identity map holds where the tokens spell the text; where not, NFC changed it
             utf8 = np.frombuffer("".join(texts).encode("utf-8", "surrogatepass"), dtype=np.uint8)
             spelled = fast_kernels.spells(ids, bounds, added, self.tables.nbytes, self.tables.spelling,
-                                          self.tables.spelling_start, utf8, clen)
+                                          self.tables.spelling_start, utf8, clen, chars)
             rest = np.flatnonzero(ok & ~spelled)
             runs = _nfc_runs([texts[i] for i in rest]) if len(rest) else {}
             aligned = self._aligned_offsets({int(rest[k]): r for k, r in runs.items()}, texts, bounds, ids, added)

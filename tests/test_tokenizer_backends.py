@@ -166,6 +166,29 @@ def test_a_wrong_id_that_spells_as_many_characters_goes_to_the_reference(pairs, 
         assert got.input_ids.tolist() == want.input_ids.tolist() and got.labels.tolist() == want.labels.tolist()
 
 
+def test_tokens_that_spell_only_part_of_the_text_go_to_the_reference(pairs, monkeypatch):
+    """With NFC, matching bytes are not enough: tokens that stop short of the text's end (the last one
+    dropped) spell a prefix of it byte for byte, and must still go to the reference, the next text too
+    (its bytes no longer start where the tokens say)."""
+    ref, fast = pairs("fixture+nfc")
+    texts, spans = ["a cab is here", "Grüße, caba"], [[(0, 13)], [(2, 11)]]
+    real = fast.backend.fast
+
+    class DropsLastToken:
+        def encode_batch_flat(self, batch, add_special_tokens):
+            ids, bounds = real.encode_batch_flat(batch, add_special_tokens=add_special_tokens)
+            ids, bounds = np.frombuffer(ids, dtype="<u4"), np.frombuffer(bounds, dtype="<u8").astype(np.int64)
+            kept = np.concatenate([ids[a:b - 1] for a, b in zip(bounds[:-1], bounds[1:])])
+            return kept.tobytes(), (bounds - np.arange(len(bounds))).astype("<u8").tobytes()
+
+    monkeypatch.setattr(fast.backend, "fast", DropsLastToken())
+    before = fast.backend.reference_fallbacks
+    out = fast.backend.encode(texts, spans, add_special_tokens=False)
+    assert fast.backend.reference_fallbacks - before == 2
+    for got, want in zip(out, encode_batch(ref, texts, spans, [False, False])):
+        assert got.input_ids.tolist() == want.input_ids.tolist() and got.labels.tolist() == want.labels.tolist()
+
+
 @pytest.mark.parametrize("name", TOKENIZERS)
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(turns=st.lists(st.tuples(text_st, text_st), min_size=1, max_size=4))
