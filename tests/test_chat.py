@@ -182,6 +182,22 @@ def test_render_shortcuts_match_jinjas_own_paths(monkeypatch, text):
     assert any(spans for _, spans in rendered[True])
 
 
+def test_template_errors_keep_their_meaning_and_their_template_line(tokenizer):
+    """``raise_exception`` rejects the record with the template's message; any other error inside the
+    template is not bad data but a template bug: it propagates, with a traceback at the template's own
+    line (what Jinja's ``generate`` gives, which the renderer no longer calls)."""
+    import traceback
+
+    chat = {"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]}
+    raising = ChatTemplate("{% if messages[0].role != 'system' %}{{ raise_exception('needs a system turn') }}{% endif %}"
+                           "{% generation %}x{% endgeneration %}", "raising")
+    assert encode(preparer(tokenizer, raising, LossPolicy.assistant), chat) == "template raised: needs a system turn"
+    buggy = ChatTemplate("{% generation %}x{% endgeneration %}\n\n{{ 1 + messages }}", "buggy")
+    with pytest.raises(TypeError) as info:
+        encode(preparer(tokenizer, buggy, LossPolicy.assistant), chat)
+    assert ("<template>", 3) in [(f.filename, f.lineno) for f in traceback.extract_tb(info.tb)]
+
+
 def test_sandbox_memo_keys_on_type_and_attribute():
     from packcli.chat import _Sandbox
 
