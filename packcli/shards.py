@@ -65,7 +65,10 @@ def build_table(
         example_ids: stable ID of every example, in the same order.
     """
     ex_starts = np.concatenate([[0], np.cumsum(example_lengths)]).astype(np.int64)
-    positions = (np.arange(len(ids), dtype=np.int64) - np.repeat(ex_starts[:-1], example_lengths)).astype(np.int32)
+    # int32 from the start (a row's list offsets are int32 anyway): each token-sized temporary is fresh
+    # memory, and the page faults of int64 ones took longer than the arithmetic.
+    positions = np.arange(len(ids), dtype=np.int32)
+    positions -= np.repeat(ex_starts[:-1].astype(np.int32), example_lengths)
     pack_ex = np.concatenate([[0], np.cumsum(examples_per_pack)]).astype(np.int64)
     row_offsets = ex_starts[pack_ex].astype(np.int32)
     # cu_seqlens of a row: the example boundaries from its first to its last example, rebased to 0.
@@ -75,7 +78,7 @@ def build_table(
     bounds = pack_ex[row_of_bound] + np.arange(cu_offsets[-1]) - cu_offsets[row_of_bound]
     cu = (ex_starts[bounds] - ex_starts[pack_ex[row_of_bound]]).astype(np.int32)
     ex_offsets = pack_ex.astype(np.int32)
-    supervised = np.add.reduceat((labels != -100).astype(np.int64), row_offsets[:-1]) if len(ids) else np.zeros(0)
+    supervised = np.add.reduceat(labels != -100, row_offsets[:-1], dtype=np.int64) if len(ids) else np.zeros(0)
     return pa.table({
         "input_ids": pa.ListArray.from_arrays(pa.array(row_offsets), pa.array(ids, pa.int32())),
         "labels": pa.ListArray.from_arrays(pa.array(row_offsets), pa.array(labels, pa.int32())),
