@@ -1,4 +1,5 @@
-"""numba kernels of the fast tokenizer backend: character offsets from token ids, labels from spans.
+"""numba kernels of the fast tokenizer backend: character offsets from token ids, labels from spans,
+and for NFC tokenizers the byte-for-byte spelling check and the offsets of texts NFC changed.
 
 They replace some thirty whole-batch numpy passes (each allocating an array the size of the batch)
 with one loop per example, which took the backend's work after fastokens from 3x fastokens' own time

@@ -28,9 +28,14 @@ THREAD_VARIABLES = ("RAYON_NUM_THREADS", "FASTOKENS_BPE_THREADS")  # tokenizers 
 WORKER_MEMORY = 1 << 30  # what one more worker may take (a Qwen3-sized tokenizer in both libraries and a batch)
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity where the OS has one, else all of them)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def default_workers() -> int:
     """``--workers`` when not given: the CPUs this process may use, at most one per GiB of available memory."""
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    cpus = usable_cpus()
     try:
         with open("/proc/meminfo", encoding="ascii") as handle:
             available = next(int(line.split()[1]) * 1024 for line in handle if line.startswith("MemAvailable:"))
@@ -78,7 +83,7 @@ class SharedPool:
         self._pool: ProcessPoolExecutor | None = None
         if workers > 1:
             self._pool = ProcessPoolExecutor(workers - 1, mp_context=get_context("spawn"), initializer=_init_worker,
-                                             initargs=(max(1, (os.cpu_count() or 1) // workers),))
+                                             initargs=(max(1, usable_cpus() // workers),))
             for _ in range(workers - 1 if warm is not None else 0):
                 self._pool.submit(warm)
 

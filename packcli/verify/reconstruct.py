@@ -15,7 +15,6 @@ one pass over their unit, to report the first differing token (up to the violati
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +31,7 @@ from packcli.tokenization import LoadedTokenizer, load_tokenizer, token_hash
 from packcli.units import UnitSpec, iter_unit_lines, plan_units
 from packcli.verify.invariants import FlatShard, resolve
 from packcli.verify.report import CheckResult, Violation
-from packcli.workers import SharedPool
+from packcli.workers import SharedPool, usable_cpus
 
 BATCH = 2048  # lines per Preparer call
 UNIT_LINES = 8192  # lines per unit of parallel work
@@ -123,7 +122,7 @@ def check_reconstruction(manifest: dict, seam: pa.Table, shards: dict[str, FlatS
 def _outcomes(job: ReconstructJob, preparer: Preparer, specs: list[UnitSpec], workers: int | None,
               on_done: Callable[[UnitSpec, list[tuple[int, Outcome]]], None]) -> list[list[tuple[int, Outcome]]]:
     """Each unit's outcomes, in unit order: here, or here and in worker processes (`SharedPool`)."""
-    count = max(1, min(workers or os.cpu_count() or 1, len(specs)))
+    count = max(1, min(workers or usable_cpus(), len(specs)))
     _WORKER_PREPARERS[job] = preparer  # this process is a worker too, with the tokenizer it has loaded
     try:
         with SharedPool(count) as pool:
