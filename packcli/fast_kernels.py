@@ -95,14 +95,25 @@ def labels(ids, bounds, start, end, added, span_ptr, span_s, span_e, todo):  # n
     return out
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _word(text, p):  # noqa: ANN001, ANN202
+    """``text[p:p + 8]`` as a little-endian integer (LLVM makes the eight loads one)."""
+    w = np.uint64(0)
+    for j in range(8):
+        w |= np.uint64(text[p + j]) << np.uint64(8 * j)
+    return w
+
+
 @njit(cache=True, nogil=True)
-def spells(ids, bounds, added, nbytes, spelling, spelling_start, text, clen, chars):  # noqa: ANN001, ANN201
+def spells(ids, bounds, added, nbytes, word, spelling, spelling_start, text, clen, chars):  # noqa: ANN001, ANN201
     """Per example: whether its tokens' bytes are exactly its text's UTF-8 bytes.
 
     ``text`` is the batch's texts' UTF-8, end to end; ``clen`` each text's length in characters, which
     says where it ends (a character starts at every byte that is not a continuation byte); ``chars``
     how many characters start in its tokens' bytes (from `offsets`), which is how many the compared
-    bytes hold when they match, so the loop over bytes only compares. Tokens the post-processor added
+    bytes hold when they match, so the loop over bytes only compares. A token of at most 8 bytes (all
+    but a few) is one comparison of integers: ``word`` holds its bytes, and the text's next 8 bytes
+    are masked to its length; a longer one is compared byte by byte. Tokens the post-processor added
     spell nothing. Only a text that is not spelled is walked again to find where the next one starts.
     """
     n = len(bounds) - 1
@@ -115,14 +126,19 @@ def spells(ids, bounds, added, nbytes, spelling, spelling_start, text, clen, cha
                 break
             if added[t]:
                 continue
-            s, length = spelling_start[ids[t]], nbytes[ids[t]]
+            tid = ids[t]
+            length = nbytes[tid]
             if p + length > len(text):
                 same = False
-                break
-            for j in range(length):
-                if spelling[s + j] != text[p + j]:
-                    same = False
-                    break
+            elif length <= 8 and p + 8 <= len(text):
+                mask = np.uint64(0xFFFFFFFFFFFFFFFF) >> np.uint64(64 - 8 * length)
+                same = (_word(text, p) & mask) == word[tid]
+            else:
+                s = spelling_start[tid]
+                for j in range(length):
+                    if spelling[s + j] != text[p + j]:
+                        same = False
+                        break
             p += length
         if same and (p == len(text) or (text[p] & 0xC0) != 0x80):
             out[i], pos = True, p

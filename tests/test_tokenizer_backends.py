@@ -594,6 +594,33 @@ def test_labels_kernel_on_ordered_spans(examples):
     _check_labels_kernel(examples)
 
 
+@settings(max_examples=300, deadline=None)
+@given(vocab=st.lists(st.text(st.characters(min_codepoint=32, max_codepoint=126), min_size=1, max_size=20),
+                      min_size=1, max_size=30, unique=True), data=st.data())
+def test_spells_kernel_finds_any_changed_byte(vocab, data):
+    """The spelling check on tokens of 1-20 bytes (compared as one masked 8-byte word up to 8, byte by
+    byte beyond) at any place in the batch, the end of the buffer included: one changed byte anywhere
+    in an example's text fails that example and no other."""
+    from packcli import fast_kernels
+    from packcli.fast_tokenizer import _bytes_to_unicode, _token_tables
+
+    alphabet = _bytes_to_unicode()
+    tables = _token_tables({"".join(alphabet[b] for b in tok.encode()): i for i, tok in enumerate(vocab)}, {})
+    examples = data.draw(st.lists(st.lists(st.integers(0, len(vocab) - 1), max_size=8), min_size=1, max_size=5))
+    texts = [bytearray("".join(vocab[i] for i in ex).encode()) for ex in examples]
+    changed = data.draw(st.sampled_from([None, *(k for k, t in enumerate(texts) if t)]))
+    if changed is not None:
+        at = data.draw(st.integers(0, len(texts[changed]) - 1))
+        texts[changed][at] = data.draw(st.integers(32, 126).filter(lambda b: b != texts[changed][at]))
+    ids = np.array([i for ex in examples for i in ex], dtype=np.int32)
+    bounds = np.concatenate(([0], np.cumsum([len(ex) for ex in examples]))).astype(np.int64)
+    clen = np.array([len(t) for t in texts], dtype=np.int64)  # ASCII: a character a byte, as many as the tokens'
+    got = fast_kernels.spells(ids, bounds, np.zeros(len(ids), dtype=bool), tables.nbytes, tables.word,
+                              tables.spelling, tables.spelling_start, np.frombuffer(b"".join(texts), dtype=np.uint8),
+                              clen, clen)
+    assert got.tolist() == [k != changed for k in range(len(texts))]
+
+
 def test_unknown_backend_is_an_input_error():
     with pytest.raises(InputError, match="unknown"):
         load_tokenizer(FIXTURE_JSON, backend="fastest")  # type: ignore[arg-type]
