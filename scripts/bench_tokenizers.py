@@ -1,20 +1,27 @@
 """Benchmark the tokenization stage with each tokenizer backend, and prove the outputs identical.
 
 For each setup (tokenizer + template) and backend (``hf``: tokenizers, the reference; ``fast``:
-fastokens with the always-on guard), a cold worker process (its own interpreter, nothing cached)
-loads the tokenizer (timed apart), reads and renders every record (untimed), then runs
-`packcli.tokenization.encode_batch` over batches of ``--batch`` records, as `packcli.prepare.Preparer`
-does. The worker hashes every example's ids and labels in order; the parent requires the hashes of
-the two backends to be equal, so each row is also an exactness check over the whole corpus.
+fastokens with the always-on guard), cold worker processes (their own interpreters, nothing cached)
+load the tokenizer (timed apart), read and render every record (untimed; the collector is then told
+to leave those objects alone, as `pack`, which holds one unit at a time, never walks 100k of them),
+then run `packcli.tokenization.encode_batch` over batches of ``--batch`` records, as
+`packcli.prepare.Preparer` does. After the clock stops each worker hashes every example's ids and
+labels, batch by batch; the parent requires the hashes of the two backends to be equal, so each row
+is also an exactness check over the whole corpus.
 
-Both workers get the same cores (``--threads``: affinity, RAYON_NUM_THREADS for tokenizers,
-FASTOKENS_BPE_THREADS for fastokens). The machine may be shared, so every row records CPU seconds
-(all threads) and the load average around the run as well as wall time.
+Both backends get the same cores (``--threads``: affinity, RAYON_NUM_THREADS for tokenizers,
+FASTOKENS_BPE_THREADS for fastokens). ``--procs 1`` (the default): one worker with ``--threads``
+tokenizer threads. ``--procs N``: N workers share the batches (every N-th) and the cores, each with
+``--threads // N`` tokenizer threads, as `pack --workers N` runs them; they start together once all
+have rendered, and the stage's time runs to the last one's end. The machine may be shared, so every
+row records CPU seconds (all threads and workers) and the load average around the run as well as
+wall time.
 
 Usage:
     python scripts/make_bench_corpus.py --n 100000 --out /tmp/packcli-tokbench/synthetic-100k.jsonl
     python scripts/bench_tokenizers.py --corpus /tmp/packcli-tokbench/synthetic-100k.jsonl \\
         --setup qwen3 --setup llama3_2 --out /tmp/packcli-tokbench/tokenizers.json
+    python scripts/bench_tokenizers.py --corpus ... --setup qwen3 --procs 2   # two workers, as pack runs
     python scripts/bench_tokenizers.py --quick      # fixture tokenizer, 2,000 records, seconds
     python scripts/bench_tokenizers.py --show /tmp/packcli-tokbench/tokenizers.json   # the table again
 """
@@ -22,6 +29,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import gc
 import hashlib
 import json
 import os
@@ -51,7 +59,8 @@ def _cpu() -> float:
 
 
 def worker(args: argparse.Namespace) -> dict:
-    """One cold run: render, load, tokenize; returns the measurements (printed as JSON by main)."""
+    """One cold run: load, render, tokenize this worker's batches (every ``--parts``-th from ``--part``);
+    returns the measurements (printed as JSON by main)."""
     from packcli.chat import LossPolicy, RenderError, Renderer, load_template
     from packcli.ingest import Record, parse_record, read_lines
     from packcli.tokenization import encode_batch, load_tokenizer
@@ -75,26 +84,40 @@ def worker(args: argparse.Namespace) -> dict:
             except RenderError:
                 pass
     render_s = time.perf_counter() - t0
+    # `pack` holds one unit of records at a time, this holds the corpus: without the freeze the
+    # collector walks all of it again and again while the batches are tokenized (10-15% of the fast
+    # backend's time on 100k conversations), which `pack` never pays.
+    gc.freeze()
+    if args.go:  # one of several workers: start together
+        Path(f"{args.go}.ready{args.part}").touch()
+        while not os.path.exists(args.go):
+            time.sleep(0.002)
 
-    digest, tokens, supervised = hashlib.blake2b(digest_size=16), 0, 0
-    load0, wall, cpu = os.getloadavg()[0], 0.0, 0.0
-    for k in range(0, len(rendered), args.batch):
+    done = []
+    load0, wall, cpu, start = os.getloadavg()[0], 0.0, 0.0, time.time()
+    for k in range(args.part * args.batch, len(rendered), args.batch * args.parts):
         batch = rendered[k:k + args.batch]
         t0, c0 = time.perf_counter(), _cpu()
-        out = encode_batch(tok, [r.text for r in batch], [r.spans for r in batch], [r.add_special_tokens for r in batch])
+        done.append((k // args.batch, encode_batch(tok, [r.text for r in batch], [r.spans for r in batch],
+                                                   [r.add_special_tokens for r in batch])))
         wall, cpu = wall + time.perf_counter() - t0, cpu + _cpu() - c0
-        for enc in out:  # untimed: the proof that both backends wrote the same thing
+    finished = time.time()
+    digests, tokens, supervised = {}, 0, 0
+    for b, out in done:  # after the clock: the proof that both backends wrote the same thing
+        digest = hashlib.blake2b(digest_size=16)
+        for enc in out:
             digest.update(len(enc.input_ids).to_bytes(8, "little") + enc.input_ids.tobytes() + enc.labels.tobytes())
             tokens += len(enc.input_ids)
             supervised += enc.supervised
+        digests[b] = digest.hexdigest()
     backend = tok.backend
     return {
         "setup": args.setup, "backend": args.backend, "backend_name": tok.backend_name,
         "backend_version": tok.backend_version, "backend_reason": tok.backend_reason,
         "records": args.n, "examples": len(rendered), "chars": sum(len(r.text) for r in rendered),
-        "tokens": tokens, "supervised_tokens": supervised, "output_blake2b": digest.hexdigest(),
+        "tokens": tokens, "supervised_tokens": supervised, "batch_digests": digests,
         "render_s": render_s, "load_s": load_s, "load_cpu_s": load_cpu_s, "tokenize_s": wall,
-        "tokenize_cpu_s": cpu, "tokens_per_s": tokens / wall if wall else 0.0,
+        "tokenize_cpu_s": cpu, "started": start, "finished": finished,
         "loadavg_before": load0, "loadavg_after": os.getloadavg()[0],
         "guard_examples": tok.guard.examples, "guard_checked": tok.guard.checked,
         "guard_offset_mismatches": tok.guard.offset_mismatches, "guard_disabled": tok.guard.disabled_reason,
@@ -104,15 +127,46 @@ def worker(args: argparse.Namespace) -> dict:
 
 
 def run_cold(args: argparse.Namespace, setup: str, backend: str) -> dict:
-    """One worker in a fresh interpreter, pinned to ``--threads`` cores."""
-    env = dict(os.environ, RAYON_NUM_THREADS=str(args.threads), FASTOKENS_BPE_THREADS=str(args.threads),
-               TOKENIZERS_PARALLELISM="true")
+    """``--procs`` workers, each a fresh interpreter on the first ``--threads`` cores with
+    ``--threads // --procs`` tokenizer threads, as `pack --workers` caps them; several start
+    tokenizing together, once all have rendered, and the stage's wall time runs from then to the last
+    one's end. The output hash is over every batch's, in order."""
+    procs, go = args.procs, Path(tempfile.mkdtemp(prefix="packcli-tokbench-")) / "go"
+    threads = str(max(1, args.threads // procs))
+    env = dict(os.environ, RAYON_NUM_THREADS=threads, FASTOKENS_BPE_THREADS=threads, TOKENIZERS_PARALLELISM="true")
     cmd = [sys.executable, __file__, "--worker", "--setup", setup, "--backend", backend, "--corpus",
-           str(args.corpus), "--n", str(args.n), "--batch", str(args.batch), "--threads", str(args.threads)]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    if proc.returncode:
-        raise SystemExit(f"error: worker {setup}/{backend} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+           str(args.corpus), "--n", str(args.n), "--batch", str(args.batch), "--threads", str(args.threads),
+           "--parts", str(procs)] + (["--go", str(go)] if procs > 1 else [])
+    running = [subprocess.Popen([*cmd, "--part", str(k)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True) for k in range(procs)]
+    go_time = None
+    if procs > 1:
+        while not all(Path(f"{go}.ready{k}").exists() for k in range(procs)):
+            if any(p.poll() for p in running):
+                break
+            time.sleep(0.01)
+        go_time = time.time()
+        go.touch()
+    parts = []
+    for proc in running:
+        stdout, stderr = proc.communicate()
+        if proc.returncode:
+            raise SystemExit(f"error: worker {setup}/{backend} failed (exit {proc.returncode}):\n{stderr[-3000:]}")
+        parts.append(json.loads(stdout.strip().splitlines()[-1]))
+    row = dict(parts[0])
+    for key in ("tokens", "supervised_tokens", "tokenize_cpu_s", "guard_examples", "guard_checked",
+                "guard_offset_mismatches", "reference_fallbacks"):
+        row[key] = sum(p[key] for p in parts)
+    for key in ("load_s", "load_cpu_s", "render_s", "peak_rss_mib", "loadavg_after"):
+        row[key] = max(p[key] for p in parts)
+    if go_time is not None:
+        row["tokenize_s"] = max(p["finished"] for p in parts) - go_time
+    digests = {int(b): d for p in parts for b, d in p.pop("batch_digests").items()}
+    row.pop("batch_digests")
+    row["output_blake2b"] = hashlib.blake2b("".join(digests[b] for b in sorted(digests)).encode(),
+                                            digest_size=16).hexdigest()
+    row["procs"], row["tokens_per_s"] = procs, row["tokens"] / row["tokenize_s"] if row["tokenize_s"] else 0.0
+    return row
 
 
 def table(rows: list[dict]) -> str:
@@ -134,6 +188,12 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _title(result: dict) -> str:
+    procs = result.get("procs", 1)
+    return (f"{result['corpus']} ({result['records']:,} records, {result['threads']} cores, "
+            f"{procs} worker process{'es' if procs > 1 else ''})")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", type=Path, help="JSONL corpus (scripts/make_bench_corpus.py)")
@@ -141,16 +201,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--setup", action="append", choices=sorted(SETUPS), help="repeatable (default: qwen3)")
     parser.add_argument("--backend", action="append", choices=BACKENDS, help="repeatable (default: both)")
     parser.add_argument("--batch", type=int, default=BATCH, help="records per encode_batch (default: %(default)s)")
-    parser.add_argument("--threads", type=int, default=2, help="cores per worker (default: %(default)s)")
+    parser.add_argument("--threads", type=int, default=2, help="cores for the run (default: %(default)s)")
+    parser.add_argument("--procs", type=int, default=1,
+                        help="worker processes sharing the batches and the cores, as pack --workers (default: %(default)s)")
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
     parser.add_argument("--quick", action="store_true", help=f"fixture tokenizer, {QUICK_N:,} records, seconds")
     parser.add_argument("--show", type=Path, nargs="+", metavar="JSON", help="print the table of earlier --out files")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--part", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--parts", type=int, default=1, help=argparse.SUPPRESS)
+    parser.add_argument("--go", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.show:
         for path in args.show:
             result = json.loads(path.read_text(encoding="utf-8"))
-            print(f"{result['corpus']} ({result['records']:,} records, {result['threads']} threads)\n{table(result['rows'])}\n")
+            print(f"{_title(result)}\n{table(result['rows'])}\n")
         return 0
     if args.worker:
         os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:args.threads])
@@ -175,11 +240,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"bench_tokenizers: {name} / {backend} ...", file=sys.stderr, flush=True)
             rows.append(run_cold(args, name, backend))
     result = {"corpus": str(args.corpus), "records": args.n, "batch": args.batch, "threads": args.threads,
-              "cpus": os.cpu_count(), "python": platform.python_version(), "argv": sys.argv, "rows": rows}
+              "procs": args.procs, "cpus": os.cpu_count(), "python": platform.python_version(), "argv": sys.argv, "rows": rows}
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    print(table(rows))
+    print(f"{_title(result)}\n{table(rows)}")
     mismatched = [r for r in rows if r["backend"] != "hf" and any(
         b["setup"] == r["setup"] and b["backend"] == "hf" and b["output_blake2b"] != r["output_blake2b"] for b in rows)]
     return 1 if mismatched else 0

@@ -80,3 +80,23 @@ def test_bench_corpus_nfc_option_normalizes_every_message(tmp_path):
     assert not all(unicodedata.is_normalized("NFC", c) for c in contents(plain))  # the default has decomposed text
     assert all(unicodedata.is_normalized("NFC", c) for c in contents(nfc))
     assert [unicodedata.normalize("NFC", c) for c in contents(plain)] == contents(nfc)  # the same conversations
+
+
+@pytest.mark.parametrize("procs", [1, 2])
+def test_tokenizer_bench_splits_batches_between_workers_and_proves_the_outputs_equal(corpus, tmp_path, procs):
+    """scripts/bench_tokenizers.py: with one worker or two sharing the batches, both backends encode
+    every example, and the output hash over all batches is the same (here and across the two modes)."""
+    pytest.importorskip("fastokens")
+    bench = load_script("bench_tokenizers")
+    out = tmp_path / "tok.json"
+    assert bench.main(["--corpus", str(corpus), "--n", "60", "--setup", "fixture", "--batch", "7",
+                       "--procs", str(procs), "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    hf, fast = data["rows"]
+    assert data["procs"] == procs and hf["procs"] == procs and fast["guard_examples"] == fast["examples"] == 60
+    assert hf["tokens"] == fast["tokens"] > 0 and hf["output_blake2b"] == fast["output_blake2b"]
+    if procs == 2:  # the same hash as one worker's: batches in order, whoever encoded them
+        one = tmp_path / "one.json"
+        assert bench.main(["--corpus", str(corpus), "--n", "60", "--setup", "fixture", "--batch", "7",
+                           "--backend", "fast", "--out", str(one)]) == 0
+        assert json.loads(one.read_text())["rows"][0]["output_blake2b"] == fast["output_blake2b"]
