@@ -5,15 +5,18 @@ fastokens with the always-on guard), cold worker processes (their own interprete
 load the tokenizer (timed apart), read and render every record (untimed; the collector is then told
 to leave those objects alone, as `pack`, which holds one unit at a time, never walks 100k of them),
 then run `packcli.tokenization.encode_batch` over batches of ``--batch`` records, as
-`packcli.prepare.Preparer` does. After the clock stops each worker hashes every example's ids and
-labels, batch by batch; the parent requires the hashes of the two backends to be equal, so each row
-is also an exactness check over the whole corpus.
+`packcli.prepare.Preparer` does. Off the clock each worker hashes every batch's ids and labels and
+lets the batch go (holding every batch instead would fault in fresh memory all the way, 0.3-0.4 s of
+the fast backend's 100k Llama 3.2 conversations, which `pack`, freeing each unit, does not); the
+parent requires the hashes of the two backends to be equal, so each row is also an exactness check
+over the whole corpus.
 
 Both backends get the same cores (``--threads``: affinity, RAYON_NUM_THREADS for tokenizers,
 FASTOKENS_BPE_THREADS for fastokens). ``--procs 1`` (the default): one worker with ``--threads``
 tokenizer threads. ``--procs N``: N workers share the batches (every N-th) and the cores, each with
 ``--threads // N`` tokenizer threads, as `pack --workers N` runs them; they start together once all
-have rendered, and the stage's time runs to the last one's end. The machine may be shared, so every
+have rendered, and the stage's time runs to the last one's end, less its hashing (``hash_s``; the
+other workers may have had its core meanwhile, so the bias is at most that, per worker). The machine may be shared, so every
 row records CPU seconds (all threads and workers) and the load average around the run as well as
 wall time.
 
@@ -93,23 +96,22 @@ def worker(args: argparse.Namespace) -> dict:
         while not os.path.exists(args.go):
             time.sleep(0.002)
 
-    done = []
+    digests, tokens, supervised, hash_s = {}, 0, 0, 0.0
     load0, wall, cpu, start = os.getloadavg()[0], 0.0, 0.0, time.time()
     for k in range(args.part * args.batch, len(rendered), args.batch * args.parts):
         batch = rendered[k:k + args.batch]
         t0, c0 = time.perf_counter(), _cpu()
-        done.append((k // args.batch, encode_batch(tok, [r.text for r in batch], [r.spans for r in batch],
-                                                   [r.add_special_tokens for r in batch])))
-        wall, cpu = wall + time.perf_counter() - t0, cpu + _cpu() - c0
-    finished = time.time()
-    digests, tokens, supervised = {}, 0, 0
-    for b, out in done:  # after the clock: the proof that both backends wrote the same thing
+        out = encode_batch(tok, [r.text for r in batch], [r.spans for r in batch], [r.add_special_tokens for r in batch])
+        t1 = time.perf_counter()
+        wall, cpu = wall + t1 - t0, cpu + _cpu() - c0
         digest = hashlib.blake2b(digest_size=16)
-        for enc in out:
+        for enc in out:  # off the clock: the proof that both backends wrote the same thing
             digest.update(len(enc.input_ids).to_bytes(8, "little") + enc.input_ids.tobytes() + enc.labels.tobytes())
             tokens += len(enc.input_ids)
             supervised += enc.supervised
-        digests[b] = digest.hexdigest()
+        digests[k // args.batch] = digest.hexdigest()
+        hash_s += time.perf_counter() - t1
+    finished = time.time() - hash_s  # when it would have ended without hashing
     backend = tok.backend
     return {
         "setup": args.setup, "backend": args.backend, "backend_name": tok.backend_name,
@@ -117,7 +119,7 @@ def worker(args: argparse.Namespace) -> dict:
         "records": args.n, "examples": len(rendered), "chars": sum(len(r.text) for r in rendered),
         "tokens": tokens, "supervised_tokens": supervised, "batch_digests": digests,
         "render_s": render_s, "load_s": load_s, "load_cpu_s": load_cpu_s, "tokenize_s": wall,
-        "tokenize_cpu_s": cpu, "started": start, "finished": finished,
+        "tokenize_cpu_s": cpu, "started": start, "finished": finished, "hash_s": hash_s,
         "loadavg_before": load0, "loadavg_after": os.getloadavg()[0],
         "guard_examples": tok.guard.examples, "guard_checked": tok.guard.checked,
         "guard_offset_mismatches": tok.guard.offset_mismatches, "guard_disabled": tok.guard.disabled_reason,
@@ -130,7 +132,7 @@ def run_cold(args: argparse.Namespace, setup: str, backend: str) -> dict:
     """``--procs`` workers, each a fresh interpreter on the first ``--threads`` cores with
     ``--threads // --procs`` tokenizer threads, as `pack --workers` caps them; several start
     tokenizing together, once all have rendered, and the stage's wall time runs from then to the last
-    one's end. The output hash is over every batch's, in order."""
+    one's end, less that worker's hashing. The output hash is over every batch's, in order."""
     procs, go = args.procs, Path(tempfile.mkdtemp(prefix="packcli-tokbench-")) / "go"
     threads = str(max(1, args.threads // procs))
     env = dict(os.environ, RAYON_NUM_THREADS=threads, FASTOKENS_BPE_THREADS=threads, TOKENIZERS_PARALLELISM="true")
@@ -157,7 +159,7 @@ def run_cold(args: argparse.Namespace, setup: str, backend: str) -> dict:
     for key in ("tokens", "supervised_tokens", "tokenize_cpu_s", "guard_examples", "guard_checked",
                 "guard_offset_mismatches", "reference_fallbacks"):
         row[key] = sum(p[key] for p in parts)
-    for key in ("load_s", "load_cpu_s", "render_s", "peak_rss_mib", "loadavg_after"):
+    for key in ("load_s", "load_cpu_s", "render_s", "hash_s", "peak_rss_mib", "loadavg_after"):
         row[key] = max(p[key] for p in parts)
     if go_time is not None:
         row["tokenize_s"] = max(p["finished"] for p in parts) - go_time
