@@ -125,8 +125,8 @@ class FastBackend:
             raise RuntimeError(f"fastokens returned token id {ids.max()} outside the vocabulary")  # a bug
         ids = ids.astype(np.int32)  # < vocabulary size < 2**31; a copy, so the arrays handed out are writable
         bounds = np.frombuffer(raw_bounds, dtype="<u8").astype(np.int64)
-        start, end, added, ok, chars = fast_kernels.offsets(ids, bounds, self.tables.chars, self.tables.cont,
-                                                            self.prefix, self.suffix, add_special_tokens)
+        offsets, added, ok, chars = fast_kernels.offsets(ids, bounds, self.tables.chars, self.tables.cont,
+                                                         self.prefix, self.suffix, add_special_tokens)
         clen = np.fromiter(map(len, texts), dtype=np.int64, count=n)
         aligned: dict[int, np.ndarray] = {}
         if self.aligner is None:  # no normalizer: the tokens spell the text
@@ -141,13 +141,12 @@ class FastBackend:
                                             added)
             ok &= spelled | np.isin(np.arange(n), list(aligned))  # neither: to the reference
         for i, off in aligned.items():
-            start[bounds[i]:bounds[i + 1]], end[bounds[i]:bounds[i + 1]] = off[:, 0], off[:, 1]
+            offsets[bounds[i]:bounds[i + 1]] = off
         counts = np.fromiter(map(len, spans), dtype=np.int64, count=n)
         span_ptr = np.concatenate(([0], np.cumsum(counts)))
         s, e = np.fromiter(chain.from_iterable(chain.from_iterable(spans)), dtype=np.int64,
                            count=2 * int(span_ptr[-1])).reshape(-1, 2).T.copy()
-        labels = fast_kernels.labels(ids, bounds, start, end, added, span_ptr, s, e, ok)
-        offsets = np.stack((start, end), axis=1)
+        labels = fast_kernels.labels(ids, bounds, offsets, added, span_ptr, s, e, ok)
         return [Encoded(ids[a:b], labels[a:b], offsets[a:b]) if good else None
                 for a, b, good in zip(bounds[:-1].tolist(), bounds[1:].tolist(), ok.tolist())]
 

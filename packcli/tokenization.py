@@ -49,15 +49,15 @@ BACKEND_CHOICES: tuple[str, ...] = ("auto", "hf", "fast")
 class Encoded:
     """One tokenized example: token ids and labels, both int32 of the same length.
 
-    ``offsets`` (tokens x 2, character start/end) is what the labels were computed from, when they
-    were (None when the reference found the spans with ``char_to_token``); the guard compares it across
-    backends. Nothing downstream stores it. Not frozen: a batch builds tens of thousands of these,
+    ``offsets`` (tokens x 2, character start/end; int64 from the reference, int32 from the fast
+    backend) is what the labels were computed from, when they were (None when the reference found the
+    spans with ``char_to_token``); the guard compares it across backends. Nothing downstream stores it. Not frozen: a batch builds tens of thousands of these,
     and a frozen dataclass's ``__init__`` costs half as much again.
     """
 
     input_ids: npt.NDArray[np.int32]
     labels: npt.NDArray[np.int32]
-    offsets: npt.NDArray[np.int64] | None = field(default=None, repr=False, compare=False)
+    offsets: npt.NDArray[np.integer] | None = field(default=None, repr=False, compare=False)
 
     @property
     def supervised(self) -> int:

@@ -561,7 +561,8 @@ def _check_labels_kernel(examples) -> None:
     flat = np.array([x for sp in spans for pair in sp for x in pair], dtype=np.int64).reshape(-1, 2)
     todo = np.ones(len(examples), dtype=bool)
     todo[-1] = len(examples) == 1  # an example not to do keeps IGNORE_INDEX everywhere
-    got = fast_kernels.labels(ids, bounds, start, end, added, span_ptr, flat[:, 0].copy(), flat[:, 1].copy(), todo)
+    got = fast_kernels.labels(ids, bounds, np.stack((start, end), axis=1), added, span_ptr, flat[:, 0].copy(),
+                              flat[:, 1].copy(), todo)
     for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])):
         offsets = np.stack((start[a:b], end[a:b]), axis=1)
         want = (labels_from_spans(ids[a:b], offsets, spans[i], added=added[a:b]) if todo[i]
