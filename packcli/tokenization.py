@@ -51,8 +51,9 @@ class Encoded:
 
     ``offsets`` (tokens x 2, character start/end; int64 from the reference, int32 from the fast
     backend) is what the labels were computed from, when they were (None when the reference found the
-    spans with ``char_to_token``); the guard compares it across backends. Nothing downstream stores it. Not frozen: a batch builds tens of thousands of these,
-    and a frozen dataclass's ``__init__`` costs half as much again.
+    spans with ``char_to_token``); the guard compares it across backends. Nothing downstream stores
+    it. Not frozen: a batch builds tens of thousands of these, and a frozen dataclass's ``__init__``
+    costs half as much again.
     """
 
     input_ids: npt.NDArray[np.int32]
