@@ -169,7 +169,8 @@ class FastBackend:
         run_ptr = np.concatenate(([0], np.cumsum([len(runs[i]) for i in which])))
         # The aligner: the runs joined by NUL (which NFC leaves alone), one token per normalized byte,
         # with tokenizers' offsets into the joined string, moved to positions in ``text``.
-        enc = self.aligner.encode("\x00".join([texts[i][s:e] for i in which for s, e in runs[i]]), add_special_tokens=False)
+        joined = "\x00".join([texts[i][s:e] for i in which for s, e in runs[i]])
+        enc = self.aligner.encode(joined, add_special_tokens=False)
         aux = np.asarray(enc.offsets, dtype=np.int64).reshape(-1, 2)[np.asarray(enc.ids) != self.aligner_nul]
         joined_start = np.concatenate(([0], np.cumsum(run_chars[:, 1] - run_chars[:, 0] + 1)))[:-1]
         run_of = np.searchsorted(joined_start, aux[:, 0], side="right") - 1

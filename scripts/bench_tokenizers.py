@@ -16,9 +16,9 @@ FASTOKENS_BPE_THREADS for fastokens). ``--procs 1`` (the default): one worker wi
 tokenizer threads. ``--procs N``: N workers share the batches (every N-th) and the cores, each with
 ``--threads // N`` tokenizer threads, as `pack --workers N` runs them; they start together once all
 have rendered, and the stage's time runs to the last one's end, less its hashing (``hash_s``; the
-other workers may have had its core meanwhile, so the bias is at most that, per worker). The machine may be shared, so every
-row records CPU seconds (all threads and workers) and the load average around the run as well as
-wall time.
+other workers may have had its core meanwhile, so the bias is at most that, per worker). The machine
+may be shared, so every row records CPU seconds (all threads and workers) and the load average around
+the run as well as wall time.
 
 Usage:
     python scripts/make_bench_corpus.py --n 100000 --out /tmp/packcli-tokbench/synthetic-100k.jsonl
@@ -101,7 +101,8 @@ def worker(args: argparse.Namespace) -> dict:
     for k in range(args.part * args.batch, len(rendered), args.batch * args.parts):
         batch = rendered[k:k + args.batch]
         t0, c0 = time.perf_counter(), _cpu()
-        out = encode_batch(tok, [r.text for r in batch], [r.spans for r in batch], [r.add_special_tokens for r in batch])
+        out = encode_batch(tok, [r.text for r in batch], [r.spans for r in batch],
+                           [r.add_special_tokens for r in batch])
         t1 = time.perf_counter()
         wall, cpu = wall + t1 - t0, cpu + _cpu() - c0
         digest = hashlib.blake2b(digest_size=16)
@@ -133,28 +134,30 @@ def run_cold(args: argparse.Namespace, setup: str, backend: str) -> dict:
     ``--threads // --procs`` tokenizer threads, as `pack --workers` caps them; several start
     tokenizing together, once all have rendered, and the stage's wall time runs from then to the last
     one's end, less that worker's hashing. The output hash is over every batch's, in order."""
-    procs, go = args.procs, Path(tempfile.mkdtemp(prefix="packcli-tokbench-")) / "go"
+    procs = args.procs
     threads = str(max(1, args.threads // procs))
     env = dict(os.environ, RAYON_NUM_THREADS=threads, FASTOKENS_BPE_THREADS=threads, TOKENIZERS_PARALLELISM="true")
-    cmd = [sys.executable, __file__, "--worker", "--setup", setup, "--backend", backend, "--corpus",
-           str(args.corpus), "--n", str(args.n), "--batch", str(args.batch), "--threads", str(args.threads),
-           "--parts", str(procs)] + (["--go", str(go)] if procs > 1 else [])
-    running = [subprocess.Popen([*cmd, "--part", str(k)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True) for k in range(procs)]
-    go_time = None
-    if procs > 1:
-        while not all(Path(f"{go}.ready{k}").exists() for k in range(procs)):
-            if any(p.poll() for p in running):
-                break
-            time.sleep(0.01)
-        go_time = time.time()
-        go.touch()
-    parts = []
-    for proc in running:
-        stdout, stderr = proc.communicate()
-        if proc.returncode:
-            raise SystemExit(f"error: worker {setup}/{backend} failed (exit {proc.returncode}):\n{stderr[-3000:]}")
-        parts.append(json.loads(stdout.strip().splitlines()[-1]))
+    with tempfile.TemporaryDirectory(prefix="packcli-tokbench-") as tmp:
+        go = Path(tmp) / "go"
+        cmd = [sys.executable, __file__, "--worker", "--setup", setup, "--backend", backend, "--corpus",
+               str(args.corpus), "--n", str(args.n), "--batch", str(args.batch), "--threads", str(args.threads),
+               "--parts", str(procs)] + (["--go", str(go)] if procs > 1 else [])
+        running = [subprocess.Popen([*cmd, "--part", str(k)], env=env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True) for k in range(procs)]
+        go_time = None
+        if procs > 1:
+            while not all(Path(f"{go}.ready{k}").exists() for k in range(procs)):
+                if any(p.poll() for p in running):  # one failed: let the others go, and report it below
+                    break
+                time.sleep(0.01)
+            go_time = time.time()
+            go.touch()
+        parts = []
+        for proc in running:
+            stdout, stderr = proc.communicate()
+            if proc.returncode:
+                raise SystemExit(f"error: worker {setup}/{backend} failed (exit {proc.returncode}):\n{stderr[-3000:]}")
+            parts.append(json.loads(stdout.strip().splitlines()[-1]))
     row = dict(parts[0])
     for key in ("tokens", "supervised_tokens", "tokenize_cpu_s", "guard_examples", "guard_checked",
                 "guard_offset_mismatches", "reference_fallbacks"):
@@ -205,7 +208,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=BATCH, help="records per encode_batch (default: %(default)s)")
     parser.add_argument("--threads", type=int, default=2, help="cores for the run (default: %(default)s)")
     parser.add_argument("--procs", type=int, default=1,
-                        help="worker processes sharing the batches and the cores, as pack --workers (default: %(default)s)")
+                        help="worker processes sharing the batches and the cores, as pack --workers "
+                             "(default: %(default)s)")
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
     parser.add_argument("--quick", action="store_true", help=f"fixture tokenizer, {QUICK_N:,} records, seconds")
     parser.add_argument("--show", type=Path, nargs="+", metavar="JSON", help="print the table of earlier --out files")
@@ -214,6 +218,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parts", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--go", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.procs < 1:
+        parser.error("--procs must be at least 1")
     if args.show:
         for path in args.show:
             result = json.loads(path.read_text(encoding="utf-8"))
@@ -242,7 +248,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"bench_tokenizers: {name} / {backend} ...", file=sys.stderr, flush=True)
             rows.append(run_cold(args, name, backend))
     result = {"corpus": str(args.corpus), "records": args.n, "batch": args.batch, "threads": args.threads,
-              "procs": args.procs, "cpus": os.cpu_count(), "python": platform.python_version(), "argv": sys.argv, "rows": rows}
+              "procs": args.procs, "cpus": os.cpu_count(), "python": platform.python_version(), "argv": sys.argv,
+              "rows": rows}
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf-8")
