@@ -152,6 +152,54 @@ def spells(ids, bounds, added, nbytes, word, spelling, spelling_start, text, cle
 
 
 @njit(cache=True, nogil=True)
+def suspect_runs(text, byte_start, which, suspect):  # noqa: ANN001, ANN201
+    """The runs of characters in ``suspect`` (by code point), each with the character before it, in
+    the texts ``which``: (text, first character, last + 1), characters counted within the text.
+
+    ``text`` is the batch's texts' UTF-8, end to end (as Python encodes it, so well formed), text
+    ``i`` in ``byte_start[i]:byte_start[i + 1]``. Two passes: count the runs, then fill them in.
+    """
+    n_runs = 0
+    for k in range(len(which)):
+        in_run = False
+        p = byte_start[which[k]]
+        while p < byte_start[which[k] + 1]:
+            cp, p = _code_point(text, p)
+            if suspect[cp] and not in_run:
+                n_runs += 1
+            in_run = suspect[cp]
+    ex, start, stop = np.empty(n_runs, np.int64), np.empty(n_runs, np.int64), np.empty(n_runs, np.int64)
+    r = 0
+    for k in range(len(which)):
+        in_run, c = False, 0
+        p = byte_start[which[k]]
+        while p < byte_start[which[k] + 1]:
+            cp, p = _code_point(text, p)
+            if suspect[cp] and not in_run:
+                ex[r], start[r], in_run = which[k], max(c - 1, 0), True
+            elif not suspect[cp] and in_run:
+                stop[r], r, in_run = c, r + 1, False
+            c += 1
+        if in_run:
+            stop[r], r = c, r + 1
+    return ex, start, stop
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _code_point(text, p):  # noqa: ANN001, ANN202
+    """The code point whose UTF-8 starts at ``text[p]``, and where the next one starts."""
+    b = np.int64(text[p])
+    if b < 0x80:
+        return b, p + 1
+    if b < 0xE0:
+        return ((b & 0x1F) << 6) | (text[p + 1] & 0x3F), p + 2
+    if b < 0xF0:
+        return ((b & 0x0F) << 12) | ((text[p + 1] & 0x3F) << 6) | (text[p + 2] & 0x3F), p + 3
+    return (((b & 0x07) << 18) | ((text[p + 1] & 0x3F) << 12) | ((text[p + 2] & 0x3F) << 6)
+            | (text[p + 3] & 0x3F)), p + 4
+
+
+@njit(cache=True, nogil=True)
 def aligned_offsets(ids, bounds, added, nbytes, which, text, byte_base, char_base, run_ptr, run_bytes, run_chars,
                     aux_ptr, aux):  # noqa: ANN001, ANN201
     """Offsets of the tokens of the examples ``which`` (texts that NFC changed), and whether each adds up.

@@ -36,7 +36,7 @@ import functools
 import json
 import threading
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import metadata
@@ -132,13 +132,11 @@ class FastBackend:
         if self.aligner is None:  # no normalizer: the tokens spell the text
             ok &= chars == clen
         else:  # NFC: the identity map holds where the tokens spell the text; where not, NFC changed it
-            utf8 = np.frombuffer(_utf8(texts), dtype=np.uint8)
+            utf8, byte_start = _utf8(texts)
             spelled = fast_kernels.spells(ids, bounds, added, self.tables.nbytes, self.tables.word,
                                           self.tables.spelling, self.tables.spelling_start, utf8, clen, chars)
-            rest = np.flatnonzero(ok & ~spelled)
-            runs = _nfc_runs([texts[i] for i in rest]) if len(rest) else {}
-            aligned = self._aligned_offsets({int(rest[k]): r for k, r in runs.items()}, texts, clen, bounds, ids,
-                                            added)
+            runs = _nfc_runs(texts, np.flatnonzero(ok & ~spelled), utf8, byte_start)
+            aligned = self._aligned_offsets(runs, texts, clen, bounds, ids, added)
             ok &= spelled | np.isin(np.arange(n), list(aligned))  # neither: to the reference
         for i, off in aligned.items():
             offsets[bounds[i]:bounds[i + 1]] = off
@@ -176,47 +174,43 @@ class FastBackend:
         run_of = np.searchsorted(joined_start, aux[:, 0], side="right") - 1
         aux += (run_chars[:, 0] - joined_start)[run_of, None]
         aux_ptr = np.concatenate(([0], np.cumsum(np.bincount(run_of, minlength=len(run_chars)))))
-        raw = np.frombuffer(_utf8(texts[i] for i in which), dtype=np.uint8)  # the texts of ``which``, end to end
+        raw, byte_base = _utf8([texts[i] for i in which])  # the texts of ``which``, end to end
         byte_of_char = np.append(np.flatnonzero((raw & 0xC0) != 0x80), len(raw))
         off, good = fast_kernels.aligned_offsets(
-            ids, bounds, added, self.tables.nbytes, np.asarray(which, dtype=np.int64), raw, byte_of_char[char_base],
+            ids, bounds, added, self.tables.nbytes, np.asarray(which, dtype=np.int64), raw, byte_base,
             char_base, run_ptr, byte_of_char[run_chars], run_chars, aux_ptr, aux)
         tok_start = np.concatenate(([0], np.cumsum([bounds[i + 1] - bounds[i] for i in which])))
         return {i: off[tok_start[k]:tok_start[k + 1]] for k, i in enumerate(which) if good[k]}
 
 
-def _utf8(texts: Iterable[str]) -> bytes:
-    """The texts' UTF-8, end to end. Text by text: joining first makes one string as wide as the widest
-    character in the batch (four bytes a character after one emoji), and encoding that is 2.5x slower."""
-    return b"".join([t.encode("utf-8", "surrogatepass") for t in texts])
+def _utf8(texts: Sequence[str]) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]]:
+    """The texts' UTF-8, end to end, and where each starts (one more: the end). Text by text: joining
+    first makes one string as wide as the widest character in the batch (four bytes a character after
+    one emoji), and encoding that is 2.5x slower."""
+    pieces = [t.encode("utf-8", "surrogatepass") for t in texts]
+    starts = np.zeros(len(pieces) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces)), out=starts[1:])
+    return np.frombuffer(b"".join(pieces), dtype=np.uint8), starts
 
 
-def _nfc_runs(texts: list[str]) -> dict[int, list[tuple[int, int]]]:
-    """The character runs that NFC changes, by text (texts that are NFC have none).
+def _nfc_runs(texts: Sequence[str], which: npt.NDArray[np.int64], utf8: npt.NDArray[np.uint8],
+              byte_start: npt.NDArray[np.int64]) -> dict[int, list[tuple[int, int]]]:
+    """The character runs that NFC changes in the texts ``which``, by text (texts that are NFC have none);
+    ``utf8``, ``byte_start``: all the texts' UTF-8 (`_utf8`).
 
-    A run is a stretch of `_nfc_suspects` with the character before it. That character is a starter
-    that composes with nothing before it, and the character after the run is one too, so each run
-    normalizes on its own (``a`` + U+0323 -> ``ạ``) and the text between runs is NFC already: a text
-    is NFC if and only if its runs are, and only runs that are not need the aligner.
+    A run is a stretch of `_nfc_suspects` with the character before it (found by
+    `packcli.fast_kernels.suspect_runs`). That character is a starter that composes with nothing
+    before it, and the character after the run is one too, so each run normalizes on its own
+    (``a`` + U+0323 -> ``ạ``) and the text between runs is NFC already: a text is NFC if and only if
+    its runs are, and only runs that are not need the aligner.
     """
-    wide = [i for i, t in enumerate(texts) if not t.isascii()]
-    if not wide:
-        return {}
-    joined = "".join(texts[i] for i in wide)
-    base = np.concatenate(([0], np.cumsum([len(texts[i]) for i in wide])))
-    where = np.flatnonzero(_nfc_suspects()[np.frombuffer(joined.encode("utf-32-le"), dtype="<u4")])
-    if not len(where):
-        return {}
-    ex = np.searchsorted(base, where, side="right") - 1
-    new = np.concatenate(([True], (np.diff(where) != 1) | (np.diff(ex) != 0)))
-    stop = np.append(where[np.flatnonzero(new)[1:] - 1], where[-1:]) + 1
-    ex = ex[new]
-    start = np.maximum(where[new] - 1, base[ex])
     runs: dict[int, list[tuple[int, int]]] = {}
-    for k, s, e in zip(ex.tolist(), start.tolist(), stop.tolist()):
-        if not unicodedata.is_normalized("NFC", joined[s:e]):
-            b = int(base[k])
-            runs.setdefault(wide[k], []).append((s - b, e - b))
+    if not len(which):
+        return runs
+    ex, start, stop = fast_kernels.suspect_runs(utf8, byte_start, which, _nfc_suspects())
+    for i, s, e in zip(ex.tolist(), start.tolist(), stop.tolist()):
+        if not unicodedata.is_normalized("NFC", texts[i][s:e]):
+            runs.setdefault(i, []).append((s, e))
     return runs
 
 

@@ -622,6 +622,28 @@ def test_spells_kernel_finds_any_changed_byte(vocab, data):
     assert got.tolist() == [k != changed for k in range(len(texts))]
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(st.sampled_from("ae\u0301\u0323\u0302\u1100\u1161\u11a8\u00e9\u212b\u0958\u4e16😀\x00 \u0338>"),
+                        max_size=12), min_size=1, max_size=6), st.data())
+def test_suspect_runs_kernel_finds_every_run_in_the_chosen_texts(texts, data):
+    """The runs kernel, reading UTF-8 of 1-4 bytes a character, against the rule in Python: each maximal
+    stretch of suspects, with the character before it, in the texts asked for and no other."""
+    from packcli import fast_kernels
+    from packcli.fast_tokenizer import _nfc_suspects, _utf8
+
+    which = np.array(sorted(data.draw(st.sets(st.integers(0, len(texts) - 1)))), dtype=np.int64)
+    suspect = _nfc_suspects()
+    want = []
+    for i in which.tolist():
+        flags = [bool(suspect[ord(ch)]) for ch in texts[i]]
+        for c, flag in enumerate(flags):
+            if flag and (c == 0 or not flags[c - 1]):
+                stop = next((d for d in range(c, len(flags)) if not flags[d]), len(flags))
+                want.append((i, max(c - 1, 0), stop))
+    got = fast_kernels.suspect_runs(*_utf8(texts), which, suspect)
+    assert list(zip(*(a.tolist() for a in got))) == want
+
+
 def test_unknown_backend_is_an_input_error():
     with pytest.raises(InputError, match="unknown"):
         load_tokenizer(FIXTURE_JSON, backend="fastest")  # type: ignore[arg-type]
