@@ -151,6 +151,20 @@ def spells(ids, bounds, added, nbytes, word, spelling, spelling_start, text, cle
     return out
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _code_point(text, p):  # noqa: ANN001, ANN202
+    """The code point whose UTF-8 starts at ``text[p]``, and where the next one starts."""
+    b = np.int64(text[p])
+    if b < 0x80:
+        return b, p + 1
+    if b < 0xE0:
+        return ((b & 0x1F) << 6) | (text[p + 1] & 0x3F), p + 2
+    if b < 0xF0:
+        return ((b & 0x0F) << 12) | ((text[p + 1] & 0x3F) << 6) | (text[p + 2] & 0x3F), p + 3
+    return (((b & 0x07) << 18) | ((text[p + 1] & 0x3F) << 12) | ((text[p + 2] & 0x3F) << 6)
+            | (text[p + 3] & 0x3F)), p + 4
+
+
 @njit(cache=True, nogil=True)
 def suspect_runs(text, byte_start, which, suspect):  # noqa: ANN001, ANN201
     """The runs of characters in ``suspect`` (by code point), each with the character before it, in
@@ -183,20 +197,6 @@ def suspect_runs(text, byte_start, which, suspect):  # noqa: ANN001, ANN201
         if in_run:
             stop[r], r = c, r + 1
     return ex, start, stop
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _code_point(text, p):  # noqa: ANN001, ANN202
-    """The code point whose UTF-8 starts at ``text[p]``, and where the next one starts."""
-    b = np.int64(text[p])
-    if b < 0x80:
-        return b, p + 1
-    if b < 0xE0:
-        return ((b & 0x1F) << 6) | (text[p + 1] & 0x3F), p + 2
-    if b < 0xF0:
-        return ((b & 0x0F) << 12) | ((text[p + 1] & 0x3F) << 6) | (text[p + 2] & 0x3F), p + 3
-    return (((b & 0x07) << 18) | ((text[p + 1] & 0x3F) << 12) | ((text[p + 2] & 0x3F) << 6)
-            | (text[p + 3] & 0x3F)), p + 4
 
 
 @njit(cache=True, nogil=True)

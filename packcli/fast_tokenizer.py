@@ -136,7 +136,7 @@ class FastBackend:
             spelled = fast_kernels.spells(ids, bounds, added, self.tables.nbytes, self.tables.word,
                                           self.tables.spelling, self.tables.spelling_start, utf8, clen, chars)
             runs = _nfc_runs(texts, np.flatnonzero(ok & ~spelled), utf8, byte_start)
-            aligned = self._aligned_offsets(runs, texts, clen, bounds, ids, added)
+            aligned = self._aligned_offsets(runs, texts, clen, utf8, byte_start, bounds, ids, added)
             ok &= spelled | np.isin(np.arange(n), list(aligned))  # neither: to the reference
         for i, off in aligned.items():
             offsets[bounds[i]:bounds[i + 1]] = off
@@ -148,14 +148,14 @@ class FastBackend:
         return [Encoded(ids[a:b], labels[a:b], offsets[a:b]) if good else None
                 for a, b, good in zip(bounds[:-1].tolist(), bounds[1:].tolist(), ok.tolist())]
 
-    def _aligned_offsets(self, runs: dict[int, list[tuple[int, int]]], texts: list[str], clen, bounds,
-                         ids, added) -> dict[int, np.ndarray]:
+    def _aligned_offsets(self, runs: dict[int, list[tuple[int, int]]], texts: list[str], clen, utf8, byte_start,
+                         bounds, ids, added) -> dict[int, np.ndarray]:
         """Offsets of the examples whose text NFC changes (keys of ``runs``), or of none it cannot do exactly.
 
         Each run (`_nfc_runs`) normalizes on its own: the aligner maps the runs, the identity map covers
         the rest (`packcli.fast_kernels.aligned_offsets` walks both). An added token is cut out before
         normalizing, so a run whose first character may end one (``<|im_end|>`` + U+0338 would compose
-        ``>`` into ``≯``) goes to the reference instead.
+        ``>`` into ``≯``) goes to the reference instead. ``utf8``, ``byte_start``: the batch's UTF-8 (`_utf8`).
         """
         which = [i for i, rs in runs.items()
                  if not any(texts[i][s] in self.added_ends and _ends_added(texts[i], s, self.added_texts) for s, _ in rs)]
@@ -174,10 +174,12 @@ class FastBackend:
         run_of = np.searchsorted(joined_start, aux[:, 0], side="right") - 1
         aux += (run_chars[:, 0] - joined_start)[run_of, None]
         aux_ptr = np.concatenate(([0], np.cumsum(np.bincount(run_of, minlength=len(run_chars)))))
-        raw, byte_base = _utf8([texts[i] for i in which])  # the texts of ``which``, end to end
+        picked = np.asarray(which, dtype=np.int64)
+        raw = np.concatenate([utf8[byte_start[i]:byte_start[i + 1]] for i in which])  # their UTF-8, end to end
+        byte_base = np.concatenate(([0], np.cumsum(byte_start[picked + 1] - byte_start[picked])))
         byte_of_char = np.append(np.flatnonzero((raw & 0xC0) != 0x80), len(raw))
         off, good = fast_kernels.aligned_offsets(
-            ids, bounds, added, self.tables.nbytes, np.asarray(which, dtype=np.int64), raw, byte_base,
+            ids, bounds, added, self.tables.nbytes, picked, raw, byte_base,
             char_base, run_ptr, byte_of_char[run_chars], run_chars, aux_ptr, aux)
         tok_start = np.concatenate(([0], np.cumsum([bounds[i + 1] - bounds[i] for i in which])))
         return {i: off[tok_start[k]:tok_start[k + 1]] for k, i in enumerate(which) if good[k]}

@@ -343,7 +343,7 @@ def encode_batch(
 def _encode_split(backend: TokenizerBackend, texts, spans, add_special_tokens) -> list[Encoded]:
     flags = set(map(bool, add_special_tokens))
     if len(flags) == 1:  # the usual batch: all chat, or all plain text
-        return list(backend.encode(texts, spans, add_special_tokens=flags.pop()))
+        return backend.encode(texts, spans, add_special_tokens=flags.pop())
     result: list[Encoded | None] = [None] * len(texts)
     for flag in (False, True):
         idx = [i for i, want in enumerate(add_special_tokens) if bool(want) is flag]
