@@ -1,5 +1,5 @@
 """numba kernels of the fast tokenizer backend: character offsets from token ids, labels from spans,
-and for NFC tokenizers the byte-for-byte spelling check and the offsets of texts NFC changed.
+and for NFC tokenizers the runs of text NFC may change and the offsets of the texts that hold them.
 
 They replace some thirty whole-batch numpy passes (each allocating an array the size of the batch)
 with one loop per example, which took the backend's work after fastokens from 3x fastokens' own time
@@ -17,16 +17,17 @@ IGNORE = -100  # packcli.tokenization.IGNORE_INDEX (not imported: keeps this mod
 
 
 @njit(cache=True, nogil=True)
-def offsets(ids, bounds, token_chars, token_cont, prefix, suffix, add_special):  # noqa: ANN001, ANN201
+def offsets(ids, bounds, token_bytes, token_chars, token_cont, prefix, suffix, add_special):  # noqa: ANN001, ANN201
     """Per token: character start and end within its example (tokens x 2, int32: half the fresh memory
     of int64, which this machine faults in at about 7 us a page), and whether the post-processor added it.
 
     Per example: whether the post-processor's tokens are where they should be (``ok``), and how many
-    characters its tokens spell (the caller compares that with the text's length).
+    characters and bytes its tokens spell (the caller compares those with the text's lengths).
     """
     n_tok, n = len(ids), len(bounds) - 1
     off = np.zeros((n_tok, 2), np.int32)
-    added, ok, chars = np.zeros(n_tok, np.bool_), np.ones(n, np.bool_), np.zeros(n, np.int64)
+    added, ok = np.zeros(n_tok, np.bool_), np.ones(n, np.bool_)
+    chars, nbytes = np.zeros(n, np.int64), np.zeros(n, np.int64)
     n_pre, n_suf = len(prefix), len(suffix)
     for i in range(n):
         a, b = bounds[i], bounds[i + 1]
@@ -42,15 +43,16 @@ def offsets(ids, bounds, token_chars, token_cont, prefix, suffix, add_special): 
                 continue
             added[a:a + n_pre] = True
             added[b - n_suf:b] = True
-        before = 0  # characters that started before the token
+        before, size = 0, 0  # characters that started before the token; bytes
         for t in range(a, b):
             if added[t]:
                 continue  # (0, 0), as tokenizers reports a post-processor token
             c = token_chars[ids[t]]
             off[t, 0], off[t, 1] = before - token_cont[ids[t]], before + c
             before += c
-        chars[i] = before
-    return off, added, ok, chars
+            size += token_bytes[ids[t]]
+        chars[i], nbytes[i] = before, size
+    return off, added, ok, chars, nbytes
 
 
 @njit(cache=True, nogil=True)
@@ -105,52 +107,6 @@ def _word(text, p):  # noqa: ANN001, ANN202
     return w
 
 
-@njit(cache=True, nogil=True)
-def spells(ids, bounds, added, nbytes, word, spelling, spelling_start, text, clen, chars):  # noqa: ANN001, ANN201
-    """Per example: whether its tokens' bytes are exactly its text's UTF-8 bytes.
-
-    ``text`` is the batch's texts' UTF-8, end to end; ``clen`` each text's length in characters, which
-    says where it ends (a character starts at every byte that is not a continuation byte); ``chars``
-    how many characters start in its tokens' bytes (from `offsets`), which is how many the compared
-    bytes hold when they match, so the loop over bytes only compares. A token of at most 8 bytes (all
-    but a few) is one comparison of integers: ``word`` holds its bytes, and the text's next 8 bytes
-    are masked to its length; a longer one is compared byte by byte. Tokens the post-processor added
-    spell nothing. Only a text that is not spelled is walked again to find where the next one starts.
-    """
-    n = len(bounds) - 1
-    out = np.zeros(n, np.bool_)
-    pos = 0
-    for i in range(n):
-        p, same = pos, chars[i] == clen[i]
-        for t in range(bounds[i], bounds[i + 1]):
-            if not same:
-                break
-            if added[t]:
-                continue
-            tid = ids[t]
-            length = nbytes[tid]
-            if p + length > len(text):
-                same = False
-            elif length <= 8 and p + 8 <= len(text):
-                mask = np.uint64(0xFFFFFFFFFFFFFFFF) >> np.uint64(64 - 8 * length)
-                same = (_word(text, p) & mask) == word[tid]
-            else:
-                s = spelling_start[tid]
-                for j in range(length):
-                    if spelling[s + j] != text[p + j]:
-                        same = False
-                        break
-            p += length
-        if same and (p == len(text) or (text[p] & 0xC0) != 0x80):
-            out[i], pos = True, p
-            continue
-        seen = 0
-        while pos < len(text) and (seen < clen[i] or (text[pos] & 0xC0) == 0x80):
-            seen += (text[pos] & 0xC0) != 0x80
-            pos += 1
-    return out
-
-
 @njit(cache=True, nogil=True, inline="always")
 def _code_point(text, p):  # noqa: ANN001, ANN202
     """The code point whose UTF-8 starts at ``text[p]``, and where the next one starts."""
@@ -165,79 +121,122 @@ def _code_point(text, p):  # noqa: ANN001, ANN202
             | (text[p + 3] & 0x3F)), p + 4
 
 
-@njit(cache=True, nogil=True)
-def suspect_runs(text, byte_start, which, suspect):  # noqa: ANN001, ANN201
-    """The runs of characters in ``suspect`` (by code point), each with the character before it, in
-    the texts ``which``: (text, first character, last + 1), characters counted within the text.
+@njit(cache=True, nogil=True, inline="always")
+def _push(rows, r, i, c0, c1, b0, b1):  # noqa: ANN001, ANN202
+    """``rows`` with row ``r`` set (grown twice as long when full)."""
+    if r == len(rows):
+        grown = np.empty((2 * len(rows), 5), np.int64)
+        grown[:r] = rows
+        rows = grown
+    rows[r, 0], rows[r, 1], rows[r, 2], rows[r, 3], rows[r, 4] = i, c0, c1, b0, b1
+    return rows
 
-    ``text`` is the batch's texts' UTF-8, end to end (as Python encodes it, so well formed), text
-    ``i`` in ``byte_start[i]:byte_start[i + 1]``. Two passes: count the runs, then fill them in.
+
+@njit(cache=True, nogil=True)
+def nfc_runs(text, byte_start, nfc):  # noqa: ANN001, ANN201
+    """The runs of the texts that NFC may change: rows (text, first character, last + 1, first byte,
+    last + 1), characters counted within the text, bytes within ``text``.
+
+    ``text`` is the texts' UTF-8, end to end (as Python encodes it, so well formed), text ``i`` in
+    ``byte_start[i]:byte_start[i + 1]``. ``nfc`` per code point: its canonical combining class in the
+    low byte, plus 256 where Unicode's NFC quick check is not Yes (or cannot say). A run is a maximal
+    stretch of characters whose entry is not 0, with the character before it; it is kept only if it
+    fails the quick check (a 256, or a nonzero class below the one before it), so a text with no run
+    kept is NFC. The loop tracks bytes only, eight ASCII bytes at a time where it can (ASCII is never
+    in a run); characters are counted for the runs kept, from the one before.
     """
-    n_runs = 0
-    for k in range(len(which)):
-        in_run = False
-        p = byte_start[which[k]]
-        while p < byte_start[which[k] + 1]:
-            cp, p = _code_point(text, p)
-            if suspect[cp] and not in_run:
-                n_runs += 1
-            in_run = suspect[cp]
-    ex, start, stop = np.empty(n_runs, np.int64), np.empty(n_runs, np.int64), np.empty(n_runs, np.int64)
+    rows = np.empty((64, 5), np.int64)
     r = 0
-    for k in range(len(which)):
-        in_run, c = False, 0
-        p = byte_start[which[k]]
-        while p < byte_start[which[k] + 1]:
-            cp, p = _code_point(text, p)
-            if suspect[cp] and not in_run:
-                ex[r], start[r], in_run = which[k], max(c - 1, 0), True
-            elif not suspect[cp] and in_run:
-                stop[r], r, in_run = c, r + 1, False
-            c += 1
-        if in_run:
-            stop[r], r = c, r + 1
-    return ex, start, stop
+    ascii_bits = np.uint64(0x8080808080808080)
+    for i in range(len(byte_start) - 1):
+        p, end = byte_start[i], byte_start[i + 1]
+        counted, chars = p, 0  # characters in text[byte_start[i]:counted]
+        while p < end:
+            if p + 8 <= end and (_word(text, p) & ascii_bits) == 0:
+                p += 8
+                continue
+            if text[p] < 0x80:
+                p += 1
+                continue
+            cp, nxt = _code_point(text, p)
+            v = nfc[cp]
+            if v == 0:
+                p = nxt
+                continue
+            start = p  # the run: from the character before this one, if any
+            if p > byte_start[i]:
+                start -= 1
+                while (text[start] & 0xC0) == 0x80:
+                    start -= 1
+            fails, last = False, 0
+            while True:
+                ccc = v & 0xFF
+                fails |= v > 0xFF or (ccc != 0 and last > ccc)
+                last = ccc
+                p = nxt
+                if p == end:
+                    break
+                cp, nxt = _code_point(text, p)
+                v = nfc[cp]
+                if v == 0:
+                    break
+            if fails:
+                for q in range(counted, start):
+                    chars += (text[q] & 0xC0) != 0x80
+                first = chars
+                for q in range(start, p):
+                    chars += (text[q] & 0xC0) != 0x80
+                counted = p
+                rows = _push(rows, r, i, first, chars, start, p)
+                r += 1
+    return rows[:r]
 
 
 @njit(cache=True, nogil=True)
-def aligned_offsets(ids, bounds, added, nbytes, which, text, byte_base, char_base, run_ptr, run_bytes, run_chars,
-                    aux_ptr, aux):  # noqa: ANN001, ANN201
-    """Offsets of the tokens of the examples ``which`` (texts that NFC changed), and whether each adds up.
+def aligned_offsets(ids, bounds, added, nbytes, off, which, text, byte_start, run_ptr, runs, run_entry, entry_ptr,
+                    entry_aux):  # noqa: ANN001, ANN201
+    """Write into ``off`` the offsets of the tokens of the texts ``which`` (texts that NFC changes), and
+    say for each whether its tokens add up.
 
-    The tokens spell the normalized text: the text's own bytes, except that each run (``run_bytes``,
-    ``run_chars``: its byte and character range in ``text``) is replaced by its normalized bytes, each
-    with the original characters it comes from (``aux[aux_ptr[r]:aux_ptr[r + 1]]``: first, last + 1,
-    from the aligner). A byte outside the runs comes from the character it is in. So one walk per text,
-    token by token along the normalized bytes, gives each token (the first character of its first
-    byte, the last of its last), relative to the text's start (``char_base``). ``text`` is the texts of
-    ``which`` end to end in UTF-8 (``byte_base``: where each starts); ``run_ptr`` each text's runs. A text
-    whose token bytes are not exactly its normalized bytes is not good (the reference encodes it).
+    The tokens spell the normalized text: the text's own bytes, except that each run (rows of
+    `nfc_runs`, those of ``which[k]`` at ``run_ptr[k]:run_ptr[k + 1]``) is replaced by its normalized
+    bytes, each with the run's characters it comes from (``entry_aux[entry_ptr[e]:entry_ptr[e + 1]]``
+    for the run's entry ``e = run_entry[r]``: first, last + 1, counted from the run's start, from the
+    aligner). A byte outside the runs comes from the character it is in. So one walk per text, token
+    by token along the normalized bytes, gives each token (the first character of its first byte,
+    the last of its last); a token wholly outside the runs takes one pass over its bytes. ``text``,
+    ``byte_start``: as for `nfc_runs`. A text whose token bytes are not exactly its normalized bytes
+    is not good (the reference encodes it).
     """
-    n_tok = 0
-    for k in range(len(which)):
-        n_tok += bounds[which[k] + 1] - bounds[which[k]]
-    off = np.zeros((n_tok, 2), np.int32)
     good = np.zeros(len(which), np.bool_)
-    o = 0
     for k in range(len(which)):
         a, b = bounds[which[k]], bounds[which[k] + 1]
-        p, end, cur, base = byte_base[k], byte_base[k + 1], char_base[k] - 1, char_base[k]
-        r, r_end, q, in_run, ok = run_ptr[k], run_ptr[k + 1], 0, False, True
+        p, end, cur = byte_start[which[k]], byte_start[which[k] + 1], -1
+        r, r_end, q, q_end, shift, in_run, ok = run_ptr[k], run_ptr[k + 1], 0, 0, 0, False, True
         first = last = 0
         for t in range(a, b):
             if added[t]:
                 continue  # (0, 0)
-            for j in range(nbytes[ids[t]]):
-                while not in_run and r < r_end and p == run_bytes[r, 0]:  # a run starts here
-                    if aux_ptr[r] == aux_ptr[r + 1]:  # normalized to nothing: skip it
-                        p, cur, r = run_bytes[r, 1], run_chars[r, 1] - 1, r + 1
+            n = nbytes[ids[t]]
+            if not in_run and (r == r_end or runs[r, 3] >= p + n) and p + n <= end:  # no run in its bytes
+                first = cur + ((text[p] & 0xC0) != 0x80)
+                for j in range(p, p + n):
+                    cur += (text[j] & 0xC0) != 0x80
+                off[t, 0], off[t, 1] = first, cur + 1
+                p += n
+                continue
+            for j in range(n):
+                while not in_run and r < r_end and p == runs[r, 3]:  # a run starts here
+                    e = run_entry[r]
+                    if entry_ptr[e] == entry_ptr[e + 1]:  # normalized to nothing: skip it
+                        p, cur, r = runs[r, 4], runs[r, 2] - 1, r + 1
                     else:
-                        in_run, q = True, aux_ptr[r]
+                        in_run, q, q_end, shift = True, entry_ptr[e], entry_ptr[e + 1], runs[r, 1]
                 if in_run:
-                    f, l = aux[q, 0], aux[q, 1]
+                    f, l = entry_aux[q, 0] + shift, entry_aux[q, 1] + shift
                     q += 1
-                    if q == aux_ptr[r + 1]:  # the run is done: back to the text after it
-                        in_run, p, cur, r = False, run_bytes[r, 1], run_chars[r, 1] - 1, r + 1
+                    if q == q_end:  # the run is done: back to the text after it
+                        in_run, p, cur, r = False, runs[r, 4], runs[r, 2] - 1, r + 1
                 elif p < end:
                     cur += (text[p] & 0xC0) != 0x80
                     f, l = cur, cur + 1
@@ -250,9 +249,9 @@ def aligned_offsets(ids, bounds, added, nbytes, which, text, byte_base, char_bas
                 last = l
             if not ok:
                 break
-            off[o + t - a, 0], off[o + t - a, 1] = first - base, last - base
-        while ok and not in_run and r < r_end and p == run_bytes[r, 0] and aux_ptr[r] == aux_ptr[r + 1]:
-            p, r = run_bytes[r, 1], r + 1
+            off[t, 0], off[t, 1] = first, last
+        while ok and not in_run and r < r_end and p == runs[r, 3] and entry_ptr[run_entry[r]] == entry_ptr[
+                run_entry[r] + 1]:
+            p, r = runs[r, 4], r + 1
         good[k] = ok and not in_run and r == r_end and p == end
-        o += b - a
-    return off, good
+    return good

@@ -16,12 +16,13 @@ Labels then follow from the offsets by the reference's own formula. Both steps a
 
 An NFC normalizer is the one wrinkle: on text that is not already NFC the tokens spell the normalized
 text, and ``tokenizers`` maps them back with its own alignment (``e`` + U+0301 -> ``é`` at (0, 1)).
-Where the tokens spell the text byte for byte (`packcli.fast_kernels.spells`, against a table of
-every token's bytes), NFC changed nothing and the identity map holds. Elsewhere NFC acts only on
-short runs (`_nfc_runs`), so the runs that change go through an *aligner*: the tokenizer's
-normalizer over a no-merge byte BPE, one token per normalized byte, each carrying ``tokenizers``'
-own offsets. The rest of the text keeps the identity map. A text that is not spelled and has no
-such run is encoded by the reference.
+NFC acts only on short runs: a stretch of combining marks and characters that may compose, with the
+character before it (`packcli.fast_kernels.nfc_runs`, one pass over the batch's UTF-8 with
+Unicode's NFC quick check, `_nfc_table`). Each run normalizes on its own, so a text whose runs all
+pass the quick check is NFC and keeps the identity map (if its tokens hold as many characters and
+bytes as it does). The runs that fail go through an *aligner*: the tokenizer's normalizer over a
+no-merge byte BPE, one token per normalized byte, each carrying ``tokenizers``' own offsets, run by
+distinct run (`RunAlignments`). The rest of the text keeps the identity map.
 
 Trade-off: this is exact only for what it was built for, so a tokenizer file is accepted only if it
 is a byte-level BPE, normalizer absent or NFC, no prefix space, no offset trimming, no stripping added
@@ -78,12 +79,12 @@ class FastBackend:
     def __init__(self, fast: object, reference: ReferenceBackend, aligner: object | None, *,
                  tables: TokenTables, added_texts: Sequence[str], prefix: Sequence[int],
                  suffix: Sequence[int]) -> None:
-        self.fast, self.reference, self.aligner = fast, reference, aligner  # aligner: None without NFC
+        self.fast, self.reference = fast, reference
+        self.alignments = RunAlignments(aligner) if aligner is not None else None  # None without NFC
         self.version = metadata.version("fastokens")
         self.tables = tables
         self.added_texts = tuple(added_texts)
         self.added_ends = {t[-1] for t in added_texts if t}
-        self.aligner_nul = aligner.token_to_id(_bytes_to_unicode()[0]) if aligner else None
         self.prefix = np.asarray(prefix, dtype=np.int64)
         self.suffix = np.asarray(suffix, dtype=np.int64)
         self.reference_fallbacks = 0  # examples whose token bytes did not add up: encoded by the reference
@@ -125,21 +126,20 @@ class FastBackend:
             raise RuntimeError(f"fastokens returned token id {ids.max()} outside the vocabulary")  # a bug
         ids = ids.astype(np.int32)  # < vocabulary size < 2**31; a copy, so the arrays handed out are writable
         bounds = np.frombuffer(raw_bounds, dtype="<u8").astype(np.int64)
-        offsets, added, ok, chars = fast_kernels.offsets(ids, bounds, self.tables.chars, self.tables.cont,
-                                                         self.prefix, self.suffix, add_special_tokens)
+        offsets, added, ok, chars, nbytes = fast_kernels.offsets(
+            ids, bounds, self.tables.nbytes, self.tables.chars, self.tables.cont, self.prefix, self.suffix,
+            add_special_tokens)
         clen = np.fromiter(map(len, texts), dtype=np.int64, count=n)
-        aligned: dict[int, np.ndarray] = {}
-        if self.aligner is None:  # no normalizer: the tokens spell the text
+        if self.alignments is None:  # no normalizer: the tokens spell the text
             ok &= chars == clen
-        else:  # NFC: the identity map holds where the tokens spell the text; where not, NFC changed it
+        else:  # NFC: the identity map holds where NFC changes nothing; the aligner covers the rest
             utf8, byte_start = _utf8(texts)
-            spelled = fast_kernels.spells(ids, bounds, added, self.tables.nbytes, self.tables.word,
-                                          self.tables.spelling, self.tables.spelling_start, utf8, clen, chars)
-            runs = _nfc_runs(texts, np.flatnonzero(ok & ~spelled), utf8, byte_start)
-            aligned = self._aligned_offsets(runs, texts, clen, utf8, byte_start, bounds, ids, added)
-            ok &= spelled | np.isin(np.arange(n), list(aligned))  # neither: to the reference
-        for i, off in aligned.items():
-            offsets[bounds[i]:bounds[i + 1]] = off
+            runs = fast_kernels.nfc_runs(utf8, byte_start, _nfc_table())
+            which, good = self._align(runs, texts, utf8, byte_start, ids, bounds, added, offsets)
+            changed = np.zeros(n, dtype=bool)
+            changed[which] = True
+            ok &= changed | ((chars == clen) & (nbytes == np.diff(byte_start)))
+            ok[which] &= good
         counts = np.fromiter(map(len, spans), dtype=np.int64, count=n)
         span_ptr = np.concatenate(([0], np.cumsum(counts)))
         s, e = np.fromiter(chain.from_iterable(chain.from_iterable(spans)), dtype=np.int64,
@@ -148,41 +148,80 @@ class FastBackend:
         return [Encoded(ids[a:b], labels[a:b], offsets[a:b]) if good else None
                 for a, b, good in zip(bounds[:-1].tolist(), bounds[1:].tolist(), ok.tolist())]
 
-    def _aligned_offsets(self, runs: dict[int, list[tuple[int, int]]], texts: list[str], clen, utf8, byte_start,
-                         bounds, ids, added) -> dict[int, np.ndarray]:
-        """Offsets of the examples whose text NFC changes (keys of ``runs``), or of none it cannot do exactly.
+    def _align(self, runs: npt.NDArray[np.int64], texts: list[str], utf8: npt.NDArray[np.uint8],
+               byte_start: npt.NDArray[np.int64], ids, bounds, added, offsets) -> tuple[npt.NDArray[np.int64],
+                                                                                         npt.NDArray[np.bool_]]:
+        """Write into ``offsets`` those of the texts that NFC changes, of the ``runs`` that fail the quick
+        check (`packcli.fast_kernels.nfc_runs`); returns those texts and whether each could be done exactly.
 
-        Each run (`_nfc_runs`) normalizes on its own: the aligner maps the runs, the identity map covers
-        the rest (`packcli.fast_kernels.aligned_offsets` walks both). An added token is cut out before
+        Each run normalizes on its own: the aligner maps the runs NFC changes (most that fail the quick
+        check do not: Bengali ``ন`` + ``া`` may compose with nothing), the identity map covers the rest
+        (`packcli.fast_kernels.aligned_offsets` walks both). An added token is cut out before
         normalizing, so a run whose first character may end one (``<|im_end|>`` + U+0338 would compose
-        ``>`` into ``≯``) goes to the reference instead. ``utf8``, ``byte_start``: the batch's UTF-8 (`_utf8`).
+        ``>`` into ``≯``) sends its text to the reference instead.
         """
-        which = [i for i, rs in runs.items()
-                 if not any(texts[i][s] in self.added_ends and _ends_added(texts[i], s, self.added_texts) for s, _ in rs)]
-        if not which:
-            return {}
-        char_base = np.concatenate(([0], np.cumsum(clen[which])))
-        run_chars = np.array([(s + c, e + c) for i, c in zip(which, char_base.tolist()) for s, e in runs[i]],
-                             dtype=np.int64)
-        run_ptr = np.concatenate(([0], np.cumsum([len(runs[i]) for i in which])))
-        # The aligner: the runs joined by NUL (which NFC leaves alone), one token per normalized byte,
-        # with tokenizers' offsets into the joined string, moved to positions in ``text``.
-        joined = "\x00".join([texts[i][s:e] for i in which for s, e in runs[i]])
-        enc = self.aligner.encode(joined, add_special_tokens=False)
-        aux = np.asarray(enc.offsets, dtype=np.int64).reshape(-1, 2)[np.asarray(enc.ids) != self.aligner_nul]
-        joined_start = np.concatenate(([0], np.cumsum(run_chars[:, 1] - run_chars[:, 0] + 1)))[:-1]
-        run_of = np.searchsorted(joined_start, aux[:, 0], side="right") - 1
-        aux += (run_chars[:, 0] - joined_start)[run_of, None]
-        aux_ptr = np.concatenate(([0], np.cumsum(np.bincount(run_of, minlength=len(run_chars)))))
-        picked = np.asarray(which, dtype=np.int64)
-        raw = np.concatenate([utf8[byte_start[i]:byte_start[i + 1]] for i in which])  # their UTF-8, end to end
-        byte_base = np.concatenate(([0], np.cumsum(byte_start[picked + 1] - byte_start[picked])))
-        byte_of_char = np.append(np.flatnonzero((raw & 0xC0) != 0x80), len(raw))
-        off, good = fast_kernels.aligned_offsets(
-            ids, bounds, added, self.tables.nbytes, picked, raw, byte_base,
-            char_base, run_ptr, byte_of_char[run_chars], run_chars, aux_ptr, aux)
-        tok_start = np.concatenate(([0], np.cumsum([bounds[i + 1] - bounds[i] for i in which])))
-        return {i: off[tok_start[k]:tok_start[k + 1]] for k, i in enumerate(which) if good[k]}
+        entries = self.alignments.entries([texts[i][s:e] for i, s, e in runs[:, :3].tolist()])
+        changes = ~self.alignments.identity[entries]
+        runs, entries = runs[changes], entries[changes]
+        which, first_run = np.unique(runs[:, 0], return_index=True)
+        if not len(which):
+            return which, np.zeros(0, dtype=bool)
+        run_ptr = np.append(first_run, len(runs))
+        spans = runs[:, :3].tolist()
+        good = fast_kernels.aligned_offsets(ids, bounds, added, self.tables.nbytes, offsets, which, utf8, byte_start,
+                                            run_ptr, runs, entries, self.alignments.ptr, self.alignments.aux)
+        if self.added_ends:
+            cut = {i for i, s, _ in spans if texts[i][s] in self.added_ends and _ends_added(texts[i], s, self.added_texts)}
+            good &= ~np.isin(which, list(cut))
+        return which, good
+
+
+class RunAlignments:
+    """``tokenizers``' offsets of NFC runs, by the run's text, kept across batches.
+
+    The aligner is the tokenizer's normalizer over a no-merge byte BPE (`_aligner`): one token per
+    normalized byte, each carrying ``tokenizers``' own offsets into the run. Text repeats its runs
+    (the same few decomposed letters, the same vowel signs), so each distinct run is encoded once:
+    ``aux[ptr[e]:ptr[e + 1]]`` are the offsets of entry ``e``, and ``identity[e]`` says that the
+    normalizer left it as it was. Past ``limit`` rows the memo starts again, so adversarial text
+    (every run new) costs time, not memory.
+    """
+
+    def __init__(self, aligner: object, limit: int = 1 << 20) -> None:
+        self.aligner, self.limit = aligner, limit
+        self.index: dict[str, int] = {}
+        self.aux = np.zeros((1024, 2), dtype=np.int32)
+        self.ptr = np.zeros(1025, dtype=np.int64)
+        self.identity = np.zeros(1024, dtype=bool)
+
+    def entries(self, runs: list[str]) -> npt.NDArray[np.int64]:
+        """The entry of each run, encoding the runs not seen before."""
+        if self.ptr[len(self.index)] > self.limit:
+            self.index.clear()
+        new = [run for run in dict.fromkeys(runs) if run not in self.index]
+        if new:
+            rows = [np.asarray(enc.offsets, dtype=np.int32).reshape(-1, 2)
+                    for enc in self.aligner.encode_batch(new, add_special_tokens=False)]
+            count, used = len(self.index), int(self.ptr[len(self.index)])
+            ends = used + np.cumsum([len(r) for r in rows])
+            self.aux = _room(self.aux, int(ends[-1]))
+            self.ptr = _room(self.ptr, count + len(new) + 1)
+            self.identity = _room(self.identity, count + len(new))
+            self.aux[used:ends[-1]] = np.concatenate(rows)
+            self.ptr[count + 1:count + len(new) + 1] = ends
+            normalize = self.aligner.normalizer.normalize_str
+            self.identity[count:count + len(new)] = [normalize(run) == run for run in new]
+            self.index.update(zip(new, range(count, count + len(new))))
+        return np.fromiter(map(self.index.__getitem__, runs), dtype=np.int64, count=len(runs))
+
+
+def _room(array: np.ndarray, size: int) -> np.ndarray:
+    """``array``, or a copy twice as long or more, so that it holds ``size`` rows."""
+    if size <= len(array):
+        return array
+    grown = np.zeros((max(size, 2 * len(array)), *array.shape[1:]), dtype=array.dtype)
+    grown[:len(array)] = array
+    return grown
 
 
 def _utf8(texts: Sequence[str]) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]]:
@@ -195,43 +234,31 @@ def _utf8(texts: Sequence[str]) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.i
     return np.frombuffer(b"".join(pieces), dtype=np.uint8), starts
 
 
-def _nfc_runs(texts: Sequence[str], which: npt.NDArray[np.int64], utf8: npt.NDArray[np.uint8],
-              byte_start: npt.NDArray[np.int64]) -> dict[int, list[tuple[int, int]]]:
-    """The character runs that NFC changes in the texts ``which``, by text (texts that are NFC have none);
-    ``utf8``, ``byte_start``: all the texts' UTF-8 (`_utf8`).
-
-    A run is a stretch of `_nfc_suspects` with the character before it (found by
-    `packcli.fast_kernels.suspect_runs`). That character is a starter that composes with nothing
-    before it, and the character after the run is one too, so each run normalizes on its own
-    (``a`` + U+0323 -> ``ạ``) and the text between runs is NFC already: a text is NFC if and only if
-    its runs are, and only runs that are not need the aligner.
-    """
-    runs: dict[int, list[tuple[int, int]]] = {}
-    if not len(which):
-        return runs
-    ex, start, stop = fast_kernels.suspect_runs(utf8, byte_start, which, _nfc_suspects())
-    for i, s, e in zip(ex.tolist(), start.tolist(), stop.tolist()):
-        if not unicodedata.is_normalized("NFC", texts[i][s:e]):
-            runs.setdefault(i, []).append((s, e))
-    return runs
-
-
 @functools.cache
-def _nfc_suspects() -> npt.NDArray[np.bool_]:
-    """Code points a text must hold to be non-NFC (Unicode's quick check): a nonzero combining class,
-    NFC_QC=No (NFC changes the character alone) or Maybe (second half of a composition, counted over
-    every canonical pair, which is a superset). Built once per process (0.15 s), for NFC tokenizers only."""
-    table = np.zeros(0x110000, dtype=bool)
+def _nfc_table() -> npt.NDArray[np.uint16]:
+    """Per code point, what `packcli.fast_kernels.nfc_runs` needs of Unicode's NFC quick check: the
+    canonical combining class, plus 256 where the check is not Yes: NFC_QC=No (NFC changes the
+    character alone), Maybe (it composes with the character before it: the second of a composition
+    that is not excluded, or a Hangul vowel or final consonant), or the code point is unassigned or
+    a surrogate here. Python's tables may be newer or older than ``tokenizers``'; Unicode's
+    stability policy keeps the class and the quick check of an assigned character the same in every
+    version, and the unassigned ones go to the aligner, which is ``tokenizers``' own normalizer.
+    Built once per process (about 0.4 s, while fastokens parses), for NFC tokenizers only."""
+    table = np.zeros(0x110000, dtype=np.uint16)
     for c in range(0x110000):
         ch = chr(c)
-        if unicodedata.combining(ch):
-            table[c] = True
+        table[c] = unicodedata.combining(ch)
+        if unicodedata.category(ch) in ("Cn", "Cs"):
+            table[c] |= 256
+            continue
         d = unicodedata.decomposition(ch)
         if d and d[0] != "<":
-            parts = d.split()
-            table[int(parts[-1], 16)] |= len(parts) == 2
-            table[c] |= unicodedata.normalize("NFC", ch) != ch
-    table[0x1161:0x1176] = table[0x11A8:0x11C3] = True  # Hangul vowels and final consonants compose
+            if unicodedata.normalize("NFC", ch) != ch:
+                table[c] |= 256
+            else:
+                table[int(d.split()[-1], 16)] |= 256
+    table[0x1161:0x1176] |= 256
+    table[0x11A8:0x11C3] |= 256
     return table
 
 
@@ -339,7 +366,7 @@ def load_fast_backend(load: FastLoad, reference: ReferenceBackend) -> FastBacken
     tables = _token_tables(spec["model"]["vocab"], added)  # these three while fastokens parses
     aligner = _aligner(spec) if spec.get("normalizer") else None
     if aligner is not None:
-        _nfc_suspects()
+        _nfc_table()
     fast = load.result()
     fast.no_padding()
     fast.no_truncation()
@@ -351,16 +378,11 @@ def load_fast_backend(load: FastLoad, reference: ReferenceBackend) -> FastBacken
 
 @dataclass(frozen=True)
 class TokenTables:
-    """Per token id: its UTF-8 length, how many characters start in it, whether it starts mid-character,
-    and its bytes (``spelling[spelling_start[id]:][:nbytes[id]]``; the first 8 of them as a little-endian
-    ``word``, zero past its end)."""
+    """Per token id: its UTF-8 length, how many characters start in it, whether it starts mid-character."""
 
     nbytes: npt.NDArray[np.int32]
     chars: npt.NDArray[np.int32]
     cont: npt.NDArray[np.int32]
-    spelling: npt.NDArray[np.uint8]
-    spelling_start: npt.NDArray[np.int64]
-    word: npt.NDArray[np.uint64]
 
 
 def _token_tables(model_vocab: dict[str, int], added: dict) -> TokenTables:
@@ -371,8 +393,6 @@ def _token_tables(model_vocab: dict[str, int], added: dict) -> TokenTables:
     vocab = [(t, i) for t, i in model_vocab.items() if i not in added]
     size = max([*(i for _, i in vocab), *added, -1]) + 1
     tables = np.zeros((3, size), dtype=np.int32)
-    spelling_start = np.zeros(size, dtype=np.int64)
-    raw = np.zeros(0, dtype=np.int16)
     if vocab:
         tokens = [t for t, _ in vocab]
         ids = np.fromiter((i for _, i in vocab), dtype=np.int64, count=len(vocab))
@@ -392,21 +412,12 @@ def _token_tables(model_vocab: dict[str, int], added: dict) -> TokenTables:
         tables[0, ids] = lengths
         tables[1, ids] = np.add.reduceat(lead.astype(np.int64), starts)
         tables[2, ids] = ~lead[starts]
-        spelling_start[ids] = starts
-    spelled = [raw.astype(np.uint8)]
-    end = len(raw)
     for i, tok in added.items():
         text = tok.content.encode("utf-8")
         tables[:, i] = len(text), sum((b & 0xC0) != 0x80 for b in text), (text[0] & 0xC0) == 0x80 if text else 0
-        spelling_start[i], end = end, end + len(text)
-        spelled.append(np.frombuffer(text, dtype=np.uint8))
     if (tables[0] == 0).any():
         raise UnsupportedTokenizer("a token id has no bytes (a gap in the vocabulary?)")
-    spelling = np.concatenate([*spelled, np.zeros(8, dtype=np.uint8)])  # padded: every token has 8 bytes to read
-    word = np.zeros(size, dtype=np.uint64)
-    for j in range(8):
-        word |= np.where(tables[0] > j, spelling[spelling_start + j], 0).astype(np.uint64) << np.uint64(8 * j)
-    return TokenTables(tables[0], tables[1], tables[2], spelling, spelling_start, word)
+    return TokenTables(tables[0], tables[1], tables[2])
 
 
 def _bytes_to_unicode() -> dict[int, str]:
