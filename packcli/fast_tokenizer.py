@@ -171,7 +171,8 @@ class FastBackend:
         good = fast_kernels.aligned_offsets(ids, bounds, added, self.tables.nbytes, offsets, which, utf8, byte_start,
                                             run_ptr, runs, entries, self.alignments.ptr, self.alignments.aux)
         if self.added_ends:
-            cut = {i for i, s, _ in spans if texts[i][s] in self.added_ends and _ends_added(texts[i], s, self.added_texts)}
+            cut = {i for i, s, _ in spans
+                   if texts[i][s] in self.added_ends and _ends_added(texts[i], s, self.added_texts)}
             good &= ~np.isin(which, list(cut))
         return which, good
 
@@ -244,10 +245,9 @@ def _nfc_table() -> npt.NDArray[np.uint16]:
     stability policy keeps the class and the quick check of an assigned character the same in every
     version, and the unassigned ones go to the aligner, which is ``tokenizers``' own normalizer.
     Built once per process (about 0.4 s, while fastokens parses), for NFC tokenizers only."""
-    table = np.zeros(0x110000, dtype=np.uint16)
-    for c in range(0x110000):
+    table = np.fromiter(map(unicodedata.combining, map(chr, range(0x110000))), dtype=np.uint16, count=0x110000)
+    for c in range(0x110000):  # after the classes: a flag may be set on a code point not reached yet
         ch = chr(c)
-        table[c] = unicodedata.combining(ch)
         if unicodedata.category(ch) in ("Cn", "Cs"):
             table[c] |= 256
             continue

@@ -337,7 +337,8 @@ def test_run_memo_knows_runs_nfc_leaves_alone_and_starts_again_past_its_limit(pa
     aligner = CountingAligner(fast.backend.alignments.aligner)
     memo = RunAlignments(aligner, limit=limit)
     monkeypatch.setattr(fast.backend, "alignments", memo)
-    texts = ["\u09a8\u09be \u09ae\u09be \u09a8\u09be", "Tie\u0302\u0301ng Vie\u0323\u0302t \u09a8\u09be", "e\u0301 \u09c7\u09be"]
+    texts = ["\u09a8\u09be \u09ae\u09be \u09a8\u09be", "Tie\u0302\u0301ng Vie\u0323\u0302t \u09a8\u09be",
+             "e\u0301 \u09c7\u09be"]
     for k in range(3):
         batch = texts[k:] + texts[:k]
         assert_same(ref, fast, batch, [[(0, len(t))] for t in batch], [False] * 3, guard=False)
@@ -654,12 +655,12 @@ def test_labels_kernel_on_ordered_spans(examples):
     _check_labels_kernel(examples)
 
 
-# 1-4 UTF-8 bytes: Maybe (U+0301, U+0323, Hangul vowel and final), No (U+212B, U+0340, U+0958), combining marks
-# that pass the quick check in order of class (U+05B0 10 < U+0316 220, Thai U+0E38, nukta U+093C), unassigned
+# 1-4 UTF-8 bytes: Maybe (U+0301, U+0323, U+031B, nukta U+093C, Hangul vowel and final), No (U+212B, U+0340,
+# U+0958), combining marks that pass the quick check in order of class (U+05B0 10 < U+0316 220, Thai U+0E38), unassigned
 # (U+0378), ASCII long enough to be skipped 8 bytes at a time, and what added tokens end with.
-RUN_CHARS = ["a", "e", "\u0301", "\u0323", "\u05b0", "\u0316", "\u1100", "\u1161", "\u11a8", "\u00e9", "\u212b", "\u0340",
-             "\u0958", "\u0915", "\u093c", "\u0e01", "\u0e38", "\u0378", "\u4e16", "😀", "\x00", " ", "\u0338", ">",
-             "hello world, ", "0123456789abcdef"]
+RUN_CHARS = ["a", "e", "o", "\u031b", "\u0301", "\u0323", "\u05b0", "\u0316", "\u1100", "\u1161", "\u11a8", "\u00e9",
+             "\u212b", "\u0340", "\u0958", "\u0915", "\u093c", "\u0e01", "\u0e38", "\u0378", "\u4e16", "😀", "\x00", " ",
+             "\u0338", ">", "hello world, ", "0123456789abcdef"]
 
 
 def _quick_check_runs(text: str, nfc) -> list[tuple[int, int]]:
@@ -712,11 +713,33 @@ def test_nfc_table_marks_what_the_quick_check_needs():
 
     nfc = _nfc_table()
     assert nfc[ord("a")] == nfc[ord("\u00e9")] == nfc[ord("\u4e16")] == nfc[0x1F600] == 0  # starters, NFC alone
-    assert nfc[0x0316] == 220 and nfc[0x0E38] == 103 and nfc[0x093C] == 7  # combining; compose with nothing
+    assert nfc[0x0316] == 220 and nfc[0x0E38] == 103 and nfc[0x05B0] == 10  # combining; compose with nothing
     assert nfc[0x0301] == 256 + 230 and nfc[0x0323] == 256 + 220  # Maybe: compose with what precedes (á, ạ)
+    assert nfc[0x093C] == 256 + 7  # the nukta: most of its compositions are excluded, not ऩ
     assert nfc[0x1161] == nfc[0x11A8] == 256  # Hangul vowel and final consonant
     assert nfc[0x212B] == nfc[0x0958] == 256 and nfc[0x0340] == 256 + 230  # No: NFC changes them alone
     assert nfc[0x0378] == nfc[0xD800] == nfc[0x10FFFF] == 256  # unassigned or surrogate here: the aligner decides
+    assert nfc[0x031B] == 256 + 216  # the horn of ơ and ư, which come before it (a bug once: the flag was lost)
+
+
+def test_nfc_table_flags_every_character_nfc_may_change_or_compose_into_what_precedes_it():
+    """The quick check's premise, over every code point, in a loop of its own: flagged are exactly the
+    characters NFC changes alone, the last of every composition NFC makes (whatever the order of the
+    code points), the Hangul vowels and final consonants, and code points unassigned here."""
+    import unicodedata
+
+    from packcli.fast_tokenizer import _nfc_table
+
+    must = np.zeros(0x110000, dtype=bool)
+    for c in range(0x110000):
+        ch, d = chr(c), unicodedata.decomposition(chr(c))
+        if unicodedata.category(ch) in ("Cn", "Cs") or unicodedata.normalize("NFC", ch) != ch:
+            must[c] = True
+        elif d and not d.startswith("<"):
+            must[int(d.split()[-1], 16)] = True
+    must[0x1161:0x1176] = must[0x11A8:0x11C3] = True
+    flagged = _nfc_table() > 0xFF
+    assert np.flatnonzero(must != flagged).tolist() == []
 
 
 def test_unknown_backend_is_an_input_error():
