@@ -152,11 +152,11 @@ def nfc_runs(text, byte_start, nfc):  # noqa: ANN001, ANN201
         p, end = byte_start[i], byte_start[i + 1]
         counted, chars = p, 0  # characters in text[byte_start[i]:counted]
         while p < end:
-            if p + 8 <= end and (_word(text, p) & ascii_bits) == 0:
-                p += 8
-                continue
-            if text[p] < 0x80:
-                p += 1
+            if text[p] < 0x80:  # ASCII: eight bytes at once if they all are
+                if p + 8 <= end and (_word(text, p) & ascii_bits) == 0:
+                    p += 8
+                else:
+                    p += 1
                 continue
             cp, nxt = _code_point(text, p)
             v = nfc[cp]
