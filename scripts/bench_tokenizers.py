@@ -18,13 +18,16 @@ tokenizer threads. ``--procs N``: N workers share the batches (every N-th) and t
 have rendered, and the stage's time runs to the last one's end, less its hashing (``hash_s``; the
 other workers may have had its core meanwhile, so the bias is at most that, per worker). The machine
 may be shared, so every row records CPU seconds (all threads and workers) and the load average around
-the run as well as wall time.
+the run as well as wall time. ``--repeat N`` runs each backend N times, alternating between backends
+so that a slow spell of the machine falls on both, and reports the run of median wall time (every
+run's times are in the JSON, ``runs``); the outputs of all N runs must hash the same.
 
 Usage:
     python scripts/make_bench_corpus.py --n 100000 --out /tmp/packcli-tokbench/synthetic-100k.jsonl
     python scripts/bench_tokenizers.py --corpus /tmp/packcli-tokbench/synthetic-100k.jsonl \\
         --setup qwen3 --setup llama3_2 --out /tmp/packcli-tokbench/tokenizers.json
     python scripts/bench_tokenizers.py --corpus ... --setup qwen3 --procs 2   # two workers, as pack runs
+    python scripts/bench_tokenizers.py --corpus ... --repeat 3   # median of 3 cold runs of each backend
     python scripts/bench_tokenizers.py --quick      # fixture tokenizer, 2,000 records, seconds
     python scripts/bench_tokenizers.py --show /tmp/packcli-tokbench/tokenizers.json   # the table again
 """
@@ -174,9 +177,24 @@ def run_cold(args: argparse.Namespace, setup: str, backend: str) -> dict:
     return row
 
 
+def median_run(runs: list[dict]) -> dict:
+    """The run of median tokenize time (the lower middle one of an even count), with every run's wall
+    and CPU seconds under ``runs``.
+
+    Raises:
+        SystemExit: the runs' outputs differ (a backend that is not deterministic).
+    """
+    if len({r["output_blake2b"] for r in runs}) != 1:
+        raise SystemExit(f"error: {runs[0]['setup']}/{runs[0]['backend']} gave different outputs on repeated runs")
+    row = dict(sorted(runs, key=lambda r: r["tokenize_s"])[(len(runs) - 1) // 2])
+    row["runs"] = [{"tokenize_s": r["tokenize_s"], "tokenize_cpu_s": r["tokenize_cpu_s"]} for r in runs]
+    return row
+
+
 def table(rows: list[dict]) -> str:
     """Markdown: one row per run; speedups against the same setup's ``hf`` row, by wall time and by CPU."""
-    head = ("| setup | backend | examples | tokens | load s | tokenize s | CPU s | tokens/s | speedup (wall) | "
+    head = ("| setup | backend | examples | tokens | load s | tokenize s | runs (s) | CPU s | tokens/s | "
+            "speedup (wall) | "
             "speedup (CPU) | guard checked | ref. fallbacks | output = reference |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     ref = {r["setup"]: r for r in rows if r["backend"] == "hf"}
@@ -187,7 +205,9 @@ def table(rows: list[dict]) -> str:
         same = "-" if r["backend"] == "hf" or not base else (
             "yes" if r["output_blake2b"] == base["output_blake2b"] else "**NO**")
         lines.append(f"| {r['setup']} | {r['backend_name']} {r['backend_version']} | {r['examples']:,} | "
-                     f"{r['tokens']:,} | {r['load_s']:.1f} | {r['tokenize_s']:.1f} | {r['tokenize_cpu_s']:.1f} | "
+                     f"{r['tokens']:,} | {r['load_s']:.1f} | {r['tokenize_s']:.1f} | "
+                     f"{', '.join(format(x['tokenize_s'], '.1f') for x in r.get('runs', [r]))} | "
+                     f"{r['tokenize_cpu_s']:.1f} | "
                      f"{r['tokens_per_s']:,.0f} | {wall:.1f}x | {cpu:.1f}x | {r['guard_checked']:,} | "
                      f"{r['reference_fallbacks']:,} | {same} |")
     return "\n".join(lines)
@@ -210,6 +230,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--procs", type=int, default=1,
                         help="worker processes sharing the batches and the cores, as pack --workers "
                              "(default: %(default)s)")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="cold runs of each backend, alternating; the median is reported (default: %(default)s)")
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
     parser.add_argument("--quick", action="store_true", help=f"fixture tokenizer, {QUICK_N:,} records, seconds")
     parser.add_argument("--show", type=Path, nargs="+", metavar="JSON", help="print the table of earlier --out files")
@@ -218,8 +240,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parts", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--go", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.procs < 1:
-        parser.error("--procs must be at least 1")
+    if args.procs < 1 or args.repeat < 1:
+        parser.error("--procs and --repeat must be at least 1")
     if args.show:
         for path in args.show:
             result = json.loads(path.read_text(encoding="utf-8"))
@@ -244,12 +266,16 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"{SETUPS[name][0]} missing: run python scripts/fetch_real_assets.py")
     rows = []
     for name in setups:
-        for backend in backends:
-            print(f"bench_tokenizers: {name} / {backend} ...", file=sys.stderr, flush=True)
-            rows.append(run_cold(args, name, backend))
+        runs: dict[str, list[dict]] = {backend: [] for backend in backends}
+        for k in range(args.repeat):
+            for backend in backends:
+                print(f"bench_tokenizers: {name} / {backend} (run {k + 1} of {args.repeat}) ...", file=sys.stderr,
+                      flush=True)
+                runs[backend].append(run_cold(args, name, backend))
+        rows += [median_run(runs[backend]) for backend in backends]
     result = {"corpus": str(args.corpus), "records": args.n, "batch": args.batch, "threads": args.threads,
-              "procs": args.procs, "cpus": os.cpu_count(), "python": platform.python_version(), "argv": sys.argv,
-              "rows": rows}
+              "procs": args.procs, "repeat": args.repeat, "cpus": os.cpu_count(), "python": platform.python_version(),
+              "argv": sys.argv, "rows": rows}
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf-8")

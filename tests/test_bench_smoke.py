@@ -95,8 +95,21 @@ def test_tokenizer_bench_splits_batches_between_workers_and_proves_the_outputs_e
     hf, fast = data["rows"]
     assert data["procs"] == procs and hf["procs"] == procs and fast["guard_examples"] == fast["examples"] == 60
     assert hf["tokens"] == fast["tokens"] > 0 and hf["output_blake2b"] == fast["output_blake2b"]
+    assert len(hf["runs"]) == len(fast["runs"]) == 1
     if procs == 2:  # the same hash as one worker's: batches in order, whoever encoded them
         one = tmp_path / "one.json"
         assert bench.main(["--corpus", str(corpus), "--n", "60", "--setup", "fixture", "--batch", "7",
                            "--backend", "fast", "--out", str(one)]) == 0
         assert json.loads(one.read_text())["rows"][0]["output_blake2b"] == fast["output_blake2b"]
+
+
+def test_tokenizer_bench_repeats_report_the_median_run_and_refuse_outputs_that_differ():
+    bench = load_script("bench_tokenizers")
+    runs = [{"setup": "s", "backend": "fast", "tokenize_s": t, "tokenize_cpu_s": 2 * t, "output_blake2b": "h"}
+            for t in (3.0, 1.0, 2.0, 9.0)]
+    row = bench.median_run(runs[:3])
+    assert row["tokenize_s"] == 2.0 and [r["tokenize_s"] for r in row["runs"]] == [3.0, 1.0, 2.0]
+    assert bench.median_run(runs)["tokenize_s"] == 2.0  # the lower middle of an even count
+    runs[1]["output_blake2b"] = "other"
+    with pytest.raises(SystemExit, match="different outputs on repeated runs"):
+        bench.median_run(runs)
