@@ -151,8 +151,8 @@ class FastBackend:
     def _align(self, runs: npt.NDArray[np.int64], texts: list[str], utf8: npt.NDArray[np.uint8],
                byte_start: npt.NDArray[np.int64], ids, bounds, added, offsets) -> tuple[npt.NDArray[np.int64],
                                                                                          npt.NDArray[np.bool_]]:
-        """Write into ``offsets`` those of the texts that NFC changes, of the ``runs`` that fail the quick
-        check (`packcli.fast_kernels.nfc_runs`); returns those texts and whether each could be done exactly.
+        """Of the texts holding ``runs`` (those `packcli.fast_kernels.nfc_runs` kept), the ones NFC changes,
+        and whether each adds up; their offsets are written into ``offsets``.
 
         Each run normalizes on its own: the aligner maps the runs NFC changes (most that fail the quick
         check do not: Bengali ``ন`` + ``া`` may compose with nothing), the identity map covers the rest
@@ -167,11 +167,10 @@ class FastBackend:
         if not len(which):
             return which, np.zeros(0, dtype=bool)
         run_ptr = np.append(first_run, len(runs))
-        spans = runs[:, :3].tolist()
         good = fast_kernels.aligned_offsets(ids, bounds, added, self.tables.nbytes, offsets, which, utf8, byte_start,
                                             run_ptr, runs, entries, self.alignments.ptr, self.alignments.aux)
         if self.added_ends:
-            cut = {i for i, s, _ in spans
+            cut = {i for i, s, _ in runs[:, :3].tolist()
                    if texts[i][s] in self.added_ends and _ends_added(texts[i], s, self.added_texts)}
             good &= ~np.isin(which, list(cut))
         return which, good
@@ -257,7 +256,7 @@ def _nfc_table() -> npt.NDArray[np.uint16]:
                 table[c] |= 256
             else:
                 table[int(d.split()[-1], 16)] |= 256
-    table[0x1161:0x1176] |= 256
+    table[0x1161:0x1176] |= 256  # Hangul vowels and final consonants compose by rule, not by a mapping
     table[0x11A8:0x11C3] |= 256
     return table
 
