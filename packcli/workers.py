@@ -5,7 +5,8 @@ tokenizer it has already loaded, while the others start up (about 5 s each: impo
 tokenizer load). Spawned, not forked: a forked child of a process whose tokenizer has already run stays
 single-threaded for good. Each worker's tokenizer threads are capped to its share of the CPUs, so N
 workers do not start N thread pools the size of the machine. Results come back in input order; an
-error (or Ctrl-C) stops the handing out, so only the items already started are waited for.
+error (or Ctrl-C) stops the handing out, so only the items already started are waited for. A worker
+whose parent is gone (killed with SIGKILL, which no shutdown code sees) leaves within a second.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import atexit
 import os
 import sys
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -49,12 +51,22 @@ def thread_caps(threads: int) -> dict[str, str]:
     return {name: str(threads) for name in THREAD_VARIABLES}
 
 
-def _init_worker(threads: int) -> None:
+def _init_worker(threads: int, parent: int) -> None:
     os.environ.update(thread_caps(threads))  # read when the tokenizer first encodes, after this
     # Leave without the interpreter's teardown, which takes about 0.5 s once a numba kernel has run
     # (the pool's shutdown waits for it). Registered first, this runs after every other exit handler,
     # and a worker has nothing left to flush: each task's files are closed when the task returns.
     atexit.register(_leave_now)
+    threading.Thread(target=_leave_with, args=(parent,), name="packcli-parent-watch", daemon=True).start()
+
+
+def _leave_with(parent: int) -> None:
+    """Exit once ``parent`` is no longer this process's parent. A pool worker waits for its next task
+    on a queue whose write end it holds itself, so it never sees the parent die; without this, a
+    driver killed with SIGKILL (the OOM killer, ``kill -9``) leaves its workers, a tokenizer each, for good."""
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(1)
 
 
 def _leave_now() -> None:
@@ -83,7 +95,7 @@ class SharedPool:
         self._pool: ProcessPoolExecutor | None = None
         if workers > 1:
             self._pool = ProcessPoolExecutor(workers - 1, mp_context=get_context("spawn"), initializer=_init_worker,
-                                             initargs=(max(1, usable_cpus() // workers),))
+                                             initargs=(max(1, usable_cpus() // workers), os.getpid()))
             for _ in range(workers - 1 if warm is not None else 0):
                 self._pool.submit(warm)
 

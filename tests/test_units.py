@@ -207,3 +207,39 @@ def test_a_worker_that_dies_is_a_clear_error_not_a_traceback():
     with SharedPool(2) as pool, pytest.raises(PackcliError, match="worker process died") as info:
         pool.map(_die_in_a_worker, os.getpid(), list(range(4)))
     assert "fewer --workers" in info.value.hint
+
+
+def test_workers_leave_when_the_driver_is_killed(tmp_path):
+    """SIGKILL runs no shutdown code: the workers must notice on their own that their parent is gone
+    (before, each stayed for good, blocked on its task queue, with its memory)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = (
+        "import os, sys, time\n"
+        "from packcli.workers import SharedPool\n"
+        "pool = SharedPool(3)\n"
+        "pids = {pool._pool.submit(os.getpid).result() for _ in range(20)}\n"
+        "print(*sorted(pids), flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    driver = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    workers = [int(pid) for pid in driver.stdout.readline().split()]
+    assert workers and driver.pid not in workers
+    driver.send_signal(signal.SIGKILL)
+    driver.wait()
+
+    def alive(pid: int) -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+    deadline = time.time() + 10
+    while time.time() < deadline and any(map(alive, workers)):
+        time.sleep(0.1)
+    assert not any(map(alive, workers))
