@@ -142,6 +142,16 @@ def test_chunks_encoded_ahead_on_a_thread_give_the_same_arrays(pairs, name, batc
     assert_same(ref, fast, texts, spans, flags)
 
 
+def assert_all_go_to_the_reference(ref, fast, monkeypatch, broken, texts, spans) -> None:
+    """With ``broken`` in place of fastokens, every text goes to the reference, so the results are still exact."""
+    monkeypatch.setattr(fast.backend, "fast", broken)
+    before = fast.backend.reference_fallbacks
+    out = fast.backend.encode(texts, spans, add_special_tokens=False)
+    assert fast.backend.reference_fallbacks - before == len(texts)
+    for got, want in zip(out, encode_batch(ref, texts, spans, [False] * len(texts))):
+        assert got.input_ids.tolist() == want.input_ids.tolist() and got.labels.tolist() == want.labels.tolist()
+
+
 def test_a_dropped_token_that_starts_no_character_goes_to_the_reference(pairs, monkeypatch):
     """With NFC, an NFC text keeps the identity map only if its tokens hold as many characters *and*
     bytes as the text: dropping the middle byte of an emoji (a token in which no character starts)
@@ -160,12 +170,7 @@ def test_a_dropped_token_that_starts_no_character_goes_to_the_reference(pairs, m
             return ids[kept].tobytes(), np.concatenate(([0], np.cumsum(np.add.reduceat(kept, bounds[:-1])))
                                                        ).astype("<u8").tobytes()
 
-    monkeypatch.setattr(fast.backend, "fast", DropsAContinuationByte())
-    before = fast.backend.reference_fallbacks
-    out = fast.backend.encode(texts, spans, add_special_tokens=False)
-    assert fast.backend.reference_fallbacks - before == 2
-    for got, want in zip(out, encode_batch(ref, texts, spans, [False, False])):
-        assert got.input_ids.tolist() == want.input_ids.tolist() and got.labels.tolist() == want.labels.tolist()
+    assert_all_go_to_the_reference(ref, fast, monkeypatch, DropsAContinuationByte(), texts, spans)
 
 
 def test_an_id_swapped_for_one_of_the_same_size_is_left_to_the_guard(pairs, monkeypatch):
@@ -210,12 +215,7 @@ def test_tokens_that_spell_only_part_of_the_text_go_to_the_reference(pairs, monk
             kept = np.concatenate([ids[a:b - 1] for a, b in zip(bounds[:-1], bounds[1:])])
             return kept.tobytes(), (bounds - np.arange(len(bounds))).astype("<u8").tobytes()
 
-    monkeypatch.setattr(fast.backend, "fast", DropsLastToken())
-    before = fast.backend.reference_fallbacks
-    out = fast.backend.encode(texts, spans, add_special_tokens=False)
-    assert fast.backend.reference_fallbacks - before == 2
-    for got, want in zip(out, encode_batch(ref, texts, spans, [False, False])):
-        assert got.input_ids.tolist() == want.input_ids.tolist() and got.labels.tolist() == want.labels.tolist()
+    assert_all_go_to_the_reference(ref, fast, monkeypatch, DropsLastToken(), texts, spans)
 
 
 @pytest.mark.parametrize("name", TOKENIZERS)
