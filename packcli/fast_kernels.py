@@ -202,7 +202,7 @@ def aligned_offsets(ids, bounds, added, nbytes, off, which, text, byte_start, ru
     `nfc_runs`, those of ``which[k]`` at ``run_ptr[k]:run_ptr[k + 1]``) is replaced by its normalized
     bytes, each with the run's characters it comes from (``entry_aux[entry_ptr[e]:entry_ptr[e + 1]]``
     for the run's entry ``e = run_entry[r]``: first, last + 1, counted from the run's start, from the
-    aligner). A byte outside the runs comes from the character it is in. So one walk per text, token
+    aligner; never empty, as NFC removes no character). A byte outside the runs comes from the character it is in. So one walk per text, token
     by token along the normalized bytes, gives each token (the first character of its first byte,
     the last of its last); a token wholly outside the runs takes one pass over its bytes. ``text``,
     ``byte_start``: as for `nfc_runs`. A text whose token bytes are not exactly its normalized bytes
@@ -226,12 +226,9 @@ def aligned_offsets(ids, bounds, added, nbytes, off, which, text, byte_start, ru
                 p += n
                 continue
             for j in range(n):
-                while not in_run and r < r_end and p == runs[r, 3]:  # a run starts here
+                if not in_run and r < r_end and p == runs[r, 3]:  # a run starts here
                     e = run_entry[r]
-                    if entry_ptr[e] == entry_ptr[e + 1]:  # normalized to nothing: skip it
-                        p, cur, r = runs[r, 4], runs[r, 2] - 1, r + 1
-                    else:
-                        in_run, q, q_end, shift = True, entry_ptr[e], entry_ptr[e + 1], runs[r, 1]
+                    in_run, q, q_end, shift = True, entry_ptr[e], entry_ptr[e + 1], runs[r, 1]
                 if in_run:
                     f, l = entry_aux[q, 0] + shift, entry_aux[q, 1] + shift
                     q += 1
@@ -250,8 +247,5 @@ def aligned_offsets(ids, bounds, added, nbytes, off, which, text, byte_start, ru
             if not ok:
                 break
             off[t, 0], off[t, 1] = first, last
-        while ok and not in_run and r < r_end and p == runs[r, 3] and entry_ptr[run_entry[r]] == entry_ptr[
-                run_entry[r] + 1]:
-            p, r = runs[r, 4], r + 1
         good[k] = ok and not in_run and r == r_end and p == end
     return good

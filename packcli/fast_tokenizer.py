@@ -164,8 +164,6 @@ class FastBackend:
         changes = ~self.alignments.identity[entries]
         runs, entries = runs[changes], entries[changes]
         which, first_run = np.unique(runs[:, 0], return_index=True)
-        if not len(which):
-            return which, np.zeros(0, dtype=bool)
         run_ptr = np.append(first_run, len(runs))
         good = fast_kernels.aligned_offsets(ids, bounds, added, self.tables.nbytes, offsets, which, utf8, byte_start,
                                             run_ptr, runs, entries, self.alignments.ptr, self.alignments.aux)
