@@ -139,10 +139,11 @@ def nfc_runs(text, byte_start, nfc):  # noqa: ANN001, ANN201
 
     ``text`` is the texts' UTF-8, end to end (as Python encodes it, so well formed), text ``i`` in
     ``byte_start[i]:byte_start[i + 1]``. ``nfc`` per code point: its canonical combining class in the
-    low byte, plus 256 where Unicode's NFC quick check is not Yes (or cannot say). A run is a maximal
-    stretch of characters whose entry is not 0, with the character before it; it is kept only if it
-    fails the quick check (a 256, or a nonzero class below the one before it), so a text with no run
-    kept is NFC. The loop tracks bytes only, eight ASCII bytes at a time where it can (ASCII is never
+    low byte, plus 256 where Unicode's NFC quick check is not Yes (or cannot say), plus 512 more for a
+    code point unassigned here. A run is a maximal stretch of characters whose entry is not 0, with
+    the character before it and the one after an unassigned code point (a newer Unicode may compose
+    the two); it is kept only if it fails the quick check (a 256, or a nonzero class below the one
+    before it), so a text with no run kept is NFC. The loop tracks bytes only, eight ASCII bytes at a time where it can (ASCII is never
     in a run); characters are counted for the runs kept, from the one before.
     """
     rows = np.empty((64, 5), np.int64)
@@ -173,12 +174,13 @@ def nfc_runs(text, byte_start, nfc):  # noqa: ANN001, ANN201
                 ccc = v & 0xFF
                 fails |= v > 0xFF or (ccc != 0 and last > ccc)
                 last = ccc
+                glue = v >= 512  # unassigned here: the character after it may compose with it elsewhere
                 p = nxt
                 if p == end:
                     break
                 cp, nxt = _code_point(text, p)
                 v = nfc[cp]
-                if v == 0:
+                if v == 0 and not glue:
                     break
             if fails:
                 for q in range(counted, start):

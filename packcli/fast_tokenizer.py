@@ -22,7 +22,9 @@ Unicode's NFC quick check, `_nfc_table`). Each run normalizes on its own, so a t
 pass the quick check is NFC and keeps the identity map (if its tokens hold as many characters and
 bytes as it does). The runs that fail go through an *aligner*: the tokenizer's normalizer over a
 no-merge byte BPE, one token per normalized byte, each carrying ``tokenizers``' own offsets, run by
-distinct run (`RunAlignments`). The rest of the text keeps the identity map.
+distinct run (`RunAlignments`). The rest of the text keeps the identity map. Since the runs are
+known before fastokens runs, it gets the text already normalized (each run NFC changes replaced by
+the normalizer's output) and no normalizer of its own.
 
 Trade-off: this is exact only for what it was built for, so a tokenizer file is accepted only if it
 is a byte-level BPE, normalizer absent or NFC, no prefix space, no offset trimming, no stripping added
@@ -37,7 +39,7 @@ import functools
 import json
 import threading
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import metadata
@@ -80,11 +82,11 @@ class FastBackend:
                  tables: TokenTables, added_texts: Sequence[str], prefix: Sequence[int],
                  suffix: Sequence[int]) -> None:
         self.fast, self.reference = fast, reference
-        self.alignments = RunAlignments(aligner) if aligner is not None else None  # None without NFC
-        self.version = metadata.version("fastokens")
-        self.tables = tables
         self.added_texts = tuple(added_texts)
         self.added_ends = {t[-1] for t in added_texts if t}
+        self.alignments = RunAlignments(aligner, watch=self.added_ends) if aligner is not None else None  # no NFC
+        self.version = metadata.version("fastokens")
+        self.tables = tables
         self.prefix = np.asarray(prefix, dtype=np.int64)
         self.suffix = np.asarray(suffix, dtype=np.int64)
         self.reference_fallbacks = 0  # examples whose token bytes did not add up: encoded by the reference
@@ -92,20 +94,23 @@ class FastBackend:
 
     def encode(self, texts: Sequence[str], spans: Sequence[Sequence[tuple[int, int]]], *,
                add_special_tokens: bool) -> list[Encoded]:
-        """In chunks of `CHUNK` texts, fastokens encoding the next chunk on a thread (it releases the GIL)
-        while this one is finished here: the work after fastokens is mostly single-threaded, so
-        without the overlap one core idles through it."""
+        """In chunks of `CHUNK` texts, fastokens encoding one chunk on a thread (it releases the GIL) while
+        this one finds the next chunk's NFC runs and finishes the one before: the work around fastokens
+        is mostly single-threaded, so without the overlap one core idles through it."""
         texts = list(texts)
         parts = [slice(k, k + CHUNK) for k in range(0, len(texts), CHUNK)]
         out: list[Encoded | None] = []
-        ahead = self._ahead.submit(self.fast.encode_batch_flat, texts[parts[0]], add_special_tokens=add_special_tokens
+        nfc = self._normalize(texts[parts[0]]) if parts else None
+        ahead = self._ahead.submit(self.fast.encode_batch_flat, nfc.texts, add_special_tokens=add_special_tokens
                                    ) if parts else None
         for k, part in enumerate(parts):
+            following = self._normalize(texts[parts[k + 1]]) if k + 1 < len(parts) else None
             raw = ahead.result()
-            if k + 1 < len(parts):
-                ahead = self._ahead.submit(self.fast.encode_batch_flat, texts[parts[k + 1]],
+            if following is not None:
+                ahead = self._ahead.submit(self.fast.encode_batch_flat, following.texts,
                                            add_special_tokens=add_special_tokens)
-            out += self._encode_fast(texts[part], spans[part], add_special_tokens, raw)
+            out += self._encode_fast(texts[part], spans[part], add_special_tokens, raw, nfc)
+            nfc = following
         rest = [i for i, enc in enumerate(out) if enc is None]
         if rest:
             self.reference_fallbacks += len(rest)
@@ -115,12 +120,41 @@ class FastBackend:
                 out[i] = enc
         return out  # type: ignore[return-value]
 
+    def _normalize(self, texts: list[str]) -> NormalizedChunk:
+        """The texts as fastokens gets them: for an NFC tokenizer, each run NFC changes replaced by the
+        normalizer's output (fastokens has no normalizer of its own here: see `FastLoad`)."""
+        if self.alignments is None:
+            return NormalizedChunk(texts)
+        utf8, byte_start = _utf8(texts)
+        runs = fast_kernels.nfc_runs(utf8, byte_start, _nfc_table())
+        memo = self.alignments
+        entries = memo.entries([texts[i][s:e] for i, s, e in runs[:, :3].tolist()])
+        changes = ~memo.identity[entries]
+        runs, entries = runs[changes], entries[changes]
+        normalized = list(texts)
+        which, first_run = np.unique(runs[:, 0], return_index=True)
+        run_ptr = np.append(first_run, len(runs))
+        rows, outputs = runs[:, :3].tolist(), [memo.normalized[e] for e in entries.tolist()]
+        for i, a, b in zip(which.tolist(), run_ptr[:-1].tolist(), run_ptr[1:].tolist()):
+            text, pieces, at = texts[i], [], 0
+            for (_, s, e), output in zip(rows[a:b], outputs[a:b]):
+                pieces += (text[at:s], output)
+                at = e
+            pieces.append(text[at:])
+            normalized[i] = "".join(pieces)
+        return NormalizedChunk(normalized, utf8, byte_start, runs, entries, memo.watched[entries], which, run_ptr,
+                               memo.ptr, memo.aux)
+
     def _encode_fast(self, texts: list[str], spans: Sequence[Sequence[tuple[int, int]]],
-                     add_special_tokens: bool, raw: tuple[bytes, bytes] | None = None) -> list[Encoded | None]:
-        """Ids from fastokens (``raw``: its ``encode_batch_flat`` output, if already there), offsets from
-        the token tables, labels from offsets; None where not exact."""
+                     add_special_tokens: bool, raw: tuple[bytes, bytes] | None = None,
+                     nfc: NormalizedChunk | None = None) -> list[Encoded | None]:
+        """Ids from fastokens (``raw``: its ``encode_batch_flat`` output over ``nfc.texts``, if already
+        there), offsets from the token tables, labels from offsets; None where not exact."""
         n = len(texts)
-        raw_ids, raw_bounds = raw or self.fast.encode_batch_flat(texts, add_special_tokens=add_special_tokens)
+        if raw is None:
+            nfc = self._normalize(texts)
+            raw = self.fast.encode_batch_flat(nfc.texts, add_special_tokens=add_special_tokens)
+        raw_ids, raw_bounds = raw
         ids = np.frombuffer(raw_ids, dtype="<u4")
         if len(ids) and ids.max() >= len(self.tables.nbytes):
             raise RuntimeError(f"fastokens returned token id {ids.max()} outside the vocabulary")  # a bug
@@ -133,13 +167,10 @@ class FastBackend:
         if self.alignments is None:  # no normalizer: the tokens spell the text
             ok &= chars == clen
         else:  # NFC: the identity map holds where NFC changes nothing; the aligner covers the rest
-            utf8, byte_start = _utf8(texts)
-            runs = fast_kernels.nfc_runs(utf8, byte_start, _nfc_table())
-            which, good = self._align(runs, texts, utf8, byte_start, ids, bounds, added, offsets)
             changed = np.zeros(n, dtype=bool)
-            changed[which] = True
-            ok &= changed | ((chars == clen) & (nbytes == np.diff(byte_start)))
-            ok[which] &= good
+            changed[nfc.which] = True
+            ok &= changed | ((chars == clen) & (nbytes == np.diff(nfc.byte_start)))
+            ok[nfc.which] &= self._align(nfc, texts, ids, bounds, added, offsets)
         counts = np.fromiter(map(len, spans), dtype=np.int64, count=n)
         span_ptr = np.concatenate(([0], np.cumsum(counts)))
         s, e = np.fromiter(chain.from_iterable(chain.from_iterable(spans)), dtype=np.int64,
@@ -148,54 +179,73 @@ class FastBackend:
         return [Encoded(ids[a:b], labels[a:b], offsets[a:b]) if good else None
                 for a, b, good in zip(bounds[:-1].tolist(), bounds[1:].tolist(), ok.tolist())]
 
-    def _align(self, runs: npt.NDArray[np.int64], texts: list[str], utf8: npt.NDArray[np.uint8],
-               byte_start: npt.NDArray[np.int64], ids, bounds, added, offsets) -> tuple[npt.NDArray[np.int64],
-                                                                                         npt.NDArray[np.bool_]]:
-        """Of the texts holding ``runs`` (those `packcli.fast_kernels.nfc_runs` kept), the ones NFC changes,
-        and whether each adds up; their offsets are written into ``offsets``.
+    def _align(self, nfc: NormalizedChunk, texts: list[str], ids, bounds, added, offsets) -> npt.NDArray[np.bool_]:
+        """Whether each text NFC changes (``nfc.which``) adds up; their offsets are written into ``offsets``.
 
         Each run normalizes on its own: the aligner maps the runs NFC changes (most that fail the quick
         check do not: Bengali ``ন`` + ``া`` may compose with nothing), the identity map covers the rest
         (`packcli.fast_kernels.aligned_offsets` walks both). An added token is cut out before
-        normalizing, so a run whose first character may end one (``<|im_end|>`` + U+0338 would compose
-        ``>`` into ``≯``) sends its text to the reference instead.
+        normalizing, so a text with a run holding a character that may end one (``<|im_end|>`` +
+        U+0338 would compose ``>`` into ``≯``) goes to the reference instead.
         """
-        entries = self.alignments.entries([texts[i][s:e] for i, s, e in runs[:, :3].tolist()])
-        changes = ~self.alignments.identity[entries]
-        runs, entries = runs[changes], entries[changes]
-        which, first_run = np.unique(runs[:, 0], return_index=True)
-        run_ptr = np.append(first_run, len(runs))
-        good = fast_kernels.aligned_offsets(ids, bounds, added, self.tables.nbytes, offsets, which, utf8, byte_start,
-                                            run_ptr, runs, entries, self.alignments.ptr, self.alignments.aux)
-        if self.added_ends:
-            cut = {i for i, s, _ in runs[:, :3].tolist()
-                   if texts[i][s] in self.added_ends and _ends_added(texts[i], s, self.added_texts)}
-            good &= ~np.isin(which, list(cut))
-        return which, good
+        good = fast_kernels.aligned_offsets(ids, bounds, added, self.tables.nbytes, offsets, nfc.which, nfc.utf8,
+                                            nfc.byte_start, nfc.run_ptr, nfc.runs, nfc.entries, nfc.entry_ptr,
+                                            nfc.entry_aux)
+        cut = {i for i, s, e in nfc.runs[nfc.watched, :3].tolist()
+               if any(texts[i][j] in self.added_ends and _ends_added(texts[i], j, self.added_texts)
+                      for j in range(s, e))}
+        return good & ~np.isin(nfc.which, list(cut))
+
+
+@dataclass
+class NormalizedChunk:
+    """A chunk of texts as fastokens encodes them, and where they differ from the originals: the runs NFC
+    changes (rows of `packcli.fast_kernels.nfc_runs`), their memo entries and whether each holds a
+    character that may end an added token (``watched``), the texts holding them
+    (``which``, their runs at ``run_ptr[k]:run_ptr[k + 1]``), and the memo's arrays as they were when
+    the entries were made (a later chunk may start the memo again before this one is finished)."""
+
+    texts: list[str]
+    utf8: npt.NDArray[np.uint8] | None = None
+    byte_start: npt.NDArray[np.int64] | None = None
+    runs: npt.NDArray[np.int64] | None = None
+    entries: npt.NDArray[np.int64] | None = None
+    watched: npt.NDArray[np.bool_] | None = None
+    which: npt.NDArray[np.int64] | None = None
+    run_ptr: npt.NDArray[np.int64] | None = None
+    entry_ptr: npt.NDArray[np.int64] | None = None
+    entry_aux: npt.NDArray[np.int32] | None = None
 
 
 class RunAlignments:
-    """``tokenizers``' offsets of NFC runs, by the run's text, kept across batches.
+    """``tokenizers``' normalization of NFC runs, by the run's text, kept across batches.
 
     The aligner is the tokenizer's normalizer over a no-merge byte BPE (`_aligner`): one token per
     normalized byte, each carrying ``tokenizers``' own offsets into the run. Text repeats its runs
     (the same few decomposed letters, the same vowel signs), so each distinct run is encoded once:
-    ``aux[ptr[e]:ptr[e + 1]]`` are the offsets of entry ``e``, and ``identity[e]`` says that the
-    normalizer left it as it was. Past ``limit`` rows the memo starts again, so adversarial text
-    (every run new) costs time, not memory.
+    ``normalized[e]`` is entry ``e``'s normalized text, ``aux[ptr[e]:ptr[e + 1]]`` its offsets, and
+    ``identity[e]`` says that the normalizer left it as it was, ``watched[e]`` that it holds a character
+    of ``watch`` (one that may end an added token, for `FastBackend._align`). Past ``limit`` rows the memo starts
+    again, in new arrays (so a chunk's entries stay valid with the arrays it was given), and
+    adversarial text (every run new) costs time, not memory.
     """
 
-    def __init__(self, aligner: object, limit: int = 1 << 20) -> None:
-        self.aligner, self.limit = aligner, limit
+    def __init__(self, aligner: object, limit: int = 1 << 20, watch: Iterable[str] = ()) -> None:
+        self.aligner, self.limit, self.watch = aligner, limit, frozenset(watch)
+        self._start()
+
+    def _start(self) -> None:
         self.index: dict[str, int] = {}
+        self.normalized: list[str] = []
         self.aux = np.zeros((1024, 2), dtype=np.int32)
         self.ptr = np.zeros(1025, dtype=np.int64)
         self.identity = np.zeros(1024, dtype=bool)
+        self.watched = np.zeros(1024, dtype=bool)
 
     def entries(self, runs: list[str]) -> npt.NDArray[np.int64]:
         """The entry of each run, encoding the runs not seen before."""
         if self.ptr[len(self.index)] > self.limit:
-            self.index.clear()
+            self._start()
         new = [run for run in dict.fromkeys(runs) if run not in self.index]
         if new:
             rows = [np.asarray(enc.offsets, dtype=np.int32).reshape(-1, 2)
@@ -205,10 +255,13 @@ class RunAlignments:
             self.aux = _room(self.aux, int(ends[-1]))
             self.ptr = _room(self.ptr, count + len(new) + 1)
             self.identity = _room(self.identity, count + len(new))
+            self.watched = _room(self.watched, count + len(new))
             self.aux[used:ends[-1]] = np.concatenate(rows)
             self.ptr[count + 1:count + len(new) + 1] = ends
-            normalize = self.aligner.normalizer.normalize_str
-            self.identity[count:count + len(new)] = [normalize(run) == run for run in new]
+            normalized = list(map(self.aligner.normalizer.normalize_str, new))
+            self.identity[count:count + len(new)] = [out == run for out, run in zip(normalized, new)]
+            self.watched[count:count + len(new)] = [not self.watch.isdisjoint(run) for run in new]
+            self.normalized += normalized
             self.index.update(zip(new, range(count, count + len(new))))
         return np.fromiter(map(self.index.__getitem__, runs), dtype=np.int64, count=len(runs))
 
@@ -238,15 +291,21 @@ def _nfc_table() -> npt.NDArray[np.uint16]:
     canonical combining class, plus 256 where the check is not Yes: NFC_QC=No (NFC changes the
     character alone), Maybe (it composes with the character before it: the second of a composition
     that is not excluded, or a Hangul vowel or final consonant), or the code point is unassigned or
-    a surrogate here. Python's tables may be newer or older than ``tokenizers``'; Unicode's
-    stability policy keeps the class and the quick check of an assigned character the same in every
-    version, and the unassigned ones go to the aligner, which is ``tokenizers``' own normalizer.
+    a surrogate here (256 | 512).
+
+    Python's tables may be newer or older than ``tokenizers``' (those of tokenizers 0.23.3 are older
+    than Python 3.11's: U+07FD has class 220 here, none there). Runs are normalized by
+    ``tokenizers``' own normalizer, so what matters is that a run boundary here is one there too.
+    Unicode's stability policy keeps an assigned character's class and decomposition in every
+    version and adds no composition of characters already assigned, so a newer Unicode can only make
+    an assigned character Maybe as the second of a composition whose first is new: unassigned here,
+    so `packcli.fast_kernels.nfc_runs` keeps the character after it in its run (the 512).
     Built once per process (about 0.4 s, while fastokens parses), for NFC tokenizers only."""
     table = np.fromiter(map(unicodedata.combining, map(chr, range(0x110000))), dtype=np.uint16, count=0x110000)
     for c in range(0x110000):  # after the classes: a flag may be set on a code point not reached yet
         ch = chr(c)
         if unicodedata.category(ch) in ("Cn", "Cs"):
-            table[c] |= 256
+            table[c] |= 256 | 512
             continue
         d = unicodedata.decomposition(ch)
         if d and d[0] != "<":
@@ -301,6 +360,10 @@ class FastLoad:
     the token tables and the NFC table are built meanwhile: loading takes the longer of the two, not
     their sum. What cannot work (fastokens missing or another version under ``require_pin``, a file
     outside what byte-length offsets cover) is known before any thread starts.
+
+    An NFC normalizer is left out of fastokens' copy: `FastBackend` hands it text already normalized
+    (each run NFC changes replaced by ``tokenizers``' own normalization of it), so its normalizer
+    would only pass over every text again to find nothing, about a fifth of its time on Qwen3.
     """
 
     def __init__(self, raw: str, *, require_pin: bool) -> None:
@@ -332,7 +395,8 @@ class FastLoad:
         import fastokens
 
         try:
-            self._fast = fastokens.Tokenizer.from_json_str(self.raw)
+            raw = json.dumps({**self.spec, "normalizer": None}) if self.spec.get("normalizer") else self.raw
+            self._fast = fastokens.Tokenizer.from_json_str(raw)
         except (ValueError, RuntimeError) as exc:
             self.error = UnsupportedTokenizer(f"fastokens cannot load it: {exc}")
 
