@@ -143,8 +143,9 @@ def nfc_runs(text, byte_start, nfc):  # noqa: ANN001, ANN201
     code point unassigned here. A run is a maximal stretch of characters whose entry is not 0, with
     the character before it and the one after an unassigned code point (a newer Unicode may compose
     the two); it is kept only if it fails the quick check (a 256, or a nonzero class below the one
-    before it), so a text with no run kept is NFC. The loop tracks bytes only, eight ASCII bytes at a time where it can (ASCII is never
-    in a run); characters are counted for the runs kept, from the one before.
+    before it), so a text with no run kept is NFC. The loop tracks bytes only, eight ASCII bytes at a
+    time where it can (ASCII is in a run only first, or after an unassigned code point); characters
+    are counted for the runs kept, from the one before.
     """
     rows = np.empty((64, 5), np.int64)
     r = 0
@@ -204,11 +205,11 @@ def aligned_offsets(ids, bounds, added, nbytes, off, which, text, byte_start, ru
     `nfc_runs`, those of ``which[k]`` at ``run_ptr[k]:run_ptr[k + 1]``) is replaced by its normalized
     bytes, each with the run's characters it comes from (``entry_aux[entry_ptr[e]:entry_ptr[e + 1]]``
     for the run's entry ``e = run_entry[r]``: first, last + 1, counted from the run's start, from the
-    aligner; never empty, as NFC removes no character). A byte outside the runs comes from the character it is in. So one walk per text, token
-    by token along the normalized bytes, gives each token (the first character of its first byte,
-    the last of its last); a token wholly outside the runs takes one pass over its bytes. ``text``,
-    ``byte_start``: as for `nfc_runs`. A text whose token bytes are not exactly its normalized bytes
-    is not good (the reference encodes it).
+    aligner; never empty, as NFC removes no character). A byte outside the runs comes from the
+    character it is in. So one walk per text, token by token along the normalized bytes, gives each
+    token (the first character of its first byte, the last of its last); a token wholly outside the
+    runs takes one pass over its bytes. ``text``, ``byte_start``: as for `nfc_runs`. A text whose
+    token bytes are not exactly its normalized bytes is not good (the reference encodes it).
     """
     good = np.zeros(len(which), np.bool_)
     for k in range(len(which)):

@@ -872,3 +872,17 @@ def test_a_rerun_on_the_other_backend_reuses_no_unit(tmp_path, corpus_files, mon
     monkeypatch.setattr(Preparer, "prepare", lambda self, batch, **kw: calls.append(len(batch)) or real(self, batch, **kw))
     summary = pack_with(tmp_path, corpus_files, "o", tokenizer_backend="hf", lines_per_unit=25)
     assert sum(calls) == summary.manifest["counts"]["records"]
+
+
+@pytest.mark.parametrize("extra", [{}, {"decoder": {"type": "ByteLevel", "normalizer": {"type": "NFC"}}}])
+def test_fastokens_gets_the_file_without_its_normalizer(extra):
+    """The normalizer's value is cut out of the text where its key is found once (the usual file), and the
+    spec is written again where it is not (here: a second key of that name, nested)."""
+    from packcli.fast_tokenizer import _without_normalizer
+
+    spec = {**json.loads(FIXTURE_JSON.read_text(encoding="utf-8")), "normalizer": {"type": "NFC"}, **extra}
+    raw = json.dumps(spec, indent=2)
+    out = _without_normalizer(raw, spec)
+    assert json.loads(out) == {**spec, "normalizer": None}
+    assert ("\n" in out) is not bool(extra)  # cut keeps the file's indentation; written again, it has none
+    assert _without_normalizer(raw, {**spec, "normalizer": None}) is raw
