@@ -101,8 +101,8 @@ class FastBackend:
         texts = list(texts)
         parts = [slice(k, k + CHUNK) for k in range(0, len(texts), CHUNK)]
         out: list[Encoded | None] = []
-        nfc = self._normalize(texts[parts[0]]) if parts else None
-        ahead = self._ahead.submit(self.fast.encode_batch_flat, nfc.texts, add_special_tokens=add_special_tokens
+        chunk = self._normalize(texts[parts[0]]) if parts else None
+        ahead = self._ahead.submit(self.fast.encode_batch_flat, chunk.texts, add_special_tokens=add_special_tokens
                                    ) if parts else None
         for k, part in enumerate(parts):
             following = self._normalize(texts[parts[k + 1]]) if k + 1 < len(parts) else None
@@ -110,8 +110,8 @@ class FastBackend:
             if following is not None:
                 ahead = self._ahead.submit(self.fast.encode_batch_flat, following.texts,
                                            add_special_tokens=add_special_tokens)
-            out += self._encode_fast(texts[part], spans[part], add_special_tokens, raw, nfc)
-            nfc = following
+            out += self._encode_fast(texts[part], spans[part], add_special_tokens, raw, chunk)
+            chunk = following
         rest = [i for i, enc in enumerate(out) if enc is None]
         if rest:
             self.reference_fallbacks += len(rest)
@@ -148,13 +148,13 @@ class FastBackend:
 
     def _encode_fast(self, texts: list[str], spans: Sequence[Sequence[tuple[int, int]]],
                      add_special_tokens: bool, raw: tuple[bytes, bytes] | None = None,
-                     nfc: NormalizedChunk | None = None) -> list[Encoded | None]:
-        """Ids from fastokens (``raw``: its ``encode_batch_flat`` output over ``nfc.texts``, if already
-        there), offsets from the token tables, labels from offsets; None where not exact."""
+                     chunk: NormalizedChunk | None = None) -> list[Encoded | None]:
+        """Ids from fastokens (``raw``: its ``encode_batch_flat`` output over ``chunk.texts``, if already
+        there: both or neither), offsets from the token tables, labels from offsets; None where not exact."""
         n = len(texts)
         if raw is None:
-            nfc = self._normalize(texts)
-            raw = self.fast.encode_batch_flat(nfc.texts, add_special_tokens=add_special_tokens)
+            chunk = self._normalize(texts)
+            raw = self.fast.encode_batch_flat(chunk.texts, add_special_tokens=add_special_tokens)
         raw_ids, raw_bounds = raw
         ids = np.frombuffer(raw_ids, dtype="<u4")
         if len(ids) and ids.max() >= len(self.tables.nbytes):
@@ -169,9 +169,9 @@ class FastBackend:
             ok &= chars == clen
         else:  # NFC: the identity map holds where NFC changes nothing; the aligner covers the rest
             changed = np.zeros(n, dtype=bool)
-            changed[nfc.which] = True
-            ok &= changed | ((chars == clen) & (nbytes == np.diff(nfc.byte_start)))
-            ok[nfc.which] &= self._align(nfc, texts, ids, bounds, added, offsets)
+            changed[chunk.which] = True
+            ok &= changed | ((chars == clen) & (nbytes == np.diff(chunk.byte_start)))
+            ok[chunk.which] &= self._align(chunk, texts, ids, bounds, added, offsets)
         counts = np.fromiter(map(len, spans), dtype=np.int64, count=n)
         span_ptr = np.concatenate(([0], np.cumsum(counts)))
         s, e = np.fromiter(chain.from_iterable(chain.from_iterable(spans)), dtype=np.int64,
@@ -180,8 +180,8 @@ class FastBackend:
         return [Encoded(ids[a:b], labels[a:b], offsets[a:b]) if good else None
                 for a, b, good in zip(bounds[:-1].tolist(), bounds[1:].tolist(), ok.tolist())]
 
-    def _align(self, nfc: NormalizedChunk, texts: list[str], ids, bounds, added, offsets) -> npt.NDArray[np.bool_]:
-        """Whether each text NFC changes (``nfc.which``) adds up; their offsets are written into ``offsets``.
+    def _align(self, chunk: NormalizedChunk, texts: list[str], ids, bounds, added, offsets) -> npt.NDArray[np.bool_]:
+        """Whether each text NFC changes (``chunk.which``) adds up; their offsets are written into ``offsets``.
 
         Each run normalizes on its own: the aligner maps the runs NFC changes (most that fail the quick
         check do not: Bengali ``ন`` + ``া`` may compose with nothing), the identity map covers the rest
@@ -189,13 +189,13 @@ class FastBackend:
         normalizing, so a text with a run holding a character that may end one (``<|im_end|>`` +
         U+0338 would compose ``>`` into ``≯``) goes to the reference instead.
         """
-        good = fast_kernels.aligned_offsets(ids, bounds, added, self.tables.nbytes, offsets, nfc.which, nfc.utf8,
-                                            nfc.byte_start, nfc.run_ptr, nfc.runs, nfc.entries, nfc.entry_ptr,
-                                            nfc.entry_aux)
-        cut = {i for i, s, e in nfc.runs[nfc.watched, :3].tolist()
+        good = fast_kernels.aligned_offsets(ids, bounds, added, self.tables.nbytes, offsets, chunk.which, chunk.utf8,
+                                            chunk.byte_start, chunk.run_ptr, chunk.runs, chunk.entries, chunk.entry_ptr,
+                                            chunk.entry_aux)
+        cut = {i for i, s, e in chunk.runs[chunk.watched, :3].tolist()
                if any(texts[i][j] in self.added_ends and _ends_added(texts[i], j, self.added_texts)
                       for j in range(s, e))}
-        return good & ~np.isin(nfc.which, list(cut))
+        return good & ~np.isin(chunk.which, list(cut))
 
 
 @dataclass
