@@ -367,8 +367,8 @@ def test_a_run_holding_the_end_of_an_added_token_past_its_first_character_goes_t
     from packcli import fast_tokenizer
 
     spec = json.loads(FIXTURE_JSON.read_text(encoding="utf-8"))
-    token = {"id": spec["model"]["vocab"]["k"], "content": "k", "single_word": False, "lstrip": False, "rstrip": False, "normalized": False,
-             "special": True}
+    token = {"id": spec["model"]["vocab"]["k"], "content": "k", "single_word": False, "lstrip": False,
+             "rstrip": False, "normalized": False, "special": True}
     path = variant(tmp_path, "k", normalizer={"type": "NFC"}, added_tokens=[*spec["added_tokens"], token])
     ref, fast = _pair(path)
     table = fast_tokenizer._nfc_table().copy()
@@ -629,6 +629,20 @@ def test_a_file_fastokens_fails_to_parse_on_its_thread_is_refused_with_the_reaso
         load_tokenizer(FIXTURE_JSON, backend="fast")
 
 
+@pytest.mark.parametrize("extra", [{}, {"decoder": {"type": "ByteLevel", "normalizer": {"type": "NFC"}}}])
+def test_fastokens_gets_the_file_without_its_normalizer(extra):
+    """The normalizer's value is cut out of the text where its key is found once (the usual file), and the
+    spec is written again where it is not (here: a second key of that name, nested)."""
+    from packcli.fast_tokenizer import _without_normalizer
+
+    spec = {**json.loads(FIXTURE_JSON.read_text(encoding="utf-8")), "normalizer": {"type": "NFC"}, **extra}
+    raw = json.dumps(spec, indent=2)
+    out = _without_normalizer(raw, spec)
+    assert json.loads(out) == {**spec, "normalizer": None}
+    assert ("\n" in out) is not bool(extra)  # cut keeps the file's indentation; written again, it has none
+    assert _without_normalizer(raw, {**spec, "normalizer": None}) is raw
+
+
 def _check_labels_kernel(examples) -> None:
     """The kernel against `labels_from_spans`, token by token; ``examples``: (tokens, spans) pairs."""
     from packcli import fast_kernels
@@ -742,7 +756,7 @@ def test_nfc_table_marks_what_the_quick_check_needs():
     assert nfc[0x093C] == 256 + 7  # the nukta: most of its compositions are excluded, not ऩ
     assert nfc[0x1161] == nfc[0x11A8] == 256  # Hangul vowel and final consonant
     assert nfc[0x212B] == nfc[0x0958] == 256 and nfc[0x0340] == 256 + 230  # No: NFC changes them alone
-    assert nfc[0x0378] == nfc[0xD800] == nfc[0x10FFFF] == 256 | 512  # unassigned or surrogate here: the aligner decides
+    assert nfc[0x0378] == nfc[0xD800] == nfc[0x10FFFF] == 256 | 512  # unassigned or surrogate here
     assert nfc[0x031B] == 256 + 216  # the horn of ơ and ư, which come before it (a bug once: the flag was lost)
 
 
@@ -873,16 +887,3 @@ def test_a_rerun_on_the_other_backend_reuses_no_unit(tmp_path, corpus_files, mon
     summary = pack_with(tmp_path, corpus_files, "o", tokenizer_backend="hf", lines_per_unit=25)
     assert sum(calls) == summary.manifest["counts"]["records"]
 
-
-@pytest.mark.parametrize("extra", [{}, {"decoder": {"type": "ByteLevel", "normalizer": {"type": "NFC"}}}])
-def test_fastokens_gets_the_file_without_its_normalizer(extra):
-    """The normalizer's value is cut out of the text where its key is found once (the usual file), and the
-    spec is written again where it is not (here: a second key of that name, nested)."""
-    from packcli.fast_tokenizer import _without_normalizer
-
-    spec = {**json.loads(FIXTURE_JSON.read_text(encoding="utf-8")), "normalizer": {"type": "NFC"}, **extra}
-    raw = json.dumps(spec, indent=2)
-    out = _without_normalizer(raw, spec)
-    assert json.loads(out) == {**spec, "normalizer": None}
-    assert ("\n" in out) is not bool(extra)  # cut keeps the file's indentation; written again, it has none
-    assert _without_normalizer(raw, {**spec, "normalizer": None}) is raw
