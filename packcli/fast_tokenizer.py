@@ -369,7 +369,7 @@ class FastLoad:
     """
 
     def __init__(self, raw: str, *, require_pin: bool) -> None:
-        self.raw, self.require_pin, self.spec, self.error = raw, require_pin, {}, None
+        self.require_pin, self.spec, self.error = require_pin, {}, None
         self._fast: object | None = None
         self._thread: threading.Thread | None = None
         try:
@@ -377,8 +377,8 @@ class FastLoad:
         except UnsupportedTokenizer as exc:
             self.error = exc
             return
-        self.raw = _without_normalizer(raw, self.spec)
-        self._thread = threading.Thread(target=self._parse, name="packcli-fastokens-load", daemon=True)
+        self._thread = threading.Thread(target=self._parse, args=(_without_normalizer(raw, self.spec),),
+                                        name="packcli-fastokens-load", daemon=True)
         self._thread.start()
 
     @staticmethod
@@ -394,11 +394,11 @@ class FastLoad:
             raise UnsupportedTokenizer(reason)
         return spec
 
-    def _parse(self) -> None:
+    def _parse(self, text: str) -> None:
         import fastokens
 
         try:
-            self._fast = fastokens.Tokenizer.from_json_str(self.raw)
+            self._fast = fastokens.Tokenizer.from_json_str(text)
         except (ValueError, RuntimeError) as exc:
             self.error = UnsupportedTokenizer(f"fastokens cannot load it: {exc}")
 

@@ -194,8 +194,7 @@ def median_run(runs: list[dict]) -> dict:
 def table(rows: list[dict]) -> str:
     """Markdown: one row per run; speedups against the same setup's ``hf`` row, by wall time and by CPU."""
     head = ("| setup | backend | examples | tokens | load s | tokenize s | runs (s) | CPU s | tokens/s | "
-            "speedup (wall) | "
-            "speedup (CPU) | guard checked | ref. fallbacks | output = reference |")
+            "speedup (wall) | speedup (CPU) | guard checked | ref. fallbacks | output = reference |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     ref = {r["setup"]: r for r in rows if r["backend"] == "hf"}
     for r in rows:
