@@ -252,3 +252,22 @@ def aligned_offsets(ids, bounds, added, nbytes, off, which, text, byte_start, ru
             off[t, 0], off[t, 1] = first, last
         good[k] = ok and not in_run and r == r_end and p == end
     return good
+
+
+@njit(cache=True, nogil=True)
+def example_hashes(ids, bounds):  # noqa: ANN001, ANN201
+    """A 64-bit hash of each example's token ids (``ids[bounds[i]:bounds[i + 1]]``): FNV-1a over the
+    ids, then MurmurHash3's finalizer, so that its low bits (the guard's sample) are as good as its high."""
+    out = np.empty(len(bounds) - 1, np.uint64)
+    prime, m1, m2 = np.uint64(0x100000001B3), np.uint64(0xFF51AFD7ED558CCD), np.uint64(0xC4CEB9FE1A85EC53)
+    for i in range(len(bounds) - 1):
+        h = np.uint64(0xCBF29CE484222325) ^ np.uint64(bounds[i + 1] - bounds[i])
+        for t in range(bounds[i], bounds[i + 1]):
+            h = (h ^ np.uint64(np.uint32(ids[t]))) * prime
+        h ^= h >> np.uint64(33)
+        h *= m1
+        h ^= h >> np.uint64(33)
+        h *= m2
+        h ^= h >> np.uint64(33)
+        out[i] = h
+    return out

@@ -50,7 +50,7 @@ import numpy as np
 import numpy.typing as npt
 
 from packcli import fast_kernels
-from packcli.tokenization import Encoded, ReferenceBackend
+from packcli.tokenization import EncodedBatch, ReferenceBackend
 
 _BYTE_ALPHABET_END = 512  # GPT-2's byte-level alphabet maps bytes to code points below this
 CHUNK = 1024  # texts per fastokens call in `FastBackend.encode`
@@ -94,13 +94,13 @@ class FastBackend:
         self._ahead = ThreadPoolExecutor(1, thread_name_prefix="packcli-fastokens")
 
     def encode(self, texts: Sequence[str], spans: Sequence[Sequence[tuple[int, int]]], *,
-               add_special_tokens: bool) -> list[Encoded]:
+               add_special_tokens: bool) -> EncodedBatch:
         """In chunks of `CHUNK` texts, fastokens encoding one chunk on a thread (it releases the GIL) while
         this one finds the next chunk's NFC runs and finishes the one before: the work around fastokens
         is mostly single-threaded, so without the overlap one core idles through it."""
         texts = list(texts)
         parts = [slice(k, k + CHUNK) for k in range(0, len(texts), CHUNK)]
-        out: list[Encoded | None] = []
+        done: list[tuple[EncodedBatch, npt.NDArray[np.bool_]]] = []
         chunk = self._normalize(texts[parts[0]]) if parts else None
         ahead = self._ahead.submit(self.fast.encode_batch_flat, chunk.texts, add_special_tokens=add_special_tokens
                                    ) if parts else None
@@ -110,16 +110,20 @@ class FastBackend:
             if following is not None:
                 ahead = self._ahead.submit(self.fast.encode_batch_flat, following.texts,
                                            add_special_tokens=add_special_tokens)
-            out += self._encode_fast(texts[part], spans[part], add_special_tokens, raw, chunk)
+            done.append(self._encode_fast(texts[part], spans[part], add_special_tokens, raw, chunk))
             chunk = following
-        rest = [i for i, enc in enumerate(out) if enc is None]
-        if rest:
+        out = EncodedBatch.concat([batch for batch, _ in done])
+        rest = np.flatnonzero(~np.concatenate([ok for _, ok in done])) if done else []
+        if len(rest):
             self.reference_fallbacks += len(rest)
+            rest = rest.tolist()
             again = self.reference.encode([texts[i] for i in rest], [spans[i] for i in rest],
                                           add_special_tokens=add_special_tokens)
+            examples = list(out)
             for i, enc in zip(rest, again):
-                out[i] = enc
-        return out  # type: ignore[return-value]
+                examples[i] = enc
+            out = EncodedBatch.of(examples)
+        return out
 
     def _normalize(self, texts: list[str]) -> NormalizedChunk:
         """The texts as fastokens gets them: for an NFC tokenizer, each run NFC changes replaced by the
@@ -148,9 +152,10 @@ class FastBackend:
 
     def _encode_fast(self, texts: list[str], spans: Sequence[Sequence[tuple[int, int]]],
                      add_special_tokens: bool, raw: tuple[bytes, bytes] | None = None,
-                     chunk: NormalizedChunk | None = None) -> list[Encoded | None]:
+                     chunk: NormalizedChunk | None = None) -> tuple[EncodedBatch, npt.NDArray[np.bool_]]:
         """Ids from fastokens (``raw``: its ``encode_batch_flat`` output over ``chunk.texts``, if already
-        there: both or neither), offsets from the token tables, labels from offsets; None where not exact."""
+        there: both or neither), offsets from the token tables, labels from offsets; and whether each
+        example is exact (where not, its rows are whatever fastokens gave)."""
         n = len(texts)
         if raw is None:
             chunk = self._normalize(texts)
@@ -177,8 +182,7 @@ class FastBackend:
         s, e = np.fromiter(chain.from_iterable(chain.from_iterable(spans)), dtype=np.int64,
                            count=2 * int(span_ptr[-1])).reshape(-1, 2).T.copy()
         labels = fast_kernels.labels(ids, bounds, offsets, added, span_ptr, s, e, ok)
-        return [Encoded(ids[a:b], labels[a:b], offsets[a:b]) if good else None
-                for a, b, good in zip(bounds[:-1].tolist(), bounds[1:].tolist(), ok.tolist())]
+        return EncodedBatch(ids, labels, bounds, offsets), ok
 
     def _align(self, chunk: NormalizedChunk, texts: list[str], ids, bounds, added, offsets) -> npt.NDArray[np.bool_]:
         """Whether each text NFC changes (``chunk.which``) adds up; their offsets are written into ``offsets``.
@@ -450,6 +454,7 @@ def load_fast_backend(load: FastLoad, reference: ReferenceBackend) -> FastBacken
     backend = FastBackend(fast, reference, aligner, tables=tables, added_texts=[t.content for t in added.values()],
                           **_post_processor_tokens(hf))
     self_check(backend)
+    fast_kernels.example_hashes(np.zeros(0, np.int32), np.zeros(1, np.int64))  # the guard's: loaded now (0.1-0.4 s)
     return backend
 
 
@@ -535,9 +540,9 @@ def self_check(backend: FastBackend) -> None:
     spans = [[(0, len(t))] if k % 2 else [(len(t) // 3, len(t) // 2), (2 * len(t) // 3, len(t))]
              for k, t in enumerate(texts)]
     for flag in (False, True):
-        fast = backend._encode_fast(texts, spans, flag)
-        for text, f, r in zip(texts, fast, backend.reference.encode(texts, spans, add_special_tokens=flag)):
-            if f is None:
+        fast, ok = backend._encode_fast(texts, spans, flag)
+        for text, f, good, r in zip(texts, fast, ok, backend.reference.encode(texts, spans, add_special_tokens=flag)):
+            if not good:
                 raise UnsupportedTokenizer(f"self-check: the fast path could not encode {text[:40]!r}")
             for what in ("input_ids", "labels", "offsets"):
                 if not np.array_equal(getattr(f, what), getattr(r, what)):

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
 
 from packcli.chat import Renderer, RenderError
 from packcli.ingest import Format, Record, parse_record
-from packcli.tokenization import Encoded, LoadedTokenizer, TokenizerMismatchError, encode_batch
+from packcli.tokenization import Encoded, EncodedBatch, LoadedTokenizer, TokenizerMismatchError, encode_batch
 
 NO_SUPERVISED = "no supervised tokens after tokenization (the template's generation blocks map to no tokens)"
 
@@ -25,6 +28,30 @@ def example_id(file_sha256: str, line: int) -> int:
     return int.from_bytes(digest, "big") >> 1
 
 
+@dataclass(eq=False)
+class Prepared(Sequence["Encoded | str"]):
+    """A batch's outcomes in record order: each record's example, or the reason it was rejected.
+
+    ``encoded`` holds the accepted examples end to end, in record order (what ``pack`` writes at once),
+    with their ``supervised`` token counts; ``rows[i]`` is record ``i``'s row in it, or its reason.
+    """
+
+    encoded: EncodedBatch
+    supervised: npt.NDArray[np.int64]
+    rows: list[int | str]
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, i):  # noqa: ANN001, ANN204 - int -> Encoded | str
+        row = self.rows[i]
+        return row if isinstance(row, str) else self.encoded[row]
+
+    def __iter__(self) -> Iterator[Encoded | str]:
+        examples = iter(self.encoded)
+        return (row if isinstance(row, str) else next(examples) for row in self.rows)
+
+
 @dataclass
 class Preparer:
     """Parses, renders and tokenizes batches of raw lines; accumulates stage timings."""
@@ -34,7 +61,7 @@ class Preparer:
     input_format: Format = Format.auto
     seconds: dict[str, float] = field(default_factory=lambda: {"read_render_s": 0.0, "tokenize_s": 0.0})
 
-    def prepare(self, batch: Sequence[tuple[int, int, bytes]], *, source: str = "input") -> list[Encoded | str]:
+    def prepare(self, batch: Sequence[tuple[int, int, bytes]], *, source: str = "input") -> Prepared:
         """For each (file_index, line, raw bytes): the encoded example, or the reason it is rejected.
 
         Raises:
@@ -60,8 +87,13 @@ class Preparer:
                                    [r.add_special_tokens for r in rendered])
         except TokenizerMismatchError as exc:
             raise exc.located(f"{source}:{batch[good[exc.batch_index]][1]}") from None
-        for i, enc in zip(good, encoded):
-            outcomes[i] = enc if enc.supervised else NO_SUPERVISED
+        supervised = encoded.supervised
+        keep = supervised > 0
+        if not keep.all():
+            encoded, supervised = EncodedBatch.of([e for e, k in zip(encoded, keep) if k]), supervised[keep]
+        rows = iter(range(len(encoded)))
+        for i, kept in zip(good, keep.tolist()):
+            outcomes[i] = next(rows) if kept else NO_SUPERVISED
         self.seconds["read_render_s"] += t1 - t0
         self.seconds["tokenize_s"] += time.perf_counter() - t1
-        return outcomes  # type: ignore[return-value]
+        return Prepared(encoded, supervised, outcomes)  # type: ignore[arg-type]

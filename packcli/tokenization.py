@@ -12,7 +12,7 @@ Two backends implement `TokenizerBackend`: `ReferenceBackend` (HF ``tokenizers``
 library's ``char_to_token`` at span edges, or from its offsets; what ``verify`` always uses) and `packcli.fast_tokenizer.FastBackend` (``fastokens`` ids,
 offsets recovered from the ids; 14-27x less CPU: docs/tokenizer-backends.md). Speed may not cost
 exactness: every `encode_batch` on a non-reference backend re-encodes a deterministic sample (the
-first example of the batch, every example whose token ids' CRC32 is 0 mod `GUARD_PERIOD`, or all of them
+first example of the batch, every example whose token ids hash to 0 mod `GUARD_PERIOD`, or all of them
 under ``paranoid``) with the reference and raises `TokenizerMismatchError` on any difference in ids
 or labels. The trade-off: a sampled check (11-16% of the fast backend's time at 1/256), not a proof
 per example; the rest of the evidence is the self-check at load time, tests/test_tokenizer_backends.py
@@ -24,8 +24,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
@@ -40,7 +39,7 @@ if TYPE_CHECKING:
 
 IGNORE_INDEX = -100
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.json.gz")
-GUARD_PERIOD = 256  # an example is cross-checked when crc32(ids) % GUARD_PERIOD == 0 (and index 0 of a batch)
+GUARD_PERIOD = 256  # an example is cross-checked when its ids hash to 0 mod GUARD_PERIOD (and index 0 of a batch)
 BackendChoice = Literal["auto", "hf", "fast"]
 BACKEND_CHOICES: tuple[str, ...] = ("auto", "hf", "fast")
 
@@ -65,6 +64,80 @@ class Encoded:
         return int(np.count_nonzero(self.labels != IGNORE_INDEX))
 
 
+@dataclass(eq=False)
+class EncodedBatch(Sequence[Encoded]):
+    """A batch's examples end to end: example ``i`` is ``ids[bounds[i]:bounds[i + 1]]`` (and the same
+    rows of ``labels`` and ``offsets``), ``offsets`` None unless every example has them.
+
+    Why flat: the fast backend computes whole chunks at once, and ``pack`` writes a batch's tokens at
+    once; one `Encoded` per example in between cost a tenth of the fast backend's time in objects
+    nothing kept. Indexing gives an `Encoded` (views) for code that looks at examples one by one.
+    """
+
+    ids: npt.NDArray[np.int32]
+    labels: npt.NDArray[np.int32]
+    bounds: npt.NDArray[np.int64]
+    offsets: npt.NDArray[np.integer] | None = field(default=None, repr=False)
+
+    def __len__(self) -> int:
+        return len(self.bounds) - 1
+
+    def __getitem__(self, i):  # noqa: ANN001, ANN204 - int -> Encoded, slice -> EncodedBatch
+        if isinstance(i, slice):
+            start, stop, step = i.indices(len(self))
+            if step != 1:
+                raise ValueError("an EncodedBatch slices with step 1 only")
+            stop = max(start, stop)
+            a, b = int(self.bounds[start]), int(self.bounds[stop])
+            return EncodedBatch(self.ids[a:b], self.labels[a:b], self.bounds[start:stop + 1] - a,
+                                None if self.offsets is None else self.offsets[a:b])
+        k = range(len(self))[i]  # negative indices; IndexError past the end
+        a, b = int(self.bounds[k]), int(self.bounds[k + 1])
+        return Encoded(self.ids[a:b], self.labels[a:b], None if self.offsets is None else self.offsets[a:b])
+
+    def __iter__(self) -> Iterator[Encoded]:
+        offsets = self.offsets
+        for a, b in zip(self.bounds[:-1].tolist(), self.bounds[1:].tolist()):
+            yield Encoded(self.ids[a:b], self.labels[a:b], None if offsets is None else offsets[a:b])
+
+    @property
+    def lengths(self) -> npt.NDArray[np.int64]:
+        return np.diff(self.bounds)
+
+    @property
+    def supervised(self) -> npt.NDArray[np.int64]:
+        """Supervised tokens per example."""
+        counts = np.zeros(len(self.ids) + 1, dtype=np.int64)
+        np.cumsum(self.labels != IGNORE_INDEX, out=counts[1:])
+        return counts[self.bounds[1:]] - counts[self.bounds[:-1]]
+
+    @classmethod
+    def of(cls, examples: Sequence[Encoded]) -> EncodedBatch:
+        """The examples end to end (copies)."""
+        bounds = np.zeros(len(examples) + 1, dtype=np.int64)
+        np.cumsum([len(e.input_ids) for e in examples], out=bounds[1:])
+        offsets = [e.offsets for e in examples]
+        return cls(_joined([e.input_ids for e in examples], np.int32), _joined([e.labels for e in examples], np.int32),
+                   bounds, None if any(o is None for o in offsets) else _joined(offsets, np.int64, (0, 2)))
+
+    @classmethod
+    def concat(cls, batches: Sequence[EncodedBatch]) -> EncodedBatch:
+        """The batches end to end, one after another."""
+        bounds, total = [np.zeros(1, dtype=np.int64)], 0
+        for b in batches:
+            bounds.append(b.bounds[1:] - b.bounds[0] + total)
+            total += int(b.bounds[-1] - b.bounds[0])
+        offsets = [b.offsets for b in batches]
+        return cls(_joined([b.ids for b in batches], np.int32), _joined([b.labels for b in batches], np.int32),
+                   np.concatenate(bounds), None if any(o is None for o in offsets) else _joined(offsets, np.int64,
+                                                                                               (0, 2)))
+
+
+def _joined(arrays: list[npt.NDArray], dtype: type, empty: tuple[int, ...] = (0,)) -> npt.NDArray:
+    """``np.concatenate`` that also takes no arrays (an empty batch); the first one's dtype when some."""
+    return np.concatenate(arrays) if arrays else np.zeros(empty, dtype=dtype)
+
+
 class TokenizerBackend(Protocol):
     """Texts -> ids and labels. ``name``/``version`` identify the library for the manifest."""
 
@@ -73,7 +146,7 @@ class TokenizerBackend(Protocol):
     reference_fallbacks: int  # examples it handed to the reference because it could not do them exactly
 
     def encode(self, texts: Sequence[str], spans: Sequence[Sequence[tuple[int, int]]], *,
-               add_special_tokens: bool) -> list[Encoded]: ...
+               add_special_tokens: bool) -> EncodedBatch: ...
 
 
 class ReferenceBackend:
@@ -97,7 +170,7 @@ class ReferenceBackend:
         self.version = tokenizers.__version__
 
     def encode(self, texts: Sequence[str], spans: Sequence[Sequence[tuple[int, int]]], *,
-               add_special_tokens: bool) -> list[Encoded]:
+               add_special_tokens: bool) -> EncodedBatch:
         # encode_batch runs on every core; add_special_tokens is always explicit (defaults differ by library)
         result = []
         for enc, sp in zip(self.tokenizer.encode_batch(list(texts), add_special_tokens=add_special_tokens), spans):
@@ -110,7 +183,7 @@ class ReferenceBackend:
             offsets = np.asarray(enc.offsets, dtype=np.int64).reshape(-1, 2)
             special = np.asarray(enc.special_tokens_mask, dtype=bool) if add_special_tokens else None
             result.append(Encoded(ids, labels_from_spans(ids, offsets, sp, added=special), offsets))
-        return result
+        return EncodedBatch.of(result)
 
 
 def labels_from_char_spans(enc, ids: npt.NDArray[np.int32],  # noqa: ANN001 - a tokenizers.Encoding
@@ -336,11 +409,11 @@ def encode_batch(
     result = _encode_split(backend, texts, spans, add_special_tokens)
     if not isinstance(backend, ReferenceBackend):
         guard.examples += len(texts)
-        _check_sample(tokenizer, texts, spans, add_special_tokens, result)
+        result = _check_sample(tokenizer, texts, spans, add_special_tokens, result)
     return result
 
 
-def _encode_split(backend: TokenizerBackend, texts, spans, add_special_tokens) -> list[Encoded]:
+def _encode_split(backend: TokenizerBackend, texts, spans, add_special_tokens) -> EncodedBatch:
     flags = set(map(bool, add_special_tokens))
     if len(flags) == 1:  # the usual batch: all chat, or all plain text
         return backend.encode(texts, spans, add_special_tokens=flags.pop())
@@ -351,26 +424,33 @@ def _encode_split(backend: TokenizerBackend, texts, spans, add_special_tokens) -
             encoded = backend.encode([texts[i] for i in idx], [spans[i] for i in idx], add_special_tokens=flag)
             for i, enc in zip(idx, encoded):
                 result[i] = enc
-    return result  # type: ignore[return-value]
+    return EncodedBatch.of(result)  # type: ignore[arg-type]
 
 
-def guard_sample(encoded: Sequence[Encoded], *, paranoid: bool = False) -> list[int]:
-    """Indices the guard checks: the first, and those whose token ids' CRC32 is 0 mod `GUARD_PERIOD`.
+def guard_sample(encoded: EncodedBatch, *, paranoid: bool = False) -> list[int]:
+    """Indices the guard checks: the first, and those whose token ids hash to 0 mod `GUARD_PERIOD`.
 
     Deterministic: the same text, hence the same ids, is checked on every run wherever it sits in the
-    batch. The ids are hashed rather than the text because they are already bytes in memory; the
-    text would first have to be encoded to UTF-8, which cost 8% of the fast backend's time.
+    batch. The ids are hashed rather than the text because they are already in memory, end to end:
+    one numba loop over the batch (`packcli.fast_kernels.example_hashes`); the text would first have
+    to be encoded to UTF-8, which cost 8% of the fast backend's time.
     """
     if paranoid:
         return list(range(len(encoded)))
-    return [i for i, e in enumerate(encoded) if i == 0 or zlib.crc32(e.input_ids) % GUARD_PERIOD == 0]
+    if not len(encoded):
+        return []
+    from packcli.fast_kernels import example_hashes  # numba: only runs that have a non-reference backend
+
+    hashes = example_hashes(encoded.ids, encoded.bounds)
+    return [0, *(np.flatnonzero(hashes[1:] % GUARD_PERIOD == 0) + 1).tolist()]
 
 
-def _check_sample(tokenizer: LoadedTokenizer, texts, spans, add_special_tokens, result: list[Encoded]) -> None:
-    """Re-encode the sample with the reference; raise on ids/labels, fall back for good on offsets."""
+def _check_sample(tokenizer: LoadedTokenizer, texts, spans, add_special_tokens, result: EncodedBatch) -> EncodedBatch:
+    """Re-encode the sample with the reference; raise on ids/labels. On offsets, the reference encodes
+    this batch again, whole, and the rest of the run (`GuardStats.disabled_reason`)."""
     sample = guard_sample(result, paranoid=tokenizer.paranoid)
     if not sample:
-        return
+        return result
     reference = ReferenceBackend(tokenizer.tokenizer)
     expected = _encode_split(reference, [texts[i] for i in sample], [spans[i] for i in sample],
                              [add_special_tokens[i] for i in sample])
@@ -384,10 +464,12 @@ def _check_sample(tokenizer: LoadedTokenizer, texts, spans, add_special_tokens, 
         if got.offsets is None or first_difference(got.offsets.ravel(), ref.offsets.ravel()) is not None:
             tokenizer.guard.offset_mismatches += 1
             tokenizer.guard.disabled_reason = (f"offsets differed from tokenizers on a checked example "
-                                               f"(ids crc32 {zlib.crc32(got.input_ids):08x}); "
+                                               f"(token ids hash {token_hash(got.input_ids)}); "
                                                "the reference encoded the rest of the run")
-            result[i] = ref
+            tokenizer.guard.checked += len(sample)
+            return _encode_split(reference, texts, spans, add_special_tokens)
     tokenizer.guard.checked += len(sample)
+    return result
 
 
 def first_difference(a: npt.NDArray, b: npt.NDArray) -> int | None:

@@ -186,18 +186,19 @@ def run_unit(job: UnitJob, spec: UnitSpec) -> UnitIndex:
     batch: list[tuple[int, int, bytes]] = []
 
     def flush() -> None:
-        for (_, line, _), outcome in zip(batch, preparer.prepare(batch, source=spec.path)):
+        prepared = preparer.prepare(batch, source=spec.path)
+        kept_lengths, kept_sup = prepared.encoded.lengths.tolist(), prepared.supervised.tolist()
+        for (_, line, _), row in zip(batch, prepared.rows):
             eids.append(example_id(spec.file_sha256, line))
             lines.append(line)
-            if isinstance(outcome, str):
+            if isinstance(row, str):
                 if job.fail_fast:
-                    raise RecordError(spec.path, line, outcome)
-                status.append(REJECTED), reasons.append(outcome), lengths.append(0), sup.append(0)
+                    raise RecordError(spec.path, line, row)
+                status.append(REJECTED), reasons.append(row), lengths.append(0), sup.append(0)
                 continue
-            ids_out.write(outcome.input_ids.tobytes())
-            labels_out.write(outcome.labels.tobytes())
-            status.append(PACKED), reasons.append(""), lengths.append(len(outcome.input_ids))
-            sup.append(outcome.supervised)
+            status.append(PACKED), reasons.append(""), lengths.append(kept_lengths[row]), sup.append(kept_sup[row])
+        ids_out.write(prepared.encoded.ids.tobytes())  # the accepted examples, end to end in record order
+        labels_out.write(prepared.encoded.labels.tobytes())
         batch.clear()
 
     with open(ids_path, "wb") as ids_out, open(labels_path, "wb") as labels_out:

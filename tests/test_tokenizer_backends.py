@@ -26,7 +26,7 @@ from packcli.errors import InputError, PackcliError
 from packcli.fast_tokenizer import FastBackend
 from packcli.pipeline import pack_corpus
 from packcli.tokenization import (
-    GUARD_PERIOD, IGNORE_INDEX, Encoded, GuardStats, ReferenceBackend, TokenizerMismatchError, encode_batch,
+    GUARD_PERIOD, IGNORE_INDEX, Encoded, EncodedBatch, GuardStats, ReferenceBackend, TokenizerMismatchError, encode_batch,
     guard_sample, labels_from_char_spans, labels_from_spans, load_tokenizer,
 )
 
@@ -287,7 +287,7 @@ def test_the_reference_backend_without_offsets_gives_the_same_examples(pairs):
         full = ReferenceBackend(ref).encode(texts, spans, add_special_tokens=flag)
         for a, b in zip(lean, full):
             assert np.array_equal(a.input_ids, b.input_ids) and np.array_equal(a.labels, b.labels)
-        assert [e.offsets is None for e in lean] == ([True, True, False] if not flag else [False] * 3)
+        assert (lean.offsets is None) is (not flag)  # a batch keeps offsets only if every example has them
 
 
 # ------------------------------------------------------------------------------------ traps
@@ -415,7 +415,7 @@ class DropToken:
 
     def encode(self, texts, spans, *, add_special_tokens):
         self.calls += 1
-        out = self.inner.encode(texts, spans, add_special_tokens=add_special_tokens)
+        out = list(self.inner.encode(texts, spans, add_special_tokens=add_special_tokens))
         e = out[self.victim]
         if self.what == "input_ids":
             out[self.victim] = Encoded(e.input_ids[:-1], e.labels[:-1], e.offsets[:-1])
@@ -425,7 +425,7 @@ class DropToken:
             out[self.victim] = Encoded(e.input_ids, labels, e.offsets)
         else:  # offsets only: ids and labels stay right
             out[self.victim] = Encoded(e.input_ids, e.labels, e.offsets + 1)
-        return out
+        return EncodedBatch.of(out)
 
 
 def broken(victim: int = 0, what: str = "input_ids", paranoid: bool = False):
@@ -514,7 +514,7 @@ def test_guard_catches_a_flipped_label():
 def test_guard_misses_an_unsampled_example_but_paranoid_does_not():
     """The sample is the trade-off: a fault outside it passes the default guard."""
     right = reference()
-    wrong = [Encoded(e.input_ids[:-1], e.labels[:-1]) for e in right]  # what DropToken hands the guard
+    wrong = EncodedBatch.of([Encoded(e.input_ids[:-1], e.labels[:-1]) for e in right])  # what DropToken hands the guard
     victim = next(i for i in range(len(TEXTS)) if i not in guard_sample(right) + guard_sample(wrong))
     encode_batch(broken(victim=victim), TEXTS, SPANS, [False] * 3)  # not sampled: not caught
     with pytest.raises(TokenizerMismatchError):
@@ -525,10 +525,34 @@ def test_offset_mismatch_switches_the_rest_of_the_run_to_the_reference():
     tok = broken(victim=0, what="offsets")
     first = encode_batch(tok, TEXTS, SPANS, [False] * 3)
     assert tok.guard.offset_mismatches == 1 and "offsets differed" in tok.guard.disabled_reason
-    np.testing.assert_array_equal(first[0].offsets, reference()[0].offsets)  # the reference's result replaced it
+    np.testing.assert_array_equal(first.offsets, reference().offsets)  # the reference encoded the batch again
     calls = tok.backend.calls
     encode_batch(tok, TEXTS, SPANS, [False] * 3)
     assert tok.backend.calls == calls  # the fast backend is not asked again
+
+
+@given(st.lists(st.lists(st.integers(-100, 500), max_size=6), max_size=8), st.data())
+def test_an_encoded_batch_holds_its_examples_end_to_end(rows, data):
+    examples = [Encoded(np.asarray(r, np.int32), np.asarray(r, np.int32)[::-1].copy(),
+                        np.arange(2 * len(r), dtype=np.int64).reshape(-1, 2)) for r in rows]
+    batch = EncodedBatch.of(examples)
+    assert len(batch) == len(rows) and batch.lengths.tolist() == [len(r) for r in rows]
+    assert batch.supervised.tolist() == [e.supervised for e in examples]  # empty examples count 0
+    for got, want in zip(batch, examples):
+        for what in ("input_ids", "labels", "offsets"):
+            np.testing.assert_array_equal(getattr(got, what), getattr(want, what))
+    if rows:
+        k = data.draw(st.integers(-len(rows), len(rows) - 1))
+        np.testing.assert_array_equal(batch[k].labels, examples[k].labels)
+    start, stop = sorted(data.draw(st.lists(st.integers(0, len(rows)), min_size=2, max_size=2)))
+    again = EncodedBatch.concat([batch[:start], batch[start:stop], batch[stop:]])
+    for what in ("ids", "labels", "bounds", "offsets"):
+        np.testing.assert_array_equal(getattr(again, what), getattr(batch, what))
+    assert [len(e.input_ids) for e in batch[start:stop]] == [len(r) for r in rows[start:stop]]
+    without = EncodedBatch.of([*examples, Encoded(np.zeros(1, np.int32), np.zeros(1, np.int32))])
+    assert without.offsets is None and len(without) == len(rows) + 1  # offsets only when every example has them
+    with pytest.raises(IndexError):
+        batch[len(rows)]
 
 
 def test_guard_counts_and_samples_deterministically():
@@ -599,9 +623,9 @@ def test_auto_falls_back_when_the_self_check_fails(monkeypatch):
     real = fast_tokenizer.FastBackend._encode_fast
 
     def drop_last(self, texts, spans, flag):
-        out = real(self, texts, spans, flag)
-        return [Encoded(e.input_ids[:-1], e.labels[:-1], e.offsets[:-1]) if e is not None and len(e.input_ids)
-                else e for e in out]
+        out, ok = real(self, texts, spans, flag)
+        return EncodedBatch.of([Encoded(e.input_ids[:-1], e.labels[:-1], e.offsets[:-1]) if len(e.input_ids)
+                                else e for e in out]), ok
     monkeypatch.setattr(fast_tokenizer.FastBackend, "_encode_fast", drop_last)
     tok = load_tokenizer(FIXTURE_JSON, backend="auto")
     assert tok.backend_name == "tokenizers" and "self-check" in tok.backend_reason
@@ -812,11 +836,11 @@ def drop_last_token_of_third_example(monkeypatch) -> None:
     real = FastBackend.encode
 
     def encode(self, texts, spans, *, add_special_tokens):
-        out = real(self, texts, spans, add_special_tokens=add_special_tokens)
+        out = list(real(self, texts, spans, add_special_tokens=add_special_tokens))
         if len(out) > 2:
             e = out[2]
             out[2] = Encoded(e.input_ids[:-1], e.labels[:-1], e.offsets[:-1])
-        return out
+        return EncodedBatch.of(out)
     monkeypatch.setattr(FastBackend, "encode", encode)
 
 
@@ -859,7 +883,7 @@ def test_verify_counts_every_corrupted_example_and_explains_the_first_few(tmp_pa
             ids[-1] = (ids[-1] + 1) % 200
             labels[-1] = ids[-1] if labels[-1] != IGNORE_INDEX else IGNORE_INDEX
             out.append(Encoded(ids, labels, e.offsets))
-        return out
+        return EncodedBatch.of(out)
     monkeypatch.setattr(FastBackend, "encode", encode)
     monkeypatch.setattr("packcli.tokenization.guard_sample", lambda texts, paranoid=False: [])
     packed = pack_with(tmp_path, corpus_files[:1], "o", tokenizer_backend="fast").manifest["counts"]["packed"]
