@@ -86,6 +86,9 @@ class FastBackend:
         self.added_texts = tuple(added_texts)
         self.added_ends = {t[-1] for t in added_texts if t}
         self.alignments = RunAlignments(aligner, watch=self.added_ends) if aligner is not None else None  # no NFC
+        if aligner is not None:
+            self.nfc = _nfc_table()
+            self.nfc_lead_pairs = _lead_pairs(self.nfc)
         self.version = metadata.version("fastokens")
         self.tables = tables
         self.prefix = np.asarray(prefix, dtype=np.int64)
@@ -131,7 +134,7 @@ class FastBackend:
         if self.alignments is None:
             return NormalizedChunk(texts)
         utf8, byte_start = _utf8(texts)
-        runs = fast_kernels.nfc_runs(utf8, byte_start, _nfc_table())
+        runs = fast_kernels.nfc_runs(utf8, byte_start, self.nfc, self.nfc_lead_pairs)
         memo = self.alignments
         entries = memo.entries([texts[i][s:e] for i, s, e in runs[:, :3].tolist()])
         changes = ~memo.identity[entries]
@@ -322,6 +325,20 @@ def _nfc_table() -> npt.NDArray[np.uint16]:
     table[0x1161:0x1176] |= 256  # Hangul vowels and final consonants compose by rule, not by a mapping
     table[0x11A8:0x11C3] |= 256
     return table
+
+
+def _lead_pairs(nfc: npt.NDArray[np.uint16]) -> npt.NDArray[np.bool_]:
+    """Per first two bytes ``b0 << 8 | b1`` of a UTF-8 sequence: whether every code point they may start
+    has entry 0 in ``nfc`` (`_nfc_table`), so `packcli.fast_kernels.nfc_runs` may step over the character
+    without decoding it. Two bytes fix one code point of two bytes, 64 of three, 4,096 of four."""
+    pairs = np.zeros(1 << 16, dtype=np.bool_)
+    for b0 in range(0xC2, 0xF5):
+        width, high = (1, (b0 & 0x1F) << 6) if b0 < 0xE0 else (64, (b0 & 0x0F) << 12) if b0 < 0xF0 else (
+            4096, (b0 & 0x07) << 18)
+        for b1 in range(0x80, 0xC0):
+            first = high | (b1 & 0x3F) * width
+            pairs[b0 << 8 | b1] = first + width <= len(nfc) and not nfc[first:first + width].any()
+    return pairs
 
 
 def _ends_added(text: str, at: int, added: Sequence[str]) -> bool:

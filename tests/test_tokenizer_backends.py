@@ -370,10 +370,10 @@ def test_a_run_holding_the_end_of_an_added_token_past_its_first_character_goes_t
     token = {"id": spec["model"]["vocab"]["k"], "content": "k", "single_word": False, "lstrip": False,
              "rstrip": False, "normalized": False, "special": True}
     path = variant(tmp_path, "k", normalizer={"type": "NFC"}, added_tokens=[*spec["added_tokens"], token])
-    ref, fast = _pair(path)
     table = fast_tokenizer._nfc_table().copy()
     table[ord("\u00e0")] |= 256 | 512
     monkeypatch.setattr(fast_tokenizer, "_nfc_table", lambda: table)
+    ref, fast = _pair(path)
     texts = ["x\u00e0k\u0301 y", "x\u00e0o\u0301 y"]
     assert_same(ref, fast, texts, [[(0, 6)]] * 2, [False] * 2)
     assert fast.backend.reference_fallbacks == 1  # the first; the second has no added token in its run
@@ -751,14 +751,14 @@ def test_nfc_runs_kernel_is_the_quick_check_and_each_run_normalizes_alone(texts)
     import unicodedata
 
     from packcli import fast_kernels
-    from packcli.fast_tokenizer import _nfc_table, _utf8
+    from packcli.fast_tokenizer import _lead_pairs, _nfc_table, _utf8
 
-    nfc = _nfc_table()
+    nfc, pairs = _nfc_table(), _lead_pairs(_nfc_table())
     want = [(i, s, e, len(t[:s].encode()), len(t[:e].encode()))
             for i, t in enumerate(texts) for s, e in _quick_check_runs(t, nfc)]
     utf8, byte_start = _utf8(texts)
     got = [(i, s, e, b0 - byte_start[i], b1 - byte_start[i])
-           for i, s, e, b0, b1 in fast_kernels.nfc_runs(utf8, byte_start, nfc).tolist()]
+           for i, s, e, b0, b1 in fast_kernels.nfc_runs(utf8, byte_start, nfc, pairs).tolist()]
     assert got == want
     for i, text in enumerate(texts):
         runs = [(s, e) for k, s, e, _, _ in got if k == i]
@@ -767,6 +767,27 @@ def test_nfc_runs_kernel_is_the_quick_check_and_each_run_normalizes_alone(texts)
             pieces += [text[at:s], unicodedata.normalize("NFC", text[s:e])]
             at = e
         assert "".join(pieces) + text[at:] == unicodedata.normalize("NFC", text)
+
+
+def test_lead_pairs_mark_exactly_the_two_byte_prefixes_whose_code_points_all_have_entry_0():
+    """Every code point (surrogates too: surrogatepass writes them) by the first two bytes of its UTF-8:
+    a prefix may be stepped over only if all its code points have entry 0, and is whenever they do."""
+    from packcli.fast_tokenizer import _lead_pairs, _nfc_table
+
+    nfc = _nfc_table()
+    cp = np.arange(0x80, 0x110000)
+    width = np.where(cp < 0x800, 2, np.where(cp < 0x10000, 3, 4))
+    b0 = np.select([width == 2, width == 3], [0xC0 | cp >> 6, 0xE0 | cp >> 12], 0xF0 | cp >> 18)
+    b1 = 0x80 | (cp >> np.select([width == 2, width == 3], [0, 6], 12)) & 0x3F
+    b1 = np.where(width == 2, 0x80 | cp & 0x3F, b1)
+    key = b0 << 8 | b1
+    some_nonzero = np.zeros(1 << 16, dtype=bool)
+    np.logical_or.at(some_nonzero, key, nfc[cp] != 0)
+    used = np.zeros(1 << 16, dtype=bool)
+    used[key] = True
+    wrong = (_lead_pairs(nfc) != ~some_nonzero) & used  # prefixes valid UTF-8 never starts with do not matter
+    assert np.flatnonzero(wrong).tolist() == [] and used.sum() > 3000
+    assert _lead_pairs(nfc)[0xE4 << 8 | 0xB8] and not _lead_pairs(nfc)[0xCC << 8 | 0x81]  # 中 steps, U+0301 not
 
 
 def test_nfc_table_marks_what_the_quick_check_needs():
