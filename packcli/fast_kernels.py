@@ -201,6 +201,36 @@ def nfc_runs(text, byte_start, nfc, lead_pairs):  # noqa: ANN001, ANN201
 
 
 @njit(cache=True, nogil=True)
+def substitute(text, byte_start, which, run_ptr, runs, run_entry, out_ptr, out_bytes):  # noqa: ANN001, ANN201
+    """The UTF-8 of the texts ``which``, each run (rows of `nfc_runs`, text ``which[k]``'s at
+    ``run_ptr[k]:run_ptr[k + 1]``) replaced by its entry's normalized bytes
+    (``out_bytes[out_ptr[e]:out_ptr[e + 1]]``), end to end, and where each text starts (one more: the end)."""
+    size = 0
+    for k in range(len(which)):
+        size += byte_start[which[k] + 1] - byte_start[which[k]]
+        for r in range(run_ptr[k], run_ptr[k + 1]):
+            size += out_ptr[run_entry[r] + 1] - out_ptr[run_entry[r]] - (runs[r, 4] - runs[r, 3])
+    out, starts = np.empty(size, np.uint8), np.empty(len(which) + 1, np.int64)
+    o = 0
+    for k in range(len(which)):
+        starts[k] = o
+        p = byte_start[which[k]]
+        for r in range(run_ptr[k], run_ptr[k + 1]):
+            n = runs[r, 3] - p
+            out[o:o + n] = text[p:runs[r, 3]]
+            o += n
+            a, b = out_ptr[run_entry[r]], out_ptr[run_entry[r] + 1]
+            out[o:o + b - a] = out_bytes[a:b]
+            o += b - a
+            p = runs[r, 4]
+        n = byte_start[which[k] + 1] - p
+        out[o:o + n] = text[p:byte_start[which[k] + 1]]
+        o += n
+    starts[len(which)] = o
+    return out, starts
+
+
+@njit(cache=True, nogil=True)
 def aligned_offsets(ids, bounds, added, nbytes, off, which, text, byte_start, run_ptr, runs, run_entry, entry_ptr,
                     entry_aux):  # noqa: ANN001, ANN201
     """Write into ``off`` the offsets of the tokens of the texts ``which`` (texts that NFC changes), and

@@ -133,23 +133,22 @@ class FastBackend:
         normalizer's output (fastokens has no normalizer of its own here: see `FastLoad`)."""
         if self.alignments is None:
             return NormalizedChunk(texts)
-        utf8, byte_start = _utf8(texts)
+        joined, byte_start = _utf8(texts)
+        utf8 = np.frombuffer(joined, dtype=np.uint8)
         runs = fast_kernels.nfc_runs(utf8, byte_start, self.nfc, self.nfc_lead_pairs)
         memo = self.alignments
-        entries = memo.entries([texts[i][s:e] for i, s, e in runs[:, :3].tolist()])
+        entries = memo.entries([joined[a:b] for a, b in runs[:, 3:].tolist()])  # bytes: no scan for the widest
         changes = ~memo.identity[entries]
         runs, entries = runs[changes], entries[changes]
         normalized = list(texts)
         which, first_run = np.unique(runs[:, 0], return_index=True)
         run_ptr = np.append(first_run, len(runs))
-        rows, outputs = runs[:, :3].tolist(), [memo.normalized[e] for e in entries.tolist()]
-        for i, a, b in zip(which.tolist(), run_ptr[:-1].tolist(), run_ptr[1:].tolist()):
-            text, pieces, at = texts[i], [], 0
-            for (_, s, e), output in zip(rows[a:b], outputs[a:b]):
-                pieces += (text[at:s], output)
-                at = e
-            pieces.append(text[at:])
-            normalized[i] = "".join(pieces)
+        if len(which):
+            out, out_start = fast_kernels.substitute(utf8, byte_start, which, run_ptr, runs, entries, memo.out_ptr,
+                                                     memo.out_bytes)
+            out = out.tobytes()
+            for i, a, b in zip(which.tolist(), out_start[:-1].tolist(), out_start[1:].tolist()):
+                normalized[i] = out[a:b].decode("utf-8", "surrogatepass")
         return NormalizedChunk(normalized, utf8, byte_start, runs, entries, memo.watched[entries], which, run_ptr,
                                memo.ptr, memo.aux)
 
@@ -227,12 +226,12 @@ class NormalizedChunk:
 
 
 class RunAlignments:
-    """``tokenizers``' normalization of NFC runs, by the run's text, kept across batches.
+    """``tokenizers``' normalization of NFC runs, by the run's UTF-8, kept across batches.
 
     The aligner is the tokenizer's normalizer over a no-merge byte BPE (`_aligner`): one token per
     normalized byte, each carrying ``tokenizers``' own offsets into the run. Text repeats its runs
     (the same few decomposed letters, the same vowel signs), so each distinct run is encoded once:
-    ``normalized[e]`` is entry ``e``'s normalized text, ``aux[ptr[e]:ptr[e + 1]]`` its offsets, and
+    ``out_bytes[out_ptr[e]:out_ptr[e + 1]]`` is entry ``e``'s normalized UTF-8, ``aux[ptr[e]:ptr[e + 1]]`` its offsets, and
     ``identity[e]`` says that the normalizer left it as it was, ``watched[e]`` that it holds a
     character of ``watch`` (one that may end an added token, for `FastBackend._align`). Past
     ``limit`` rows the memo starts again, in new arrays (so a chunk's entries stay valid with the
@@ -244,19 +243,21 @@ class RunAlignments:
         self._start()
 
     def _start(self) -> None:
-        self.index: dict[str, int] = {}
-        self.normalized: list[str] = []
+        self.index: dict[bytes, int] = {}
+        self.out_bytes = np.zeros(4096, dtype=np.uint8)
+        self.out_ptr = np.zeros(1025, dtype=np.int64)
         self.aux = np.zeros((1024, 2), dtype=np.int32)
         self.ptr = np.zeros(1025, dtype=np.int64)
         self.identity = np.zeros(1024, dtype=bool)
         self.watched = np.zeros(1024, dtype=bool)
 
-    def entries(self, runs: list[str]) -> npt.NDArray[np.int64]:
-        """The entry of each run, encoding the runs not seen before."""
+    def entries(self, runs: list[bytes]) -> npt.NDArray[np.int64]:
+        """The entry of each run (its UTF-8), encoding the runs not seen before."""
         if self.ptr[len(self.index)] > self.limit:
             self._start()
-        new = [run for run in dict.fromkeys(runs) if run not in self.index]
-        if new:
+        keys = [run for run in dict.fromkeys(runs) if run not in self.index]
+        if keys:
+            new = [key.decode("utf-8", "surrogatepass") for key in keys]
             rows = [np.asarray(enc.offsets, dtype=np.int32).reshape(-1, 2)
                     for enc in self.aligner.encode_batch(new, add_special_tokens=False)]
             count, used = len(self.index), int(self.ptr[len(self.index)])
@@ -267,11 +268,17 @@ class RunAlignments:
             self.watched = _room(self.watched, count + len(new))
             self.aux[used:ends[-1]] = np.concatenate(rows)
             self.ptr[count + 1:count + len(new) + 1] = ends
-            normalized = list(map(self.aligner.normalizer.normalize_str, new))
-            self.identity[count:count + len(new)] = [out == run for out, run in zip(normalized, new)]
+            normalized = [out.encode("utf-8", "surrogatepass")
+                          for out in map(self.aligner.normalizer.normalize_str, new)]
+            self.identity[count:count + len(new)] = [out == key for out, key in zip(normalized, keys)]
             self.watched[count:count + len(new)] = [not self.watch.isdisjoint(run) for run in new]
-            self.normalized += normalized
-            self.index.update(zip(new, range(count, count + len(new))))
+            done = int(self.out_ptr[count])
+            out_ends = done + np.cumsum([len(out) for out in normalized])
+            self.out_ptr = _room(self.out_ptr, count + len(new) + 1)
+            self.out_bytes = _room(self.out_bytes, int(out_ends[-1]))
+            self.out_bytes[done:out_ends[-1]] = np.frombuffer(b"".join(normalized), dtype=np.uint8)
+            self.out_ptr[count + 1:count + len(new) + 1] = out_ends
+            self.index.update(zip(keys, range(count, count + len(new))))
         return np.fromiter(map(self.index.__getitem__, runs), dtype=np.int64, count=len(runs))
 
 
@@ -284,14 +291,14 @@ def _room(array: np.ndarray, size: int) -> np.ndarray:
     return grown
 
 
-def _utf8(texts: Sequence[str]) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]]:
+def _utf8(texts: Sequence[str]) -> tuple[bytes, npt.NDArray[np.int64]]:
     """The texts' UTF-8, end to end, and where each starts (one more: the end). Text by text: joining
     first makes one string as wide as the widest character in the batch (four bytes a character after
     one emoji), and encoding that is 2.5x slower."""
     pieces = [t.encode("utf-8", "surrogatepass") for t in texts]
     starts = np.zeros(len(pieces) + 1, dtype=np.int64)
     np.cumsum(np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces)), out=starts[1:])
-    return np.frombuffer(b"".join(pieces), dtype=np.uint8), starts
+    return b"".join(pieces), starts
 
 
 @functools.cache
