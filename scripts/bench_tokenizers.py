@@ -67,6 +67,8 @@ def _cpu() -> float:
 def worker(args: argparse.Namespace) -> dict:
     """One cold run: load, render, tokenize this worker's batches (every ``--parts``-th from ``--part``);
     returns the measurements (printed as JSON by main)."""
+    import numpy as np
+
     from packcli.chat import LossPolicy, RenderError, Renderer, load_template
     from packcli.ingest import Record, parse_record, read_lines
     from packcli.tokenization import encode_batch, load_tokenizer
@@ -108,11 +110,14 @@ def worker(args: argparse.Namespace) -> dict:
                            [r.add_special_tokens for r in batch])
         t1 = time.perf_counter()
         wall, cpu = wall + t1 - t0, cpu + _cpu() - c0
-        digest = hashlib.blake2b(digest_size=16)
-        for enc in out:  # off the clock: the proof that both backends wrote the same thing
-            digest.update(len(enc.input_ids).to_bytes(8, "little") + enc.input_ids.tobytes() + enc.labels.tobytes())
-            tokens += len(enc.input_ids)
-            supervised += enc.supervised
+        # Off the clock: the proof that both backends wrote the same thing. Over the batch's flat arrays
+        # with SHA-256 (CPU instructions for it here: 2.5x blake2b), because it is not off the other
+        # workers' clocks: it shares the cores with them (0.2 s a worker per example with blake2b).
+        digest = hashlib.sha256(out.lengths)
+        digest.update(np.ascontiguousarray(out.ids, dtype=np.int32))
+        digest.update(np.ascontiguousarray(out.labels, dtype=np.int32))
+        tokens += len(out.ids)
+        supervised += int(out.supervised.sum())
         digests[k // args.batch] = digest.hexdigest()
         hash_s += time.perf_counter() - t1
     finished = time.time() - hash_s  # when it would have ended without hashing
