@@ -555,6 +555,17 @@ def test_an_encoded_batch_holds_its_examples_end_to_end(rows, data):
         batch[len(rows)]
 
 
+def test_offsets_are_checked_on_the_first_example_of_a_batch_and_on_all_under_paranoid():
+    """The trade-off of the lean reference: an offset fault past the first example passes the default
+    guard (ids and labels, what is stored, are still compared on the whole sample), not paranoid."""
+    sampled = encode_batch(load_tokenizer(FIXTURE_JSON, backend="fast"), TEXTS, SPANS, [False] * 3)
+    assert 1 not in guard_sample(sampled)
+    for paranoid, caught in ((False, 0), (True, 1)):
+        tok = broken(victim=1, what="offsets", paranoid=paranoid)
+        encode_batch(tok, TEXTS, SPANS, [False] * 3)
+        assert tok.guard.offset_mismatches == caught and (tok.guard.disabled_reason is None) is not caught
+
+
 def test_guard_counts_and_samples_deterministically():
     tok = load_tokenizer(FIXTURE_JSON, backend="fast")
     texts = [f"example number {k} with some text" for k in range(3000)]
