@@ -71,7 +71,7 @@ def worker(args: argparse.Namespace) -> dict:
 
     from packcli.chat import LossPolicy, RenderError, Renderer, load_template
     from packcli.ingest import Record, parse_record, read_lines
-    from packcli.tokenization import encode_batch, load_tokenizer
+    from packcli.tokenization import IGNORE_INDEX, encode_batch, load_tokenizer
 
     tokenizer_path, template = SETUPS[args.setup]
     t0, c0 = time.perf_counter(), _cpu()
@@ -117,7 +117,7 @@ def worker(args: argparse.Namespace) -> dict:
         digest.update(np.ascontiguousarray(out.ids, dtype=np.int32))
         digest.update(np.ascontiguousarray(out.labels, dtype=np.int32))
         tokens += len(out.ids)
-        supervised += int(out.supervised.sum())
+        supervised += int(np.count_nonzero(out.labels != IGNORE_INDEX))
         digests[k // args.batch] = digest.hexdigest()
         hash_s += time.perf_counter() - t1
     finished = time.time() - hash_s  # when it would have ended without hashing
