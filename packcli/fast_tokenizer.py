@@ -231,11 +231,12 @@ class RunAlignments:
     The aligner is the tokenizer's normalizer over a no-merge byte BPE (`_aligner`): one token per
     normalized byte, each carrying ``tokenizers``' own offsets into the run. Text repeats its runs
     (the same few decomposed letters, the same vowel signs), so each distinct run is encoded once:
-    ``out_bytes[out_ptr[e]:out_ptr[e + 1]]`` is entry ``e``'s normalized UTF-8, ``aux[ptr[e]:ptr[e + 1]]`` its offsets, and
-    ``identity[e]`` says that the normalizer left it as it was, ``watched[e]`` that it holds a
-    character of ``watch`` (one that may end an added token, for `FastBackend._align`). Past
-    ``limit`` rows the memo starts again, in new arrays (so a chunk's entries stay valid with the
-    arrays it was given), and adversarial text (every run new) costs time, not memory.
+    ``out_bytes[out_ptr[e]:out_ptr[e + 1]]`` is entry ``e``'s normalized UTF-8 (keyed by the run's),
+    ``aux[ptr[e]:ptr[e + 1]]`` its offsets, and ``identity[e]`` says that the normalizer left it as it
+    was, ``watched[e]`` that it holds a character of ``watch`` (one that may end an added token, for
+    `FastBackend._align`). Past ``limit`` rows the memo starts again, in new arrays (so a chunk's
+    entries stay valid with the arrays it was given), and adversarial text (every run new) costs
+    time, not memory.
     """
 
     def __init__(self, aligner: object, limit: int = 1 << 20, watch: Iterable[str] = ()) -> None:

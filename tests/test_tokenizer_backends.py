@@ -26,8 +26,8 @@ from packcli.errors import InputError, PackcliError
 from packcli.fast_tokenizer import FastBackend
 from packcli.pipeline import pack_corpus
 from packcli.tokenization import (
-    GUARD_PERIOD, IGNORE_INDEX, Encoded, EncodedBatch, GuardStats, ReferenceBackend, TokenizerMismatchError, encode_batch,
-    guard_sample, labels_from_char_spans, labels_from_spans, load_tokenizer,
+    GUARD_PERIOD, IGNORE_INDEX, Encoded, EncodedBatch, GuardStats, ReferenceBackend, TokenizerMismatchError,
+    encode_batch, guard_sample, labels_from_char_spans, labels_from_spans, load_tokenizer,
 )
 
 fastokens = pytest.importorskip("fastokens")
