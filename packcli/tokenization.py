@@ -14,7 +14,7 @@ offsets recovered from the ids; 14-27x less CPU: docs/tokenizer-backends.md). Sp
 exactness: every `encode_batch` on a non-reference backend re-encodes a deterministic sample (the
 first example of the batch, every example whose token ids hash to 0 mod `GUARD_PERIOD`, or all of them
 under ``paranoid``) with the reference and raises `TokenizerMismatchError` on any difference in ids
-or labels. The trade-off: a sampled check (11-16% of the fast backend's time at 1/256), not a proof
+or labels. The trade-off: a sampled check (an eighth of the fast backend's time at 1/256), not a proof
 per example; the rest of the evidence is the self-check at load time, tests/test_tokenizer_backends.py
 and the full-corpus comparisons in docs/tokenizer-backends.md.
 """
