@@ -116,9 +116,7 @@ class EncodedBatch(Sequence[Encoded]):
         """The examples end to end (copies)."""
         bounds = np.zeros(len(examples) + 1, dtype=np.int64)
         np.cumsum([len(e.input_ids) for e in examples], out=bounds[1:])
-        offsets = [e.offsets for e in examples]
-        return cls(_joined([e.input_ids for e in examples], np.int32), _joined([e.labels for e in examples], np.int32),
-                   bounds, None if any(o is None for o in offsets) else _joined(offsets, np.int64, (0, 2)))
+        return cls._joined(bounds, [(e.input_ids, e.labels, e.offsets) for e in examples])
 
     @classmethod
     def concat(cls, batches: Sequence[EncodedBatch]) -> EncodedBatch:
@@ -127,15 +125,17 @@ class EncodedBatch(Sequence[Encoded]):
         for b in batches:
             bounds.append(b.bounds[1:] - b.bounds[0] + total)
             total += int(b.bounds[-1] - b.bounds[0])
-        offsets = [b.offsets for b in batches]
-        return cls(_joined([b.ids for b in batches], np.int32), _joined([b.labels for b in batches], np.int32),
-                   np.concatenate(bounds), None if any(o is None for o in offsets) else _joined(offsets, np.int64,
-                                                                                               (0, 2)))
+        return cls._joined(np.concatenate(bounds), [(b.ids, b.labels, b.offsets) for b in batches])
 
-
-def _joined(arrays: list[npt.NDArray], dtype: type, empty: tuple[int, ...] = (0,)) -> npt.NDArray:
-    """``np.concatenate`` (the arrays' common dtype) that also takes no arrays: an empty batch."""
-    return np.concatenate(arrays) if arrays else np.zeros(empty, dtype=dtype)
+    @classmethod
+    def _joined(cls, bounds: npt.NDArray[np.int64], parts: list[tuple]) -> EncodedBatch:
+        """A batch of ``bounds`` from (ids, labels, offsets) parts, joined; offsets only if every part has
+        them. No parts: an empty batch."""
+        if not parts:
+            return cls(np.zeros(0, np.int32), np.zeros(0, np.int32), bounds, np.zeros((0, 2), np.int64))
+        ids, labels, offsets = zip(*parts)
+        return cls(np.concatenate(ids), np.concatenate(labels), bounds,
+                   None if any(o is None for o in offsets) else np.concatenate(offsets))
 
 
 class TokenizerBackend(Protocol):
