@@ -388,6 +388,15 @@ def test_every_code_point_once(pairs):
     assert_same(ref, fast, texts, spans, [False] * len(texts), guard=False)
 
 
+@pytest.mark.parametrize("name", ["fixture", "fixture+nfc"])
+def test_a_lone_surrogate_is_a_unicode_error_on_the_fast_path(pairs, name):
+    """ingest rejects them; a library caller gets the error that names the character (before the UTF-8
+    moved to pyarrow, the NFC path failed later, in the aligner, with a TypeError)."""
+    _, fast = pairs(name)
+    with pytest.raises(UnicodeEncodeError, match="surrogates not allowed"):
+        fast.backend.encode(["ok", "a\ud800b"], [[(0, 1)], [(0, 1)]], add_special_tokens=False)
+
+
 @pytest.mark.slow
 def test_two_million_spaces(pairs):
     ref, fast = pairs("fixture")
