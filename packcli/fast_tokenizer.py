@@ -298,7 +298,7 @@ def _utf8(texts: Sequence[str]) -> tuple[bytes, npt.NDArray[np.int64]]:
 
     By pyarrow, which converts each text with CPython's ``PyUnicode_AsUTF8AndSize``: that keeps the
     UTF-8 in the str object, where fastokens (which calls it too) finds it instead of encoding the
-    text a second time. ``str.encode`` keeps nothing, and with it Qwen3's fast path took a tenth
+    text a second time. ``str.encode`` keeps nothing, and with it Qwen3's fast path took 6-11%
     longer (docs/tokenizer-backends.md, ninth session). Only the speed rests on the cache; a text
     that cannot be encoded (a lone surrogate) raises UnicodeEncodeError here as it would in fastokens.
     """
