@@ -149,7 +149,7 @@ class FastBackend:
                                                      memo.out_bytes)
             out = out.tobytes()
             for i, a, b in zip(which.tolist(), out_start[:-1].tolist(), out_start[1:].tolist()):
-                normalized[i] = out[a:b].decode("utf-8", "surrogatepass")
+                normalized[i] = out[a:b].decode()
         return NormalizedChunk(normalized, utf8, byte_start, runs, entries, memo.watched[entries], which, run_ptr,
                                memo.ptr, memo.aux)
 
@@ -259,7 +259,7 @@ class RunAlignments:
             self._start()
         keys = [run for run in dict.fromkeys(runs) if run not in self.index]
         if keys:
-            new = [key.decode("utf-8", "surrogatepass") for key in keys]
+            new = [key.decode() for key in keys]
             rows = [np.asarray(enc.offsets, dtype=np.int32).reshape(-1, 2)
                     for enc in self.aligner.encode_batch(new, add_special_tokens=False)]
             count, used = len(self.index), int(self.ptr[len(self.index)])
@@ -270,8 +270,7 @@ class RunAlignments:
             self.watched = _room(self.watched, count + len(new))
             self.aux[used:ends[-1]] = np.concatenate(rows)
             self.ptr[count + 1:count + len(new) + 1] = ends
-            normalized = [out.encode("utf-8", "surrogatepass")
-                          for out in map(self.aligner.normalizer.normalize_str, new)]
+            normalized = [out.encode() for out in map(self.aligner.normalizer.normalize_str, new)]
             self.identity[count:count + len(new)] = [out == key for out, key in zip(normalized, keys)]
             self.watched[count:count + len(new)] = [not self.watch.isdisjoint(run) for run in new]
             done = int(self.out_ptr[count])
