@@ -158,20 +158,22 @@ class FastBackend:
                      chunk: NormalizedChunk | None = None) -> tuple[EncodedBatch, npt.NDArray[np.bool_]]:
         """Ids from fastokens (``raw``: its ``encode_batch_flat`` output over ``chunk.texts``, if already
         there: both or neither), offsets from the token tables, labels from offsets; and whether each
-        example is exact (where not, its rows are whatever fastokens gave)."""
+        example is exact (where not, its rows are not to be used)."""
         n = len(texts)
         if raw is None:
             chunk = self._normalize(texts)
             raw = self.fast.encode_batch_flat(chunk.texts, add_special_tokens=add_special_tokens)
         raw_ids, raw_bounds = raw
-        ids = np.frombuffer(raw_ids, dtype="<u4")
-        if len(ids) and ids.max() >= len(self.tables.nbytes):
-            raise RuntimeError(f"fastokens returned token id {ids.max()} outside the vocabulary")  # a bug
-        ids = ids.astype(np.int32)  # < vocabulary size < 2**31; a copy, so the arrays handed out are writable
         bounds = np.frombuffer(raw_bounds, dtype="<u8").astype(np.int64)
-        offsets, added, ok, chars, nbytes = fast_kernels.offsets(
-            ids, bounds, self.tables.nbytes, self.tables.chars, self.tables.cont, self.prefix, self.suffix,
-            add_special_tokens)
+        counts = np.fromiter(map(len, spans), dtype=np.int64, count=n)
+        span_ptr = np.concatenate(([0], np.cumsum(counts)))
+        s, e = np.fromiter(chain.from_iterable(chain.from_iterable(spans)), dtype=np.int64,
+                           count=2 * int(span_ptr[-1])).reshape(-1, 2).T.copy()
+        ids, offsets, added, labels, ok, chars, nbytes, labelled, bad = fast_kernels.offsets_labels(
+            np.frombuffer(raw_ids, dtype="<u4"), bounds, self.tables.tokens, self.prefix, self.suffix,
+            add_special_tokens, span_ptr, s, e)
+        if bad >= 0:
+            raise RuntimeError(f"fastokens returned token id {bad} outside the vocabulary")  # a bug
         clen = np.fromiter(map(len, texts), dtype=np.int64, count=n)
         if self.alignments is None:  # no normalizer: the tokens spell the text
             ok &= chars == clen
@@ -180,11 +182,8 @@ class FastBackend:
             changed[chunk.which] = True
             ok &= changed | ((chars == clen) & (nbytes == np.diff(chunk.byte_start)))
             ok[chunk.which] &= self._align(chunk, texts, ids, bounds, added, offsets)
-        counts = np.fromiter(map(len, spans), dtype=np.int64, count=n)
-        span_ptr = np.concatenate(([0], np.cumsum(counts)))
-        s, e = np.fromiter(chain.from_iterable(chain.from_iterable(spans)), dtype=np.int64,
-                           count=2 * int(span_ptr[-1])).reshape(-1, 2).T.copy()
-        labels = fast_kernels.labels(ids, bounds, offsets, added, span_ptr, s, e, ok)
+            labelled &= ~changed  # their offsets are the aligner's now
+        fast_kernels.labels(ids, bounds, offsets, added, span_ptr, s, e, ok & ~labelled, labels)
         return EncodedBatch(ids, labels, bounds, offsets), ok
 
     def _align(self, chunk: NormalizedChunk, texts: list[str], ids, bounds, added, offsets) -> npt.NDArray[np.bool_]:
@@ -196,7 +195,7 @@ class FastBackend:
         normalizing, so a text with a run holding a character that may end one (``<|im_end|>`` +
         U+0338 would compose ``>`` into ``≯``) goes to the reference instead.
         """
-        good = fast_kernels.aligned_offsets(ids, bounds, added, self.tables.nbytes, offsets, chunk.which, chunk.utf8,
+        good = fast_kernels.aligned_offsets(ids, bounds, added, self.tables.tokens, offsets, chunk.which, chunk.utf8,
                                             chunk.byte_start, chunk.run_ptr, chunk.runs, chunk.entries, chunk.entry_ptr,
                                             chunk.entry_aux)
         cut = {i for i, s, e in chunk.runs[chunk.watched, :3].tolist()
@@ -488,11 +487,10 @@ def load_fast_backend(load: FastLoad, reference: ReferenceBackend) -> FastBacken
 
 @dataclass(frozen=True)
 class TokenTables:
-    """Per token id: its UTF-8 length, how many characters start in it, whether it starts mid-character."""
+    """Per token id, packed by `packcli.fast_kernels.pack_tokens`: its UTF-8 length, how many characters
+    start in it, whether it starts mid-character."""
 
-    nbytes: npt.NDArray[np.int32]
-    chars: npt.NDArray[np.int32]
-    cont: npt.NDArray[np.int32]
+    tokens: npt.NDArray[np.int32]
 
 
 def _token_tables(model_vocab: dict[str, int], added: dict) -> TokenTables:
@@ -527,7 +525,10 @@ def _token_tables(model_vocab: dict[str, int], added: dict) -> TokenTables:
         tables[:, i] = len(text), sum((b & 0xC0) != 0x80 for b in text), (text[0] & 0xC0) == 0x80 if text else 0
     if (tables[0] == 0).any():
         raise UnsupportedTokenizer("a token id has no bytes (a gap in the vocabulary?)")
-    return TokenTables(tables[0], tables[1], tables[2])
+    try:
+        return TokenTables(fast_kernels.pack_tokens(tables[0], tables[1], tables[2]))
+    except ValueError as exc:
+        raise UnsupportedTokenizer(str(exc)) from None
 
 
 def _bytes_to_unicode() -> dict[int, str]:

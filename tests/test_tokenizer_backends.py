@@ -713,13 +713,14 @@ def _check_labels_kernel(examples) -> None:
     span_ptr = np.concatenate(([0], np.cumsum([len(sp) for sp in spans]))).astype(np.int64)
     flat = np.array([x for sp in spans for pair in sp for x in pair], dtype=np.int64).reshape(-1, 2)
     todo = np.ones(len(examples), dtype=bool)
-    todo[-1] = len(examples) == 1  # an example not to do keeps IGNORE_INDEX everywhere
-    got = fast_kernels.labels(ids, bounds, np.stack((start, end), axis=1), added, span_ptr, flat[:, 0].copy(),
-                              flat[:, 1].copy(), todo)
+    todo[-1] = len(examples) == 1  # an example not to do keeps what its rows held
+    got = np.full(len(ids), 777, dtype=np.int32)
+    fast_kernels.labels(ids, bounds, np.stack((start, end), axis=1), added, span_ptr, flat[:, 0].copy(),
+                        flat[:, 1].copy(), todo, got)
     for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])):
         offsets = np.stack((start[a:b], end[a:b]), axis=1)
         want = (labels_from_spans(ids[a:b], offsets, spans[i], added=added[a:b]) if todo[i]
-                else np.full(b - a, IGNORE_INDEX, dtype=np.int32))
+                else np.full(b - a, 777, dtype=np.int32))
         assert got[a:b].tolist() == want.tolist(), (i, spans[i], offsets.tolist())
 
 
@@ -746,6 +747,74 @@ def test_labels_kernel_on_ordered_spans(examples):
     """Spans in order, as a template's generation blocks are (touching, empty or outside the text
     included): the kernel's pointer path, with tokens in order and out of it."""
     _check_labels_kernel(examples)
+
+
+def _fused_pass(vocab, examples, add_special=False, prefix=(), suffix=()):
+    """`fast_kernels.offsets_labels` over ``examples`` ((token ids, spans) pairs) with the token table
+    ``vocab`` ((bytes, characters, starts mid-character) per id)."""
+    from packcli import fast_kernels
+
+    tokens = fast_kernels.pack_tokens(*(np.array(column, dtype=np.int64) for column in zip(*vocab)))
+    raw = np.array([t for ids, _ in examples for t in ids], dtype=np.uint32)
+    bounds = np.concatenate(([0], np.cumsum([len(ids) for ids, _ in examples]))).astype(np.int64)
+    span_ptr = np.concatenate(([0], np.cumsum([len(sp) for _, sp in examples]))).astype(np.int64)
+    flat = np.array([x for _, sp in examples for pair in sp for x in pair], dtype=np.int64).reshape(-1, 2)
+    return fast_kernels.offsets_labels(raw, bounds, tokens, np.array(prefix, np.int64), np.array(suffix, np.int64),
+                                       add_special, span_ptr, flat[:, 0].copy(), flat[:, 1].copy())
+
+
+vocab_st = st.lists(st.tuples(st.integers(1, 4), st.integers(0, 4), st.booleans()).filter(
+    lambda t: t[1] + t[2] >= 1), min_size=1, max_size=8)  # bytes, characters, mid-character: a token starts a
+# character or continues one
+
+
+@settings(max_examples=300, deadline=None)
+@given(vocab_st, st.data())
+def test_the_fused_pass_gives_the_offsets_and_the_labels_of_labels_from_spans(vocab, data):
+    """Offsets as the characters add up, token by token; where the spans are in order the labels of the
+    pass are `labels_from_spans` on those offsets, and the pass says which examples it did."""
+    examples = data.draw(st.lists(st.tuples(
+        st.lists(st.integers(0, len(vocab) - 1), max_size=12),
+        st.one_of(st.lists(st.integers(-2, 30), max_size=8).map(lambda cuts: list(zip(*[iter(sorted(cuts))] * 2))),
+                  st.lists(st.tuples(st.integers(-2, 30), st.integers(-2, 30)), max_size=4))),
+        min_size=1, max_size=5))
+    ids, off, added, labels, ok, chars, nbytes, labelled, bad = _fused_pass(vocab, examples)
+    assert bad == -1 and ok.all() and not added.any()
+    at = 0
+    for i, (toks, spans) in enumerate(examples):
+        before, want = 0, []
+        for t in toks:
+            size, c, mid = vocab[t]
+            want.append((before - mid, before + c))
+            before += c
+        rows = slice(at, at + len(toks))
+        assert ids[rows].tolist() == toks and off[rows].tolist() == [list(w) for w in want]
+        assert (chars[i], nbytes[i]) == (before, sum(vocab[t][0] for t in toks))
+        in_order = all(s <= e for s, e in spans) and all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
+        assert labelled[i] == in_order
+        if in_order:
+            assert labels[rows].tolist() == labels_from_spans(ids[rows], off[rows].astype(np.int64), spans).tolist()
+        at += len(toks)
+
+
+def test_the_fused_pass_leaves_examples_with_added_tokens_and_stops_at_an_id_past_the_vocabulary():
+    vocab = [(1, 1, False)] * 4
+    *_, ok, _, _, labelled, bad = _fused_pass(vocab, [([3, 1, 2, 3], [(0, 9)]), ([1, 2], [(0, 9)])],
+                                              add_special=True, prefix=[3], suffix=[3])
+    assert bad == -1 and ok.tolist() == [True, False] and not labelled.any()  # the second lacks them: not ok
+    assert _fused_pass(vocab, [([1, 2], [(0, 2)]), ([0, 4, 1], [(0, 3)])])[-1] == 4
+
+
+def test_a_token_too_long_for_the_kernels_table_is_unsupported(tmp_path):
+    from packcli import fast_kernels
+
+    spec = json.loads(FIXTURE_JSON.read_text(encoding="utf-8"))
+    top = max([*spec["model"]["vocab"].values(), *(t["id"] for t in spec["added_tokens"])]) + 1
+    long = "a" * (fast_kernels.FIELD_MAX + 1)
+    path = variant(tmp_path, "v", model={**spec["model"], "vocab": {**spec["model"]["vocab"], long: top}})
+    tok = load_tokenizer(path, backend="auto")
+    assert tok.backend_name == "tokenizers" and f"a token of {len(long)} bytes" in tok.backend_reason
+    assert load_tokenizer(FIXTURE_JSON, backend="auto").backend_name == "fastokens"  # the same file without it
 
 
 # 1-4 UTF-8 bytes: Maybe (U+0301, U+0323, U+031B, nukta U+093C, Hangul vowel and final), No (U+212B, U+0340,
