@@ -38,14 +38,15 @@ def pack_tokens(nbytes: np.ndarray, chars: np.ndarray, cont: np.ndarray) -> np.n
 
 
 @njit(cache=True, nogil=True)
-def offsets_labels(raw, bounds, tokens, prefix, suffix, add_special, span_ptr, span_s, span_e):  # noqa: ANN001, ANN201
-    """One pass over fastokens' ids (``raw``, uint32; ``tokens`` from `pack_tokens`). Per token: its id as
-    int32; its character start and end within its example (tokens x 2, int32: half the fresh memory of
-    int64, which this machine faults in at about 7 us a page); whether the post-processor added it;
-    its label where this pass can decide it. Per example: whether the post-processor's tokens are where
-    they should be (``ok``), how many characters and bytes its tokens spell (the caller compares those
-    with the text's lengths), and whether its labels are done (``labelled``). Last, the first id past
-    the vocabulary, or -1: the pass stops there, and the caller raises.
+def offsets_labels(raw, bounds, tokens, prefix, suffix, add_special, span_ptr, span_s, span_e, ids, off,  # noqa: ANN001, ANN201
+                   labels):
+    """One pass over fastokens' ids (``raw``, uint32; ``tokens`` from `pack_tokens`), writing per token
+    into the caller's arrays: its id as int32 (``ids``); its character start and end within its example
+    (``off``, tokens x 2, int32: half the memory of int64); its label where this pass can decide it
+    (``labels``). Returns per token whether the post-processor added it; per example whether the
+    post-processor's tokens are where they should be (``ok``), how many characters and bytes its tokens
+    spell (the caller compares those with the text's lengths), and whether its labels are done
+    (``labelled``); last, the first id past the vocabulary, or -1 (the pass stops there: the caller raises).
 
     Labels are done for an example with its spans in order (each ``s <= e``, each ending before the
     next starts) and no added token, as a template's are. Its offsets here never go back (a token
@@ -55,7 +56,6 @@ def offsets_labels(raw, bounds, tokens, prefix, suffix, add_special, span_ptr, s
     after this (`aligned_offsets`).
     """
     n_tok, n = len(raw), len(bounds) - 1
-    ids, off, labels = np.empty(n_tok, np.int32), np.empty((n_tok, 2), np.int32), np.empty(n_tok, np.int32)
     added, ok, labelled = np.zeros(n_tok, np.bool_), np.ones(n, np.bool_), np.zeros(n, np.bool_)
     chars, nbytes = np.zeros(n, np.int64), np.zeros(n, np.int64)
     n_pre, n_suf, vocab = len(prefix), len(suffix), len(tokens)
@@ -63,7 +63,7 @@ def offsets_labels(raw, bounds, tokens, prefix, suffix, add_special, span_ptr, s
         a, b = bounds[i], bounds[i + 1]
         for t in range(a, b):
             if raw[t] >= vocab:
-                return ids, off, added, labels, ok, chars, nbytes, labelled, np.int64(raw[t])
+                return added, ok, chars, nbytes, labelled, np.int64(raw[t])
             ids[t] = raw[t]
         if add_special and n_pre + n_suf:
             if b - a < n_pre + n_suf:
@@ -98,7 +98,7 @@ def offsets_labels(raw, bounds, tokens, prefix, suffix, add_special, span_ptr, s
         if a < b:
             labels[a] = IGNORE
         chars[i], nbytes[i], labelled[i] = before, size, ordered
-    return ids, off, added, labels, ok, chars, nbytes, labelled, np.int64(-1)
+    return added, ok, chars, nbytes, labelled, np.int64(-1)
 
 
 @njit(cache=True, nogil=True)

@@ -113,29 +113,14 @@ class EncodedBatch(Sequence[Encoded]):
 
     @classmethod
     def of(cls, examples: Sequence[Encoded]) -> EncodedBatch:
-        """The examples end to end (copies)."""
+        """The examples end to end (copies); offsets only if every example has them."""
         bounds = np.zeros(len(examples) + 1, dtype=np.int64)
         np.cumsum([len(e.input_ids) for e in examples], out=bounds[1:])
-        return cls._joined(bounds, [(e.input_ids, e.labels, e.offsets) for e in examples])
-
-    @classmethod
-    def concat(cls, batches: Sequence[EncodedBatch]) -> EncodedBatch:
-        """The batches end to end, one after another."""
-        bounds, total = [np.zeros(1, dtype=np.int64)], 0
-        for b in batches:
-            bounds.append(b.bounds[1:] - b.bounds[0] + total)
-            total += int(b.bounds[-1] - b.bounds[0])
-        return cls._joined(np.concatenate(bounds), [(b.ids, b.labels, b.offsets) for b in batches])
-
-    @classmethod
-    def _joined(cls, bounds: npt.NDArray[np.int64], parts: list[tuple]) -> EncodedBatch:
-        """A batch of ``bounds`` from (ids, labels, offsets) parts, joined; offsets only if every part has
-        them. No parts: an empty batch."""
-        if not parts:
+        if not examples:
             return cls(np.zeros(0, np.int32), np.zeros(0, np.int32), bounds, np.zeros((0, 2), np.int64))
-        ids, labels, offsets = zip(*parts)
-        return cls(np.concatenate(ids), np.concatenate(labels), bounds,
-                   None if any(o is None for o in offsets) else np.concatenate(offsets))
+        offsets = [e.offsets for e in examples]
+        return cls(np.concatenate([e.input_ids for e in examples]), np.concatenate([e.labels for e in examples]),
+                   bounds, None if any(o is None for o in offsets) else np.concatenate(offsets))
 
 
 class TokenizerBackend(Protocol):

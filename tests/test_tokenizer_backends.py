@@ -567,14 +567,31 @@ def test_an_encoded_batch_holds_its_examples_end_to_end(rows, data):
         k = data.draw(st.integers(-len(rows), len(rows) - 1))
         np.testing.assert_array_equal(batch[k].labels, examples[k].labels)
     start, stop = sorted(data.draw(st.lists(st.integers(0, len(rows)), min_size=2, max_size=2)))
-    again = EncodedBatch.concat([batch[:start], batch[start:stop], batch[stop:]])
+    part, want = batch[start:stop], EncodedBatch.of(examples[start:stop])
     for what in ("ids", "labels", "bounds", "offsets"):
-        np.testing.assert_array_equal(getattr(again, what), getattr(batch, what))
-    assert [len(e.input_ids) for e in batch[start:stop]] == [len(r) for r in rows[start:stop]]
+        np.testing.assert_array_equal(getattr(part, what), getattr(want, what))
     without = EncodedBatch.of([*examples, Encoded(np.zeros(1, np.int32), np.zeros(1, np.int32))])
     assert without.offsets is None and len(without) == len(rows) + 1  # offsets only when every example has them
     with pytest.raises(IndexError):
         batch[len(rows)]
+
+
+@given(st.lists(st.lists(st.integers(0, 30), max_size=5), min_size=1, max_size=6), st.integers(0, 40))
+def test_batch_rows_keep_every_chunk_in_order_as_they_grow(chunks, texts):
+    """Chunks of any size, more texts than announced or fewer: what was written stays (growing copies
+    the rows taken), each chunk lands after the one before, and the bounds count from the batch's start."""
+    from packcli.fast_tokenizer import BatchRows
+
+    rows, ids_want, bounds_want = BatchRows(texts), [], [0]
+    for k, lengths in enumerate(chunks):
+        ids, offsets, labels = rows.take(np.concatenate(([0], np.cumsum(lengths))).astype(np.int64))
+        values = np.arange(len(ids), dtype=np.int32) + 1000 * k
+        ids[:], labels[:], offsets[:] = values, -values, values[:, None]
+        ids_want += values.tolist()
+        bounds_want += (bounds_want[-1] + np.cumsum(lengths)).tolist()
+    batch = rows.batch()
+    assert batch.ids.tolist() == ids_want and batch.labels.tolist() == [-v for v in ids_want]
+    assert batch.offsets.tolist() == [[v, v] for v in ids_want] and batch.bounds.tolist() == bounds_want
 
 
 def test_offsets_are_checked_on_the_first_example_of_a_batch_and_on_all_under_paranoid():
@@ -759,8 +776,11 @@ def _fused_pass(vocab, examples, add_special=False, prefix=(), suffix=()):
     bounds = np.concatenate(([0], np.cumsum([len(ids) for ids, _ in examples]))).astype(np.int64)
     span_ptr = np.concatenate(([0], np.cumsum([len(sp) for _, sp in examples]))).astype(np.int64)
     flat = np.array([x for _, sp in examples for pair in sp for x in pair], dtype=np.int64).reshape(-1, 2)
-    return fast_kernels.offsets_labels(raw, bounds, tokens, np.array(prefix, np.int64), np.array(suffix, np.int64),
-                                       add_special, span_ptr, flat[:, 0].copy(), flat[:, 1].copy())
+    ids, off, labels = np.zeros(len(raw), np.int32), np.zeros((len(raw), 2), np.int32), np.zeros(len(raw), np.int32)
+    rest = fast_kernels.offsets_labels(raw, bounds, tokens, np.array(prefix, np.int64), np.array(suffix, np.int64),
+                                       add_special, span_ptr, flat[:, 0].copy(), flat[:, 1].copy(), ids, off, labels)
+    added, ok, chars, nbytes, labelled, bad = rest
+    return ids, off, added, labels, ok, chars, nbytes, labelled, bad
 
 
 vocab_st = st.lists(st.tuples(st.integers(1, 4), st.integers(0, 4), st.booleans()).filter(
