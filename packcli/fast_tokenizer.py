@@ -90,6 +90,7 @@ class FastBackend:
         if aligner is not None:
             self.nfc = _nfc_table()
             self.nfc_lead_pairs = _lead_pairs(self.nfc)
+            self.nfc_loud = _loud_bytes(self.nfc_lead_pairs)
         self.version = metadata.version("fastokens")
         self.tables = tables
         self.prefix = np.asarray(prefix, dtype=np.int64)
@@ -137,7 +138,7 @@ class FastBackend:
             return NormalizedChunk(texts)
         joined, byte_start = _utf8(texts)
         utf8 = np.frombuffer(joined, dtype=np.uint8)
-        runs = fast_kernels.nfc_runs(utf8, byte_start, self.nfc, self.nfc_lead_pairs)
+        runs = fast_kernels.nfc_runs(utf8, byte_start, self.nfc, self.nfc_lead_pairs, self.nfc_loud)
         memo = self.alignments
         entries = memo.entries([joined[a:b] for a, b in runs[:, 3:].tolist()])  # bytes: no scan for the widest
         changes = ~memo.identity[entries]
@@ -391,6 +392,17 @@ def _lead_pairs(nfc: npt.NDArray[np.uint16]) -> npt.NDArray[np.bool_]:
             first = high | (b1 & 0x3F) * width
             pairs[b0 << 8 | b1] = first + width <= len(nfc) and not nfc[first:first + width].any()
     return pairs
+
+
+def _loud_bytes(lead_pairs: npt.NDArray[np.bool_]) -> npt.NDArray[np.uint8]:
+    """Per byte: 1 where it is the first byte of a UTF-8 sequence that some code point with a nonzero
+    entry starts with (some `_lead_pairs` prefix of it is not clear), so that
+    `packcli.fast_kernels.nfc_runs` may step over eight bytes at once only where none of them is;
+    ASCII and continuation bytes are 0, and so are bytes that never start valid UTF-8."""
+    loud = np.zeros(256, dtype=np.uint8)
+    for b0 in range(0xC2, 0xF5):
+        loud[b0] = not lead_pairs[b0 << 8 | 0x80:b0 << 8 | 0xC0].all()
+    return loud
 
 
 def _ends_added(text: str, at: int, added: Sequence[str]) -> bool:

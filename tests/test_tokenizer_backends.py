@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from conftest import FIXTURES, artifact_bytes, real_asset
@@ -866,14 +866,15 @@ def _quick_check_runs(text: str, nfc) -> list[tuple[int, int]]:
 
 @settings(max_examples=400, deadline=None)
 @given(st.lists(st.lists(st.sampled_from(RUN_CHARS), max_size=14).map("".join), min_size=1, max_size=6))
+@example(["abcdef\u4e16\u0301x", "abcdefg\u4e16\u0301x", "abcde\u00e9\u0301"])  # an 8-byte step ends inside 世
 def test_nfc_runs_kernel_is_the_quick_check_and_each_run_normalizes_alone(texts):
     """The runs kernel against its rule in Python (character and byte positions, UTF-8 of 1-4 bytes, the
-    8-byte ASCII skip), and what the fast backend relies on: a text with no run is NFC, and normalizing
+    8-byte steps, which may end inside a character), and what the fast backend relies on: a text with no run is NFC, and normalizing
     each run alone, the rest kept, is normalizing the text."""
     import unicodedata
 
     from packcli import fast_kernels
-    from packcli.fast_tokenizer import _lead_pairs, _nfc_table, _utf8
+    from packcli.fast_tokenizer import _lead_pairs, _loud_bytes, _nfc_table, _utf8
 
     nfc, pairs = _nfc_table(), _lead_pairs(_nfc_table())
     want = [(i, s, e, len(t[:s].encode()), len(t[:e].encode()))
@@ -881,7 +882,7 @@ def test_nfc_runs_kernel_is_the_quick_check_and_each_run_normalizes_alone(texts)
     joined, byte_start = _utf8(texts)
     utf8 = np.frombuffer(joined, dtype=np.uint8)
     got = [(i, s, e, b0 - byte_start[i], b1 - byte_start[i])
-           for i, s, e, b0, b1 in fast_kernels.nfc_runs(utf8, byte_start, nfc, pairs).tolist()]
+           for i, s, e, b0, b1 in fast_kernels.nfc_runs(utf8, byte_start, nfc, pairs, _loud_bytes(pairs)).tolist()]
     assert got == want
     for i, text in enumerate(texts):
         runs = [(s, e) for k, s, e, _, _ in got if k == i]
@@ -892,10 +893,11 @@ def test_nfc_runs_kernel_is_the_quick_check_and_each_run_normalizes_alone(texts)
         assert "".join(pieces) + text[at:] == unicodedata.normalize("NFC", text)
 
 
-def test_lead_pairs_mark_exactly_the_two_byte_prefixes_whose_code_points_all_have_entry_0():
+def test_lead_pairs_and_loud_bytes_mark_what_may_be_stepped_over():
     """Every code point (surrogates too: surrogatepass writes them) by the first two bytes of its UTF-8:
-    a prefix may be stepped over only if all its code points have entry 0, and is whenever they do."""
-    from packcli.fast_tokenizer import _lead_pairs, _nfc_table
+    a prefix may be stepped over only if all its code points have entry 0, and is whenever they do; a
+    first byte counts as quiet for the 8-byte steps only if every code point it starts has entry 0."""
+    from packcli.fast_tokenizer import _lead_pairs, _loud_bytes, _nfc_table
 
     nfc = _nfc_table()
     cp = np.arange(0x80, 0x110000)
@@ -911,6 +913,11 @@ def test_lead_pairs_mark_exactly_the_two_byte_prefixes_whose_code_points_all_hav
     wrong = (_lead_pairs(nfc) != ~some_nonzero) & used  # prefixes valid UTF-8 never starts with do not matter
     assert np.flatnonzero(wrong).tolist() == [] and used.sum() > 3000
     assert _lead_pairs(nfc)[0xE4 << 8 | 0xB8] and not _lead_pairs(nfc)[0xCC << 8 | 0x81]  # 中 steps, U+0301 not
+    loud = _loud_bytes(_lead_pairs(nfc))  # a quiet first byte starts only code points with entry 0
+    quiet_but_not = [b for b in range(0xC2, 0xF5) if not loud[b] and some_nonzero[b << 8:(b + 1) << 8].any()]
+    assert quiet_but_not == [] and not loud[:0xC0].any()  # ASCII and continuation bytes are quiet
+    assert not loud[[0xC3, 0xD0, 0xE4, 0xE9]].any() and loud[[0xCC, 0xE0, 0xE3]].all()  # é, Cyrillic, CJK; U+0301,
+    # Devanagari, kana (U+3099)
 
 
 def test_nfc_table_marks_what_the_quick_check_needs():
