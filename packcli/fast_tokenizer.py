@@ -173,7 +173,7 @@ class FastBackend:
         span_ptr = np.concatenate(([0], np.cumsum(counts)))
         s, e = np.fromiter(chain.from_iterable(chain.from_iterable(spans)), dtype=np.int64,
                            count=2 * int(span_ptr[-1])).reshape(-1, 2).T.copy()
-        ids, offsets, labels = (rows or BatchRows(n)).take(bounds)
+        ids, offsets, labels = (BatchRows(n) if rows is None else rows).take(bounds)
         added, ok, chars, nbytes, labelled, bad = fast_kernels.offsets_labels(
             np.frombuffer(raw_ids, dtype="<u4"), bounds, self.tables.tokens, self.prefix, self.suffix,
             add_special_tokens, span_ptr, s, e, ids, offsets, labels)
