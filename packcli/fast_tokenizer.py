@@ -212,7 +212,7 @@ class FastBackend:
 class BatchRows:
     """A batch's ids, offsets and labels as `FastBackend.encode` fills them, chunk by chunk: the kernels
     write each chunk's tokens straight into its rows, instead of into arrays of their own that are then
-    joined (that copy was 3% of the backend's time). When a chunk does not fit, the arrays grow by
+    joined (that copy was 2% of the backend's time). When a chunk does not fit, the arrays grow by
     copying, to what the tokens per text so far suggest for the whole batch, an eighth more, and at
     least twice the size; the batch is views of them."""
 
