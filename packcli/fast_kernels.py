@@ -37,6 +37,15 @@ def pack_tokens(nbytes: np.ndarray, chars: np.ndarray, cont: np.ndarray) -> np.n
             | (cont.astype(np.int32) << 2 * FIELD_BITS))
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _in_order(span_s, span_e, p, q):  # noqa: ANN001, ANN202
+    """Whether spans ``p:q`` are in order: each ``s <= e``, each ending before the next starts."""
+    ordered = True
+    for k in range(p, q):
+        ordered &= span_s[k] <= span_e[k] and (k == p or span_e[k - 1] <= span_s[k])
+    return ordered
+
+
 @njit(cache=True, nogil=True)
 def offsets_labels(raw, bounds, tokens, prefix, suffix, add_special, span_ptr, span_s, span_e, ids, off,  # noqa: ANN001, ANN201
                    labels):
@@ -78,9 +87,7 @@ def offsets_labels(raw, bounds, tokens, prefix, suffix, add_special, span_ptr, s
             added[a:a + n_pre] = True
             added[b - n_suf:b] = True
         p, q = span_ptr[i], span_ptr[i + 1]
-        ordered = not (add_special and n_pre + n_suf)
-        for k in range(p, q):
-            ordered &= span_s[k] <= span_e[k] and (k == p or span_e[k - 1] <= span_s[k])
+        ordered = not (add_special and n_pre + n_suf) and _in_order(span_s, span_e, p, q)
         before, size, k = 0, 0, p  # characters that started before the token; bytes; the span pointer
         for t in range(a, b):
             if added[t]:
@@ -119,9 +126,8 @@ def labels(ids, bounds, off, added, span_ptr, span_s, span_e, todo, out):  # noq
             continue
         out[a:b] = IGNORE
         p, q = span_ptr[i], span_ptr[i + 1]
-        ordered, zero_start = True, False
+        ordered, zero_start = _in_order(span_s, span_e, p, q), False
         for k in range(p, q):
-            ordered &= span_s[k] <= span_e[k] and (k == p or span_e[k - 1] <= span_s[k])
             zero_start |= span_s[k] == 0
         k = p
         for t in range(a, b):

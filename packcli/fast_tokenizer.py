@@ -227,9 +227,9 @@ class BatchRows:
         ``bounds[1:]`` (counted from 0)."""
         a, b = self.used, self.used + int(bounds[-1])
         self.done += len(bounds) - 1
-        if b > len(self.ids):
-            size = max(b * max(self.texts, self.done) // max(self.done, 1) * 9 // 8, 2 * len(self.ids))
-            self.ids, self.labels, self.offsets = (_grown(x, size, a) for x in (self.ids, self.labels, self.offsets))
+        if b > len(self.ids):  # tokens, so at least one text done
+            size = b * max(self.texts, self.done) // self.done * 9 // 8
+            self.ids, self.labels, self.offsets = (_room(x, size) for x in (self.ids, self.labels, self.offsets))
         self.bounds.append(bounds[1:] + a)
         self.used = b
         return self.ids[a:b], self.offsets[a:b], self.labels[a:b]
@@ -238,13 +238,6 @@ class BatchRows:
         """Every row taken so far."""
         n = self.used
         return EncodedBatch(self.ids[:n], self.labels[:n], np.concatenate(self.bounds), self.offsets[:n])
-
-
-def _grown(array: np.ndarray, size: int, used: int) -> np.ndarray:
-    """A new array of ``size`` rows holding ``array``'s first ``used``."""
-    out = np.empty((size, *array.shape[1:]), dtype=array.dtype)
-    out[:used] = array[:used]
-    return out
 
 
 @dataclass

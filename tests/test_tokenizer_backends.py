@@ -717,6 +717,13 @@ def test_fastokens_gets_the_file_without_its_normalizer(extra):
     assert _without_normalizer(raw, {**spec, "normalizer": None}) is raw
 
 
+def _flat_spans(spans) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each example's spans end to end, as the kernels take them: pointers, starts, ends."""
+    span_ptr = np.concatenate(([0], np.cumsum([len(sp) for sp in spans]))).astype(np.int64)
+    flat = np.array([x for sp in spans for pair in sp for x in pair], dtype=np.int64).reshape(-1, 2)
+    return span_ptr, flat[:, 0].copy(), flat[:, 1].copy()
+
+
 def _check_labels_kernel(examples) -> None:
     """The kernel against `labels_from_spans`, token by token; ``examples``: (tokens, spans) pairs."""
     from packcli import fast_kernels
@@ -727,13 +734,11 @@ def _check_labels_kernel(examples) -> None:
     end = np.array([s + w for t, _ in examples for s, w, _ in t], dtype=np.int64)
     added = np.array([a for t, _ in examples for _, _, a in t], dtype=bool)
     spans = [sp for _, sp in examples]
-    span_ptr = np.concatenate(([0], np.cumsum([len(sp) for sp in spans]))).astype(np.int64)
-    flat = np.array([x for sp in spans for pair in sp for x in pair], dtype=np.int64).reshape(-1, 2)
+    span_ptr, span_s, span_e = _flat_spans(spans)
     todo = np.ones(len(examples), dtype=bool)
     todo[-1] = len(examples) == 1  # an example not to do keeps what its rows held
     got = np.full(len(ids), 777, dtype=np.int32)
-    fast_kernels.labels(ids, bounds, np.stack((start, end), axis=1), added, span_ptr, flat[:, 0].copy(),
-                        flat[:, 1].copy(), todo, got)
+    fast_kernels.labels(ids, bounds, np.stack((start, end), axis=1), added, span_ptr, span_s, span_e, todo, got)
     for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])):
         offsets = np.stack((start[a:b], end[a:b]), axis=1)
         want = (labels_from_spans(ids[a:b], offsets, spans[i], added=added[a:b]) if todo[i]
@@ -774,11 +779,10 @@ def _fused_pass(vocab, examples, add_special=False, prefix=(), suffix=()):
     tokens = fast_kernels.pack_tokens(*(np.array(column, dtype=np.int64) for column in zip(*vocab)))
     raw = np.array([t for ids, _ in examples for t in ids], dtype=np.uint32)
     bounds = np.concatenate(([0], np.cumsum([len(ids) for ids, _ in examples]))).astype(np.int64)
-    span_ptr = np.concatenate(([0], np.cumsum([len(sp) for _, sp in examples]))).astype(np.int64)
-    flat = np.array([x for _, sp in examples for pair in sp for x in pair], dtype=np.int64).reshape(-1, 2)
+    span_ptr, span_s, span_e = _flat_spans([sp for _, sp in examples])
     ids, off, labels = np.zeros(len(raw), np.int32), np.zeros((len(raw), 2), np.int32), np.zeros(len(raw), np.int32)
     rest = fast_kernels.offsets_labels(raw, bounds, tokens, np.array(prefix, np.int64), np.array(suffix, np.int64),
-                                       add_special, span_ptr, flat[:, 0].copy(), flat[:, 1].copy(), ids, off, labels)
+                                       add_special, span_ptr, span_s, span_e, ids, off, labels)
     added, ok, chars, nbytes, labelled, bad = rest
     return ids, off, added, labels, ok, chars, nbytes, labelled, bad
 
