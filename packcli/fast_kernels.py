@@ -19,6 +19,7 @@ IGNORE = -100  # packcli.tokenization.IGNORE_INDEX (not imported: keeps this mod
 
 FIELD_BITS = 12  # bits per field of a token's packed entry (`pack_tokens`)
 FIELD_MAX = (1 << FIELD_BITS) - 1
+PAST = np.int64(1) << 62  # a span edge past every offset: the span pointer's value once it has passed the last span
 
 
 def pack_tokens(nbytes: np.ndarray, chars: np.ndarray, cont: np.ndarray) -> np.ndarray:
@@ -68,40 +69,47 @@ def offsets_labels(raw, bounds, tokens, prefix, suffix, add_special, span_ptr, s
     added, ok, labelled = np.zeros(n_tok, np.bool_), np.ones(n, np.bool_), np.zeros(n, np.bool_)
     chars, nbytes = np.zeros(n, np.int64), np.zeros(n, np.int64)
     n_pre, n_suf, vocab = len(prefix), len(suffix), len(tokens)
+    special = add_special and n_pre + n_suf > 0
     for i in range(n):
         a, b = bounds[i], bounds[i + 1]
-        for t in range(a, b):
-            if raw[t] >= vocab:
-                return added, ok, chars, nbytes, labelled, np.int64(raw[t])
-            ids[t] = raw[t]
-        if add_special and n_pre + n_suf:
-            if b - a < n_pre + n_suf:
+        if special:
+            fits = b - a >= n_pre + n_suf
+            for k in range(n_pre if fits else 0):
+                fits &= raw[a + k] == prefix[k]
+            for k in range(n_suf if fits else 0):
+                fits &= raw[b - n_suf + k] == suffix[k]
+            if not fits:
                 ok[i] = False
-                continue
-            for k in range(n_pre):
-                ok[i] &= ids[a + k] == prefix[k]
-            for k in range(n_suf):
-                ok[i] &= ids[b - n_suf + k] == suffix[k]
-            if not ok[i]:
+                for t in range(a, b):
+                    if raw[t] >= vocab:
+                        return added, ok, chars, nbytes, labelled, np.int64(raw[t])
+                    ids[t] = raw[t]
                 continue
             added[a:a + n_pre] = True
             added[b - n_suf:b] = True
         p, q = span_ptr[i], span_ptr[i + 1]
-        ordered = not (add_special and n_pre + n_suf) and _in_order(span_s, span_e, p, q)
-        before, size, k = 0, 0, p  # characters that started before the token; bytes; the span pointer
+        ordered = not special and _in_order(span_s, span_e, p, q)
+        # characters that started before the token; bytes; the span pointer and its span (none: past all)
+        before, size, k = 0, 0, p
+        span_start, span_end = (span_s[k], span_e[k]) if k < q else (PAST, PAST)
         for t in range(a, b):
-            if added[t]:
+            r = raw[t]
+            if r >= vocab:
+                return added, ok, chars, nbytes, labelled, np.int64(r)
+            ids[t] = r
+            if special and added[t]:
                 off[t, 0], off[t, 1] = 0, 0  # as tokenizers reports a post-processor token
                 continue
-            v = tokens[ids[t]]
+            v = tokens[r]
             c = v & FIELD_MAX
             start, end = before - (v >> 2 * FIELD_BITS), before + c
             off[t, 0], off[t, 1] = start, end
             before += c
             size += (v >> FIELD_BITS) & FIELD_MAX
-            while k < q and span_e[k] <= start:
+            while span_end <= start:
                 k += 1
-            labels[t] = ids[t] if k < q and span_s[k] < end else IGNORE
+                span_start, span_end = (span_s[k], span_e[k]) if k < q else (PAST, PAST)
+            labels[t] = r if span_start < end else IGNORE
         if a < b:
             labels[a] = IGNORE
         chars[i], nbytes[i], labelled[i] = before, size, ordered
