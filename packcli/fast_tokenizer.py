@@ -140,7 +140,9 @@ class FastBackend:
         utf8 = np.frombuffer(joined, dtype=np.uint8)
         runs = fast_kernels.nfc_runs(utf8, byte_start, self.nfc, self.nfc_lead_pairs, self.nfc_loud)
         memo = self.alignments
-        entries = memo.entries([joined[a:b] for a, b in runs[:, 3:].tolist()])  # bytes: no scan for the widest
+        # bytes: no scan for the widest. Two flat lists: a list of pairs (1,100 small lists a chunk) set off
+        # the garbage collector 100 times per 100k texts, 0.07 s (2% of the backend's time)
+        entries = memo.entries([joined[a:b] for a, b in zip(runs[:, 3].tolist(), runs[:, 4].tolist())])
         changes = ~memo.identity[entries]
         runs, entries = runs[changes], entries[changes]
         normalized = list(texts)
