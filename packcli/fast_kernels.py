@@ -78,15 +78,10 @@ def offsets_labels(raw, bounds, tokens, prefix, suffix, add_special, span_ptr, s
                 fits &= raw[a + k] == prefix[k]
             for k in range(n_suf if fits else 0):
                 fits &= raw[b - n_suf + k] == suffix[k]
-            if not fits:
-                ok[i] = False
-                for t in range(a, b):
-                    if raw[t] >= vocab:
-                        return added, ok, chars, nbytes, labelled, np.int64(raw[t])
-                    ids[t] = raw[t]
-                continue
-            added[a:a + n_pre] = True
-            added[b - n_suf:b] = True
+            ok[i] = fits  # if not, its rows are written all the same, and not used
+            if fits:
+                added[a:a + n_pre] = True
+                added[b - n_suf:b] = True
         p, q = span_ptr[i], span_ptr[i + 1]
         ordered = not special and _in_order(span_s, span_e, p, q)
         # characters that started before the token; bytes; the span pointer and its span (none: past all)
