@@ -10,25 +10,17 @@ from dataclasses import asdict, dataclass
 from enum import Enum
 from pathlib import Path
 
-from packcli.chat import LossPolicy
+from packcli.choices import (
+    BackendChoice,
+    Format,
+    LossPolicy,
+    OnError,
+    Overlong,
+    Strategy,
+)
 from packcli.errors import PackcliError
-from packcli.ingest import Format
 
-STRATEGIES = ("window", "bfd", "ffd", "sequential")
-
-
-class Overlong(str, Enum):
-    """What to do with an example longer than the capacity."""
-
-    drop = "drop"
-    truncate = "truncate"
-
-
-class OnError(str, Enum):
-    """What to do with a bad record: reject it (counted, written to rejects.jsonl) or stop."""
-
-    skip = "skip"
-    fail = "fail"
+__all__ = ["OnError", "Overlong", "PackConfig"]
 
 
 @dataclass(frozen=True)
@@ -42,7 +34,7 @@ class PackConfig:
     template: str = "auto"
     loss: LossPolicy = LossPolicy.auto
     input_format: Format = Format.auto
-    strategy: str = "window"
+    strategy: Strategy = Strategy.window
     window: int | None = None
     seed: int = 0
     shuffle: bool = True
@@ -54,18 +46,21 @@ class PackConfig:
     packs_per_shard: int = 2048
     batch_records: int = 4096
     lines_per_unit: int = 10_000
-    tokenizer_backend: str = "auto"
+    tokenizer_backend: BackendChoice = BackendChoice.auto
     paranoid_tokenizer: bool = False
     force: bool = False
 
     def __post_init__(self) -> None:
+        choice_problems = []
         # Accept plain strings from Python callers; store the enums.
-        for name, kind in (("loss", LossPolicy), ("input_format", Format), ("overlong", Overlong), ("on_error", OnError)):
+        for name, kind in (("loss", LossPolicy), ("input_format", Format), ("overlong", Overlong), ("on_error", OnError),
+                           ("strategy", Strategy), ("tokenizer_backend", BackendChoice)):
             try:
                 object.__setattr__(self, name, kind(getattr(self, name)))
             except ValueError:
                 choices = ", ".join(k.value for k in kind)
-                raise PackcliError(f"invalid configuration: {name} must be one of {choices}, got {getattr(self, name)!r}")
+                flag = "--format" if name == "input_format" else f"--{name.replace('_', '-')}"
+                choice_problems.append(f"{flag} must be one of {choices}, got {getattr(self, name)!r}")
         object.__setattr__(self, "out", Path(self.out))
         object.__setattr__(self, "inputs", tuple(str(i) for i in self.inputs))
         problems = []
@@ -73,8 +68,6 @@ class PackConfig:
             problems.append("no input files given")
         if self.capacity < 2:
             problems.append(f"--capacity must be at least 2, got {self.capacity}")
-        if self.strategy not in STRATEGIES:
-            problems.append(f"--strategy must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}")
         if self.window is not None and self.window < 1:
             problems.append(f"--window must be positive, got {self.window}")
         if self.min_density is not None and not 0 < self.min_density <= 1:
@@ -85,13 +78,9 @@ class PackConfig:
             problems.append(f"--packs-per-shard must be positive, got {self.packs_per_shard}")
         if self.lines_per_unit < 1:
             problems.append(f"--unit-lines must be positive, got {self.lines_per_unit}")
-        from packcli.tokenization import BACKEND_CHOICES  # here: numpy stays out of `packcli --help`
-
-        if self.tokenizer_backend not in BACKEND_CHOICES:
-            problems.append(f"--tokenizer-backend must be one of {', '.join(BACKEND_CHOICES)}, "
-                            f"got {self.tokenizer_backend!r}")
         if self.batch_records < 1:
             problems.append(f"batch size must be positive, got {self.batch_records}")
+        problems += choice_problems
         if problems:
             raise PackcliError("invalid configuration: " + "; ".join(problems))
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from packcli.tokenization import IGNORE_INDEX
+from packcli.contract import IGNORE_INDEX
 
 
 @dataclass(frozen=True)
@@ -42,8 +42,8 @@ def iter_packs(directory: str | Path) -> Iterator[Pack]:
     """Yield every pack of an artifact, shard by shard in manifest order."""
     import pyarrow.parquet as pq
 
-    from packcli import manifest as mf
-    from packcli.verify.invariants import load_flat
+    from packcli.artifact import manifest as mf
+    from packcli.artifact.shards import load_flat
 
     directory = Path(directory)
     for info in mf.read_manifest(directory)["shards"]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import glob
 import gzip
-import hashlib
 import io
 import json
 from collections.abc import Iterator, Sequence
@@ -20,17 +19,9 @@ from enum import Enum
 from pathlib import Path
 from typing import IO
 
+from packcli.choices import Format
+from packcli.contract import file_sha256
 from packcli.errors import InputError
-
-
-class Format(str, Enum):
-    """Input record formats; ``auto`` detects per record from its keys."""
-
-    auto = "auto"
-    messages = "messages"
-    sharegpt = "sharegpt"
-    prompt_completion = "prompt-completion"
-    text = "text"
 
 
 class Kind(str, Enum):
@@ -110,11 +101,7 @@ def expand_inputs(patterns: Sequence[str | Path]) -> list[Path]:
 
 def describe_input(path: Path) -> InputFile:
     """Size and sha256 of the file as stored (compressed bytes for .gz/.zst)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return InputFile(path=path, size=path.stat().st_size, sha256=digest.hexdigest())
+    return InputFile(path=path, size=path.stat().st_size, sha256=file_sha256(path))
 
 
 def open_binary(path: str | Path) -> IO[bytes]:

@@ -6,26 +6,26 @@ parsing, rendering or masking that would move a seam shows up as a reconstructio
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from packcli.chat import Renderer, RenderError
-from packcli.ingest import Format, Record, parse_record
-from packcli.tokenization import Encoded, EncodedBatch, LoadedTokenizer, TokenizerMismatchError, encode_batch
+from packcli.choices import Format
+from packcli.ingest import Record, parse_record
+from packcli.tokenizer import (
+    Encoded,
+    EncodedBatch,
+    LoadedTokenizer,
+    TokenizerMismatchError,
+    encode_batch,
+)
 
 NO_SUPERVISED = "no supervised tokens after tokenization (the template's generation blocks map to no tokens)"
-
-
-def example_id(file_sha256: str, line: int) -> int:
-    """Stable 63-bit ID from the source file's content and the line: the same record keeps its ID
-    wherever the file lives and whatever else is packed with it."""
-    digest = hashlib.blake2b(f"{file_sha256}:{line}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big") >> 1
 
 
 @dataclass(eq=False)
@@ -97,3 +97,28 @@ class Preparer:
         self.seconds["read_render_s"] += t1 - t0
         self.seconds["tokenize_s"] += time.perf_counter() - t1
         return Prepared(encoded, supervised, outcomes)  # type: ignore[arg-type]
+
+
+class PreparerJob(Protocol):
+    """A hashable, picklable description of a preparer that a worker process can build."""
+
+    def build_preparer(self) -> Preparer: ...
+
+
+_PREPARERS: dict[PreparerJob, Preparer] = {}
+
+
+def preparer_for(job: PreparerJob) -> Preparer:
+    """This process's preparer for ``job``: built once per process, or the one `share_preparer` left."""
+    found = _PREPARERS.get(job)
+    if found is None:
+        found = _PREPARERS[job] = job.build_preparer()
+    return found
+
+
+def share_preparer(job: PreparerJob, preparer: Preparer | None) -> None:
+    """Let this process's units of ``job`` use ``preparer`` (the driver's, already loaded); None forgets it."""
+    if preparer is None:
+        _PREPARERS.pop(job, None)
+    else:
+        _PREPARERS[job] = preparer

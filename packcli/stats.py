@@ -14,9 +14,11 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from packcli.choices import Strategy
+
 QUANTILES = (5, 25, 50, 75, 90, 99, 99.9)
 DEFAULT_CAPACITIES = (1024, 2048, 4096, 8192, 16384, 32768)
-WHAT_IF_STRATEGIES = ("bfd", "ffd", "window", "sequential", "padding")
+WHAT_IF_STRATEGIES = (*(s.value for s in Strategy), "padding")  # padding: one example a row, the control
 MAX_SUPERVISED_LOSS = 0.001  # the recommendation's "loses < 0.1% of supervised tokens"
 
 
@@ -142,7 +144,7 @@ def length_stats(inputs, tokenizer: str, *, template: str = "auto", loss=None, c
     from packcli.chat import LossPolicy, Renderer, load_template, require_markers
     from packcli.ingest import expand_inputs, read_lines
     from packcli.prepare import Preparer
-    from packcli.tokenization import load_tokenizer
+    from packcli.tokenizer.load import load_tokenizer
 
     policy = loss or LossPolicy.auto
     tok = load_tokenizer(tokenizer)
@@ -207,7 +209,7 @@ def artifact_stats(directory: str | Path) -> ArtifactStats:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from packcli import manifest as mf
+    from packcli.artifact import manifest as mf
 
     directory = Path(directory)
     manifest = mf.read_manifest(directory)

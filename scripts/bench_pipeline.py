@@ -126,10 +126,10 @@ def environment() -> dict:
 
 # ---------------------------------------------------------------------------- shared render helpers
 
-def make_renderer(tokenizer_path: str | Path, template: str | Path, backend: str = "hf"):
+def make_renderer(tokenizer_path: str | Path, template: str | Path, backend: str = "tokenizers"):
     """Tokenizer and renderer exactly as pack_corpus builds them (loss auto)."""
     from packcli.chat import LossPolicy, Renderer, load_template, require_markers
-    from packcli.tokenization import load_tokenizer
+    from packcli.tokenizer.load import load_tokenizer
 
     tok = load_tokenizer(tokenizer_path, backend=backend)
     tpl = load_template(str(template), tok.config)
@@ -256,7 +256,7 @@ def table_tokenize(data: dict) -> str:
 
 def child_pack(spec: dict) -> dict:
     from packcli.config import PackConfig
-    from packcli.pipeline import pack_corpus
+    from packcli.job.run import pack_corpus
 
     rss_imports = _rss_mib()
     config = PackConfig(inputs=(spec["corpus"],), tokenizer=spec["tokenizer"], template=str(spec["template"]),
@@ -360,8 +360,8 @@ CHECKS = ("check_integrity", "check_drift", "check_packs", "check_global", "chec
 
 def child_verify(spec: dict) -> dict:
     """verify_artifact with its check functions (and reconstruction's Preparer) wrapped for timing."""
-    import packcli.verify.artifact as artifact
     import packcli.verify.reconstruct as reconstruct
+    import packcli.verify.run as artifact
     from packcli.prepare import Preparer
 
     rss_imports = _rss_mib()
@@ -402,7 +402,7 @@ def bench_verify(artifact: Path, pack_json: Path | None, workers: int | None) ->
             "verify_wall_s": result["span"]["wall_s"]}
     if pack_json is not None:  # every pack of the same corpus (artifact dirs are named <corpus stem>-<backend>)
         packs = json.loads(pack_json.read_text())["results"]
-        same = {r.get("backend", "hf"): r["pack_wall_s"] for r in packs
+        same = {r.get("backend", "tokenizers"): r["pack_wall_s"] for r in packs
                 if artifact.name.startswith(Path(r["corpus"]).stem + "-") or artifact.name == Path(r["corpus"]).stem}
         data["pack_wall_s"] = same
         data["verify_over_pack"] = {b: data["verify_wall_s"] / w for b, w in same.items()}
@@ -463,7 +463,7 @@ def main(argv: list[str] | None = None) -> int:
     tok.add_argument("--n", type=int, default=50_000, help="conversations (default: %(default)s; --quick: 300)")
     tok.add_argument("--setup", action="append", choices=sorted(SETUPS), help="default: qwen3 and fixture")
     tok.add_argument("--repeat", type=int, default=1, help="runs per setup, alternating order; medians reported")
-    tok.add_argument("--backend", action="append", choices=("hf", "auto", "fast"),
+    tok.add_argument("--backend", action="append", choices=("tokenizers", "auto", "fastokens"),
                      help="Preparer's tokenizer backend, repeatable (default: hf); the ceiling is always tokenizers")
     pk = sub.add_parser("pack", parents=[common], help="pack_corpus end to end, one fresh process per corpus")
     pk.add_argument("--corpus", type=Path, action="append", help=f"default: {' '.join(DEFAULT_CORPORA)}")
@@ -473,7 +473,7 @@ def main(argv: list[str] | None = None) -> int:
     pk.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "packcli-bench",
                     help="artifacts go to WORKDIR/<corpus stem> (default: %(default)s)")
     pk.add_argument("--no-ceiling", action="store_true", help="skip the raw encode_batch ceiling")
-    pk.add_argument("--backend", action="append", choices=("hf", "auto", "fast"),
+    pk.add_argument("--backend", action="append", choices=("tokenizers", "auto", "fastokens"),
                     help="pack's --tokenizer-backend, repeatable (default: hf); the ceiling is always tokenizers")
     vf = sub.add_parser("verify", parents=[common], help="verify_artifact on a pack artifact, per-check times")
     vf.add_argument("--artifact", type=Path, help="default: WORKDIR/<first corpus stem> of `pack`")
@@ -486,17 +486,17 @@ def main(argv: list[str] | None = None) -> int:
         corpus, n = args.corpus, args.n
         if args.quick:
             corpus, n = quick_corpora()[0], min(n, 300)
-        data = bench_tokenize(corpus, n, args.setup or ["qwen3", "fixture"], args.repeat, args.backend or ["hf"])
+        data = bench_tokenize(corpus, n, args.setup or ["qwen3", "fixture"], args.repeat, args.backend or ["tokenizers"])
         table = table_tokenize(data)
     elif args.mode == "pack":
         corpora = args.corpus or (quick_corpora() if args.quick else [Path(p) for p in DEFAULT_CORPORA])
         workdir = QUICK_DIR / "artifacts" if args.quick and args.workdir == pk.get_default("workdir") else args.workdir
         data = bench_pack(corpora, args.tokenizer, args.template, args.capacity, workdir, not args.no_ceiling,
-                          args.backend or ["hf"])
+                          args.backend or ["tokenizers"])
         table = table_pack(data)
     else:
-        default = QUICK_DIR / "artifacts" / f"quick{QUICK_SIZES[0]}-hf" if args.quick else \
-            Path(tempfile.gettempdir()) / "packcli-bench" / f"{Path(DEFAULT_CORPORA[0]).stem}-hf"
+        default = QUICK_DIR / "artifacts" / f"quick{QUICK_SIZES[0]}-tokenizers" if args.quick else \
+            Path(tempfile.gettempdir()) / "packcli-bench" / f"{Path(DEFAULT_CORPORA[0]).stem}-tokenizers"
         artifact = args.artifact or default
         data = bench_verify(artifact, args.pack_json, args.workers)
         table = table_verify(data)

@@ -60,7 +60,7 @@ def main() -> None:
     parser.add_argument("--capacity", type=int, default=4096)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--unit-lines", type=int, default=25_000)
-    parser.add_argument("--tokenizer-backend", default="auto", choices=("auto", "hf", "fast"))
+    parser.add_argument("--tokenizer-backend", default="auto", choices=("auto", "tokenizers", "fastokens"))
     parser.add_argument("--out", default="bench-out/ray.json")
     args = parser.parse_args()
 

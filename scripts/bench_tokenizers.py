@@ -4,7 +4,7 @@ For each setup (tokenizer + template) and backend (``hf``: tokenizers, the refer
 fastokens with the always-on guard), cold worker processes (their own interpreters, nothing cached)
 load the tokenizer (timed apart), read and render every record (untimed; the collector is then told
 to leave those objects alone, as `pack`, which holds one unit at a time, never walks 100k of them),
-then run `packcli.tokenization.encode_batch` over batches of ``--batch`` records, as
+then run `packcli.tokenizer.guard.encode_batch` over batches of ``--batch`` records, as
 `packcli.prepare.Preparer` does. Off the clock each worker hashes every batch's ids and labels and
 lets the batch go (holding every batch instead would fault in fresh memory all the way, 0.3-0.4 s of
 the fast backend's 100k Llama 3.2 conversations, which `pack`, freeing each unit, does not); the
@@ -54,7 +54,7 @@ SETUPS = {  # name -> (tokenizer, template)
     "llama3_2": (ASSETS / "llama3_2", ASSETS / "templates" / "llama3_training.jinja"),
     "fixture": (REPO_ROOT / "fixtures" / "tokenizer", "chatml"),
 }
-BACKENDS = ("hf", "fast")
+BACKENDS = ("tokenizers", "fastokens")
 BATCH = 4096  # packcli.config.PackConfig.batch_records default
 QUICK_N = 2000
 
@@ -69,9 +69,11 @@ def worker(args: argparse.Namespace) -> dict:
     returns the measurements (printed as JSON by main)."""
     import numpy as np
 
-    from packcli.chat import LossPolicy, RenderError, Renderer, load_template
+    from packcli.chat import LossPolicy, Renderer, RenderError, load_template
+    from packcli.contract import IGNORE_INDEX
     from packcli.ingest import Record, parse_record, read_lines
-    from packcli.tokenization import IGNORE_INDEX, encode_batch, load_tokenizer
+    from packcli.tokenizer.guard import encode_batch
+    from packcli.tokenizer.load import load_tokenizer
 
     tokenizer_path, template = SETUPS[args.setup]
     t0, c0 = time.perf_counter(), _cpu()
@@ -201,12 +203,12 @@ def table(rows: list[dict]) -> str:
     head = ("| setup | backend | examples | tokens | load s | tokenize s | runs (s) | CPU s | tokens/s | "
             "speedup (wall) | speedup (CPU) | guard checked | ref. fallbacks | output = reference |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
-    ref = {r["setup"]: r for r in rows if r["backend"] == "hf"}
+    ref = {r["setup"]: r for r in rows if r["backend"] == "tokenizers"}
     for r in rows:
         base = ref.get(r["setup"])
         wall = r["tokens_per_s"] / base["tokens_per_s"] if base and base["tokens_per_s"] else float("nan")
         cpu = base["tokenize_cpu_s"] / r["tokenize_cpu_s"] if base and r["tokenize_cpu_s"] else float("nan")
-        same = "-" if r["backend"] == "hf" or not base else (
+        same = "-" if r["backend"] == "tokenizers" or not base else (
             "yes" if r["output_blake2b"] == base["output_blake2b"] else "**NO**")
         lines.append(f"| {r['setup']} | {r['backend_name']} {r['backend_version']} | {r['examples']:,} | "
                      f"{r['tokens']:,} | {r['load_s']:.1f} | {r['tokenize_s']:.1f} | "
@@ -284,8 +286,8 @@ def main(argv: list[str] | None = None) -> int:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     print(f"{_title(result)}\n{table(rows)}")
-    mismatched = [r for r in rows if r["backend"] != "hf" and any(
-        b["setup"] == r["setup"] and b["backend"] == "hf" and b["output_blake2b"] != r["output_blake2b"] for b in rows)]
+    mismatched = [r for r in rows if r["backend"] != "tokenizers" and any(
+        b["setup"] == r["setup"] and b["backend"] == "tokenizers" and b["output_blake2b"] != r["output_blake2b"] for b in rows)]
     return 1 if mismatched else 0
 
 

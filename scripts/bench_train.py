@@ -2,7 +2,7 @@
 
 Both sides train one epoch over the SAME examples: the ones a ``packcli pack`` artifact kept, read
 back with ``packcli.data.iter_packs`` and cut at ``cu_seqlens``. Same model (the tiny decoder of
-``packcli.verify.model``, sized by flags), same AdamW, same seed, same loss (token mean over the
+``packcli.verify.attention.model``, sized by flags), same AdamW, same seed, same loss (token mean over the
 step's supervised labels), and the same supervised-token budget per optimizer step::
 
     padded-max    one example per row, right-padded to the batch's longest   [B, L_max]
@@ -154,17 +154,11 @@ class PerPackAttention:
 
 
 def make_backend(name: str, device: str) -> Any:
-    from packcli.verify import attention as at
+    from packcli.verify.attention.backends import make_backend as registry_backend
 
-    if name == "sdpa":
-        return at.SdpaAttention()
-    if name == "flex":
-        return at.FlexAttention(device.split(":")[0])
-    if name == "torch-varlen":
-        return at.VarlenAttention()
-    if name == "flash-attn":
-        return at.FlashAttnAttention()
-    raise ValueError(f"unknown backend {name!r}; choose from {sorted(set(BACKENDS['cuda']))}")
+    if name not in BACKENDS["cuda"]:
+        raise ValueError(f"unknown backend {name!r}; choose from {sorted(set(BACKENDS['cuda']))}")
+    return registry_backend(name, device)
 
 
 def layout_for(backend: str, layout: str) -> str:
@@ -280,7 +274,7 @@ def prepare(cfg: TrainConfig, packs: list[Any], examples: list[tuple[np.ndarray,
     """Batches, collate function, model and AdamW for one variant (same seed: same initial weights)."""
     import torch
 
-    from packcli.verify.model import ModelConfig, build_model
+    from packcli.verify.attention.model import ModelConfig, build_model
 
     if cfg.variant.startswith("packed-"):
         backend_name = cfg.variant.removeprefix("packed-")
@@ -712,7 +706,7 @@ def main(argv: list[str] | None = None) -> int:
     artifact = args.workdir / f"packed-{corpus.stem}-c{args.capacity}-{args.strategy}"
     pack = time_pack(corpus, args, artifact)
 
-    from packcli.tokenization import load_tokenizer
+    from packcli.tokenizer.load import load_tokenizer
 
     vocab = args.vocab or load_tokenizer(args.tokenizer).tokenizer.get_vocab_size()
     heads = args.heads

@@ -218,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-c", "--capacity", type=int, default=4096)
     p.add_argument("--packcli-strategy", action="append", choices=("bfd", "window", "ffd", "sequential"),
                    help="repeatable (default: bfd, the strategy TRL uses)")
-    p.add_argument("--packcli-backend", action="append", choices=("auto", "hf", "fast"),
+    p.add_argument("--packcli-backend", action="append", choices=("auto", "tokenizers", "fastokens"),
                    help="packcli's --tokenizer-backend, repeatable (default: auto)")
     p.add_argument("--trl-python", type=Path, default=Path("/tmp/trl-venv/bin/python"),
                    help="python of a venv with trl==1.16.0 and datasets (default: %(default)s)")

@@ -38,8 +38,8 @@ from packcli.verify.attention import (  # noqa: E402
     UnsupportedBackendError,
     check_packs,
 )
-from packcli.verify.artifact import packs_with_seams  # noqa: E402
-from packcli.verify.model import ModelConfig  # noqa: E402
+from packcli.verify.attention.model import ModelConfig  # noqa: E402
+from packcli.verify.run import packs_with_seams  # noqa: E402
 
 CORE = ("sdpa", "torch-varlen", "flash-attn", "naive")
 HF_FAST = ("eager", "sdpa", "flash_attention_2")

@@ -28,8 +28,8 @@ import gzip
 import hashlib
 import json
 import random
-import sys
 import struct
+import sys
 import unicodedata
 import zlib
 from pathlib import Path

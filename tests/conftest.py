@@ -23,7 +23,7 @@ def tokenizer_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def tokenizer(tokenizer_dir):
-    from packcli.tokenization import load_tokenizer
+    from packcli.tokenizer.load import load_tokenizer
 
     return load_tokenizer(tokenizer_dir)
 
@@ -38,7 +38,7 @@ def corpus_files() -> list[str]:
 def packed(tmp_path_factory, corpus_files, tokenizer_dir) -> Path:
     """A packed artifact of the fixture corpus with a small capacity (many seams per pack)."""
     from packcli.config import PackConfig
-    from packcli.pipeline import pack_corpus
+    from packcli.job.run import pack_corpus
 
     out = tmp_path_factory.mktemp("art") / "packed"
     pack_corpus(PackConfig(inputs=tuple(corpus_files + [str(FIXTURES / "corpus" / "broken.jsonl")]),
@@ -75,8 +75,8 @@ def load_script(name: str) -> ModuleType:
 
 def artifact_bytes(directory: Path, manifest: dict) -> dict[str, bytes]:
     """The bytes of an artifact's shards, seam table and rejects file: what "byte-identical" compares."""
-    from packcli import manifest as mf
+    from packcli.contract import REJECTS_NAME, SEAM_TABLE_NAME
 
-    names = [s["name"] for s in manifest["shards"]] + [mf.SEAM_TABLE_NAME, mf.REJECTS_NAME]
+    names = [s["name"] for s in manifest["shards"]] + [SEAM_TABLE_NAME, REJECTS_NAME]
     return {n: (directory / n).read_bytes() for n in names}
 

@@ -27,7 +27,7 @@ from packcli.verify.attention import (  # noqa: E402
     check_packs,
     require_torch,
 )
-from packcli.verify.model import ModelConfig, build_model  # noqa: E402
+from packcli.verify.attention.model import ModelConfig, build_model  # noqa: E402
 
 CORRECT_HF = ("hf:eager", "hf:sdpa")
 HF_TRAPS = ("hf:sdpa+attention_mask", "hf:eager+cache", "hf:sdpa+default_kwargs")
@@ -190,7 +190,7 @@ class PlainSdpa(PeekBackOne):
     name = "my-sdpa"
 
     def attend(self, q, k, v, *, cu_seqlens, max_seqlen, position_ids):
-        from packcli.verify.attention import SdpaAttention
+        from packcli.verify.attention.backends import SdpaAttention
 
         return SdpaAttention().attend(q, k, v, cu_seqlens=cu_seqlens, max_seqlen=max_seqlen,
                                       position_ids=position_ids)
@@ -296,7 +296,7 @@ def test_token_ids_beyond_the_vocab_are_remapped_and_recorded():
 
 
 def test_model_is_deterministic_and_needs_position_ids():
-    from packcli.verify.attention import CausalAttention
+    from packcli.verify.attention.backends import CausalAttention
 
     cfg = ModelConfig()
     a, b, c = (build_model(cfg, CausalAttention("ref"), seed=s) for s in (0, 0, 1))

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import FIXTURES, load_script
 
 
@@ -45,8 +44,8 @@ def test_pack_then_verify_modes(bench, corpus, tmp_path, capsys):
     """One corpus, not two sizes: each size costs two fresh interpreters (pack and ceiling)."""
     pack_json = tmp_path / "pack.json"
     data = _run(bench, capsys, ["pack", "--corpus", str(corpus), "--tokenizer", str(FIXTURES / "tokenizer"),
-                                "--workdir", str(tmp_path / "packs"), "--backend", "hf", "--backend", "auto"], pack_json)
-    assert data["mode"] == "pack" and [r["backend"] for r in data["results"]] == ["hf", "auto"]
+                                "--workdir", str(tmp_path / "packs"), "--backend", "tokenizers", "--backend", "auto"], pack_json)
+    assert data["mode"] == "pack" and [r["backend"] for r in data["results"]] == ["tokenizers", "auto"]
     assert [r["pack"]["tokenization"]["backend"] for r in data["results"]] == ["tokenizers", "fastokens"]
     for result in data["results"]:
         for key in ("records", "tokens_tokenized", "pack_wall_s", "pack_tokens_per_s", "raw_tokens_per_s", "ratio"):
@@ -57,10 +56,10 @@ def test_pack_then_verify_modes(bench, corpus, tmp_path, capsys):
         assert result["ceiling"]["tokens"] == result["tokens_tokenized"]
     assert data["results"][0]["records"] == 60
 
-    data = _run(bench, capsys, ["verify", "--artifact", str(tmp_path / "packs" / "small-hf"), "--pack-json",
+    data = _run(bench, capsys, ["verify", "--artifact", str(tmp_path / "packs" / "small-tokenizers"), "--pack-json",
                                 str(pack_json), "--workers", "2"], tmp_path / "verify.json")
     assert data["mode"] == "verify" and data["result"]["ok"] and data["workers"] == 2
-    assert set(data["verify_over_pack"]) == {"hf", "auto"} and data["verify_wall_s"] > 0
+    assert set(data["verify_over_pack"]) == {"tokenizers", "auto"} and data["verify_wall_s"] > 0
     assert {c["name"] for c in data["result"]["checks"]} == {"integrity", "contract_drift", "pack_layout", "global",
                                                              "reconstruction"}
     assert set(data["result"]["check_seconds"]) == set(bench.CHECKS)
@@ -99,13 +98,13 @@ def test_tokenizer_bench_splits_batches_between_workers_and_proves_the_outputs_e
     if procs == 2:  # the same hash as one worker's: batches in order, whoever encoded them
         one = tmp_path / "one.json"
         assert bench.main(["--corpus", str(corpus), "--n", "60", "--setup", "fixture", "--batch", "7",
-                           "--backend", "fast", "--out", str(one)]) == 0
+                           "--backend", "fastokens", "--out", str(one)]) == 0
         assert json.loads(one.read_text())["rows"][0]["output_blake2b"] == fast["output_blake2b"]
 
 
 def test_tokenizer_bench_repeats_report_the_median_run_and_refuse_outputs_that_differ():
     bench = load_script("bench_tokenizers")
-    runs = [{"setup": "s", "backend": "fast", "tokenize_s": t, "tokenize_cpu_s": 2 * t, "output_blake2b": "h"}
+    runs = [{"setup": "s", "backend": "fastokens", "tokenize_s": t, "tokenize_cpu_s": 2 * t, "output_blake2b": "h"}
             for t in (3.0, 1.0, 2.0, 9.0)]
     row = bench.median_run(runs[:3])
     assert row["tokenize_s"] == 2.0 and [r["tokenize_s"] for r in row["runs"]] == [3.0, 1.0, 2.0]

@@ -8,9 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import FIXTURES, load_script
-
 
 
 @pytest.mark.torch
@@ -61,7 +59,7 @@ def test_vs_trl_packcli_side_writes_the_documented_json(tmp_path, capsys):
     bench = load_script("bench_vs_trl")
     out = tmp_path / "vs_trl.json"
     assert bench.main(["--corpus", str(corpus), "-t", str(tokenizer), "--template", str(template), "--skip-trl",
-                       "--packcli-backend", "hf", "--packcli-backend", "auto",
+                       "--packcli-backend", "tokenizers", "--packcli-backend", "auto",
                        "--workdir", str(tmp_path / "work"), "--out", str(out)]) == 0
     assert capsys.readouterr().out.rstrip().splitlines()[-1].startswith("|")
     hf, auto = json.loads(out.read_text())["results"]

@@ -6,14 +6,21 @@ import json
 
 import numpy as np
 import pytest
+from conftest import FIXTURES, real_asset
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import FIXTURES, real_asset
-from packcli.chat import ChatTemplate, LossPolicy, Renderer, load_template, require_markers
+from packcli.chat import (
+    ChatTemplate,
+    LossPolicy,
+    Renderer,
+    load_template,
+    require_markers,
+)
+from packcli.contract import IGNORE_INDEX
 from packcli.errors import InputError
 from packcli.prepare import Preparer
-from packcli.tokenization import IGNORE_INDEX, load_tokenizer
+from packcli.tokenizer.load import load_tokenizer
 
 
 def preparer(tokenizer, template: ChatTemplate, policy=LossPolicy.auto) -> Preparer:
@@ -133,7 +140,7 @@ def test_sandbox_fast_attribute_access_matches_jinja():
     """The shortcut for plain dicts and built-ins gives what Jinja's own sandbox gives."""
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-    from packcli.chat import _Sandbox
+    from packcli.chat.render import _Sandbox
 
     text = ("{% for m in messages %}{{ m.role }}|{{ m.content.strip().upper() }}|{{ m.missing is defined }}|"
             "{{ m.items is defined }}|{{ m.get('role') }}|{{ m.keys is defined }}|{{ 'x{}'.format(m.role) }}|"
@@ -164,7 +171,7 @@ SHORTCUT_TEMPLATES = [
 def test_render_shortcuts_match_jinjas_own_paths(monkeypatch, text):
     """With the sandbox's shortcuts switched off (``MEMO_SAFE``: what it does on another jinja2), every
     attribute, call and generation block goes through Jinja's own code: the text and spans must agree."""
-    from packcli.chat import _Sandbox
+    from packcli.chat.render import _Sandbox
     from packcli.ingest import Kind, Message, Record
 
     if text.startswith("real:"):
@@ -199,7 +206,7 @@ def test_template_errors_keep_their_meaning_and_their_template_line(tokenizer):
 
 
 def test_sandbox_memo_keys_on_type_and_attribute():
-    from packcli.chat import _Sandbox
+    from packcli.chat.render import _Sandbox
 
     env = _Sandbox()
     for _ in range(2):

@@ -8,7 +8,7 @@ import pytest
 
 from packcli.config import PackConfig
 from packcli.errors import PackcliError
-from packcli.pipeline import pack_corpus
+from packcli.job.run import pack_corpus
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(180)]
 
@@ -44,6 +44,7 @@ def test_ray_is_byte_identical_to_local(ray_session, tmp_path, corpus_files, tok
 
 def test_ray_surfaces_record_errors(ray_session, tmp_path, tokenizer_dir):
     from conftest import FIXTURES
+
     from packcli.engine.ray import RayEngine
     from packcli.errors import RecordError
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import FIXTURES, ROOT
+
 from packcli.verify import verify_artifact
 
 
@@ -17,7 +17,7 @@ def test_fixture_artifact_verifies(monkeypatch):
 
 def test_fixture_artifact_attention_cpu(monkeypatch):
     pytest.importorskip("torch")
-    from packcli.verify.artifact import attention_check
+    from packcli.verify.run import attention_check
 
     monkeypatch.chdir(ROOT)
     report = attention_check(FIXTURES / "packed", ["sdpa", "hf:sdpa", "naive"], packs=1)

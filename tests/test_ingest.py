@@ -7,8 +7,16 @@ import json
 
 import pytest
 
+from packcli.choices import Format
 from packcli.errors import InputError
-from packcli.ingest import Format, Kind, Record, Rejection, expand_inputs, parse_record, read_lines
+from packcli.ingest import (
+    Kind,
+    Record,
+    Rejection,
+    expand_inputs,
+    parse_record,
+    read_lines,
+)
 
 
 def parse(obj_or_bytes, fmt=Format.auto):

@@ -8,9 +8,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from packcli.pack import STRATEGIES, PackPlan, check_budgets, lower_bounds, pack_lengths
-from packcli.pack import kernels
-from packcli.pack.strategies import DEFAULT_WINDOW, WINDOW_MAX_AGE, window_displacement_bound
+from packcli.pack import (
+    STRATEGIES,
+    PackPlan,
+    check_budgets,
+    kernels,
+    lower_bounds,
+    pack_lengths,
+)
+from packcli.pack.strategies import (
+    DEFAULT_WINDOW,
+    WINDOW_MAX_AGE,
+    window_displacement_bound,
+)
 
 
 def shuffled_positions(plan: PackPlan) -> np.ndarray:
@@ -288,3 +298,10 @@ def test_check_budgets_says_when_nothing_can_meet_it():
     plan = pack_lengths([6, 6, 6], 10, strategy="bfd")
     [message] = check_budgets(plan, min_density=0.7, max_displacement=None)
     assert "no strategy reaches it; the lower bound allows at most 0.6000" in message
+
+
+def test_every_strategy_choice_has_an_assigner():
+    from packcli.choices import Strategy
+
+    assert set(STRATEGIES) == {s.value for s in Strategy}
+    assert pack_lengths([3, 2], 8, strategy=Strategy.bfd).strategy == "bfd"  # the member or its value, alike

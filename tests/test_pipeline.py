@@ -11,16 +11,17 @@ import time
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-
 from conftest import FIXTURES, ROOT
-from packcli import manifest as mf
+
+from packcli.artifact import manifest as mf
+from packcli.artifact.shards import load_flat
 from packcli.chat import Renderer, load_template
 from packcli.config import PackConfig
+from packcli.contract import MANIFEST_NAME, REJECTS_NAME, SEAM_TABLE_NAME
 from packcli.errors import BudgetError, ContractError, InputError, RecordError
 from packcli.ingest import read_lines
-from packcli.pipeline import pack_corpus
+from packcli.job.run import pack_corpus
 from packcli.prepare import Preparer
-from packcli.verify.invariants import load_flat
 
 
 def config(inputs, tokenizer_dir, out, **kw) -> PackConfig:
@@ -30,7 +31,7 @@ def config(inputs, tokenizer_dir, out, **kw) -> PackConfig:
 def test_round_trip_equals_unpacked_tokenization(packed, tokenizer):
     """Every packed span equals the example tokenized alone; every record accounted for once."""
     manifest = mf.read_manifest(packed)
-    seam = pq.read_table(packed / mf.SEAM_TABLE_NAME).to_pylist()
+    seam = pq.read_table(packed / SEAM_TABLE_NAME).to_pylist()
     shards = {i["name"]: load_flat(pq.read_table(packed / i["name"]), i["name"]) for i in manifest["shards"]}
     tpl = load_template("auto", tokenizer.config)
     prep = Preparer(Renderer(tpl, "auto", bos_token=tokenizer.bos_token, eos_token=tokenizer.eos_token), tokenizer)
@@ -61,7 +62,7 @@ def test_round_trip_equals_unpacked_tokenization(packed, tokenizer):
 def test_pack_contents(packed):
     manifest = mf.read_manifest(packed)
     assert manifest["counts"]["truncated"] >= 1, "the fixture corpus has over-long examples to truncate"
-    rejects = [json.loads(l) for l in (packed / mf.REJECTS_NAME).read_text().splitlines()]
+    rejects = [json.loads(l) for l in (packed / REJECTS_NAME).read_text().splitlines()]
     assert len(rejects) == manifest["counts"]["rejected"]
     # broken.jsonl: one line per bad case (fixtures/README.md); an empty assistant message is valid.
     reasons = sorted(r["reason"].split(":")[0].split(" at byte")[0] for r in rejects if r["source"].endswith("broken.jsonl"))
@@ -78,7 +79,7 @@ def test_deterministic_bytes(tmp_path, corpus_files, tokenizer_dir):
     a = pack_corpus(config(corpus_files, tokenizer_dir, tmp_path / "a", capacity=512, packs_per_shard=8))
     b = pack_corpus(config(corpus_files, tokenizer_dir, tmp_path / "b", capacity=512, packs_per_shard=8))
     assert a.manifest["manifest_sha256"] == b.manifest["manifest_sha256"]
-    for info in a.manifest["shards"] + [{"name": mf.SEAM_TABLE_NAME}]:
+    for info in a.manifest["shards"] + [{"name": SEAM_TABLE_NAME}]:
         assert (tmp_path / "a" / info["name"]).read_bytes() == (tmp_path / "b" / info["name"]).read_bytes()
     c = pack_corpus(config(corpus_files, tokenizer_dir, tmp_path / "c", capacity=512, packs_per_shard=8, seed=1))
     assert c.manifest["manifest_sha256"] != a.manifest["manifest_sha256"]
@@ -92,11 +93,11 @@ def test_refuses_non_empty_out_unless_forced(tmp_path, corpus_files, tokenizer_d
         pack_corpus(config(corpus_files[:1], tokenizer_dir, out))
     assert (out / "keep.txt").exists()
     pack_corpus(config(corpus_files[:1], tokenizer_dir, out, force=True))
-    assert (out / mf.MANIFEST_NAME).exists() and not (out / "keep.txt").exists()
+    assert (out / MANIFEST_NAME).exists() and not (out / "keep.txt").exists()
 
 
 def test_failure_mid_write_leaves_nothing(tmp_path, corpus_files, tokenizer_dir, monkeypatch):
-    import packcli.writing as writing
+    import packcli.job.write as writing
 
     calls = []
     real = writing.write_shard
@@ -133,7 +134,7 @@ def test_killed_run_leaves_no_valid_directory(tmp_path, tokenizer_dir):
     assert not out.exists()
     leftovers = list(tmp_path.glob(".packcli-tmp-*"))
     assert leftovers, "the run was killed before it started writing; make the input bigger"
-    assert all(not (d / mf.MANIFEST_NAME).exists() for d in leftovers)
+    assert all(not (d / MANIFEST_NAME).exists() for d in leftovers)
     with pytest.raises(InputError, match="not a packcli artifact"):
         mf.read_manifest(leftovers[0])
 
@@ -151,7 +152,7 @@ def test_budget_failure_writes_nothing(tmp_path, corpus_files, tokenizer_dir):
 
 
 def test_unknown_contract_version_is_refused(packed_copy):
-    path = packed_copy / mf.MANIFEST_NAME
+    path = packed_copy / MANIFEST_NAME
     data = json.loads(path.read_text())
     data["contract_version"] = 99
     path.write_text(json.dumps(data))

@@ -5,11 +5,18 @@ from __future__ import annotations
 import json
 
 import numpy as np
+from conftest import FIXTURES
 from typer.testing import CliRunner
 
-from conftest import FIXTURES
 from packcli.cli import app
-from packcli.stats import Quantiles, length_stats, recommend, sweep, terminal_histogram, what_if
+from packcli.stats import (
+    Quantiles,
+    length_stats,
+    recommend,
+    sweep,
+    terminal_histogram,
+    what_if,
+)
 
 runner = CliRunner()
 

@@ -16,18 +16,27 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import FIXTURES, artifact_bytes, real_asset
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from conftest import FIXTURES, artifact_bytes, real_asset
-from packcli import manifest as mf
 from packcli.config import PackConfig
+from packcli.contract import IGNORE_INDEX, MANIFEST_NAME
 from packcli.errors import InputError, PackcliError
-from packcli.fast_tokenizer import FastBackend
-from packcli.pipeline import pack_corpus
-from packcli.tokenization import (
-    GUARD_PERIOD, IGNORE_INDEX, Encoded, EncodedBatch, GuardStats, ReferenceBackend, TokenizerMismatchError,
-    encode_batch, guard_sample, labels_from_char_spans, labels_from_spans, load_tokenizer,
+from packcli.job.run import pack_corpus
+from packcli.tokenizer.fast.backend import FastBackend
+from packcli.tokenizer.guard import GUARD_PERIOD, encode_batch, guard_sample
+from packcli.tokenizer.load import load_tokenizer
+from packcli.tokenizer.reference import (
+    ReferenceBackend,
+    labels_from_char_spans,
+    labels_from_spans,
+)
+from packcli.tokenizer.types import (
+    Encoded,
+    EncodedBatch,
+    GuardStats,
+    TokenizerMismatchError,
 )
 
 fastokens = pytest.importorskip("fastokens")
@@ -54,7 +63,7 @@ def nfc_fixture(tmp_path_factory) -> Path:
 
 
 def _pair(path: Path):
-    fast = load_tokenizer(path, backend="fast")
+    fast = load_tokenizer(path, backend="fastokens")
     # the reference with offsets (compared too): the same file, loaded once
     return dataclasses.replace(fast, backend=ReferenceBackend(fast.tokenizer), guard=GuardStats()), fast
 
@@ -134,7 +143,7 @@ def test_random_unicode_gives_identical_ids_labels_offsets(pairs, name, batch):
 @given(batch=examples())
 def test_chunks_encoded_ahead_on_a_thread_give_the_same_arrays(pairs, name, batch, monkeypatch):
     """`FastBackend.encode` in chunks of 2 (fastokens encoding the next chunk while this one is finished)."""
-    from packcli import fast_tokenizer
+    from packcli.tokenizer.fast import backend as fast_tokenizer
 
     monkeypatch.setattr(fast_tokenizer, "CHUNK", 2)
     ref, fast = pairs(name)
@@ -323,7 +332,7 @@ def test_run_memo_knows_runs_nfc_leaves_alone_and_starts_again_past_its_limit(pa
     """Runs that fail the quick check but are NFC (Bengali vowel signs) are memoized as such and keep the
     identity map; the aligner sees each distinct run once, or again after the memo passed its limit
     (then it starts again on the next batch), without changing a result."""
-    from packcli.fast_tokenizer import RunAlignments
+    from packcli.tokenizer.fast.backend import RunAlignments
 
     class CountingAligner:
         def __init__(self, aligner):
@@ -364,7 +373,7 @@ def test_a_run_holding_the_end_of_an_added_token_past_its_first_character_goes_t
     token out before normalizing, so normalizing the run whole would be wrong: the text must go to the
     reference. Simulated: an added token "k", and à taken for unassigned, so the run is à k U+0301,
     which NFC turns into à ḱ where ``tokenizers`` keeps the token "k"."""
-    from packcli import fast_tokenizer
+    from packcli.tokenizer.fast import backend as fast_tokenizer
 
     spec = json.loads(FIXTURE_JSON.read_text(encoding="utf-8"))
     token = {"id": spec["model"]["vocab"]["k"], "content": "k", "single_word": False, "lstrip": False,
@@ -391,7 +400,7 @@ def test_every_code_point_once(pairs):
 def test_the_nfc_pre_pass_leaves_each_texts_utf8_cached_for_fastokens():
     """Not correctness (tested everywhere else) but the mechanism the pre-pass's speed rests on: a
     pyarrow that stopped caching would cost Qwen3 6-11% with every test still green."""
-    from packcli.fast_tokenizer import _utf8
+    from packcli.tokenizer.fast.backend import _utf8
 
     texts = ["".join(["é", "x" * k, "😀"]) for k in range(3)]  # built at run time: not shared constants
     before = [sys.getsizeof(t) for t in texts]
@@ -451,7 +460,7 @@ class DropToken:
 
 
 def broken(victim: int = 0, what: str = "input_ids", paranoid: bool = False):
-    tok = load_tokenizer(FIXTURE_JSON, backend="fast", paranoid=paranoid)
+    tok = load_tokenizer(FIXTURE_JSON, backend="fastokens", paranoid=paranoid)
     object.__setattr__(tok, "backend", DropToken(tok.backend, victim, what))
     return tok
 
@@ -490,32 +499,53 @@ def test_mismatch_error_survives_pickling():
     assert (again.batch_index, again.what, again.position) == (located.batch_index, located.what, located.position)
 
 
-def test_a_worker_with_another_backend_version_refuses(tmp_path):
-    from packcli.units import UnitJob
+def _unit_job(tmp_path, *, asked: str, resolved: str, version: str, sha256: str | None = None):
+    from packcli.job.units import UnitJob
 
-    job = UnitJob(tokenizer=str(FIXTURE_JSON), tokenizer_backend="fast", tokenizer_backend_version="0.0.1",
-                  paranoid_tokenizer=False, template="chatml", loss="auto", input_format="auto", batch_records=8,
-                  fail_fast=False, work_dir=str(tmp_path), config_hash="x")
+    return UnitJob(tokenizer=str(FIXTURE_JSON), tokenizer_sha256=sha256 or load_tokenizer(FIXTURE_JSON).sha256,
+                   tokenizer_backend=asked, tokenizer_backend_resolved=resolved, tokenizer_backend_version=version,
+                   paranoid_tokenizer=False, template="chatml", loss="auto", input_format="auto", batch_records=8,
+                   fail_fast=False, work_dir=str(tmp_path), config_hash=f"{asked}-{resolved}")
+
+
+def test_a_worker_with_another_backend_version_refuses(tmp_path):
+    job = _unit_job(tmp_path, asked="fastokens", resolved="fastokens", version="0.0.1")
     with pytest.raises(PackcliError, match="the driver resolved 0.0.1"):
-        job.preparer()
+        job.build_preparer()
+
+
+def test_a_worker_that_finds_another_tokenizer_file_refuses(tmp_path):
+    job = _unit_job(tmp_path, asked="tokenizers", resolved="tokenizers", version=load_tokenizer(FIXTURE_JSON).version,
+                    sha256="0" * 64)
+    with pytest.raises(PackcliError, match="changed while pack ran"):
+        job.build_preparer()
 
 
 def test_a_warmed_tokenizer_is_used_only_if_it_resolved_as_the_driver_did(tmp_path):
-    from packcli import units
+    from packcli.tokenizer.load import cached_tokenizer, warm_tokenizer
 
-    def job(backend: str, version: str):
-        return units.UnitJob(tokenizer=str(FIXTURE_JSON), tokenizer_backend=backend, tokenizer_backend_version=version,
-                             paranoid_tokenizer=False, template="chatml", loss="auto", input_format="auto",
-                             batch_records=8, fail_fast=False, work_dir=str(tmp_path), config_hash=backend)
-
-    units.warm_tokenizer(str(FIXTURE_JSON), "auto", False)  # resolves to fastokens for the fixture
-    warmed = units._WARM[(str(FIXTURE_JSON), False)]
+    warm_tokenizer(str(FIXTURE_JSON), "auto", False)  # resolves to fastokens for the fixture
+    warmed = cached_tokenizer(FIXTURE_JSON, backend="auto")
     assert warmed.backend_name == "fastokens"
-    assert job("fast", warmed.backend_version).preparer().tokenizer is warmed  # taken, not loaded again
-    units.warm_tokenizer(str(FIXTURE_JSON), "auto", False)
-    warmed = units._WARM[(str(FIXTURE_JSON), False)]
-    reference = job("hf", load_tokenizer(FIXTURE_JSON).backend_version).preparer().tokenizer
+    job = _unit_job(tmp_path, asked="auto", resolved="fastokens", version=warmed.backend_version)
+    assert job.build_preparer().tokenizer is warmed  # taken, not loaded again
+    reference = _unit_job(tmp_path, asked="auto", resolved="tokenizers",
+                          version=load_tokenizer(FIXTURE_JSON).version).build_preparer().tokenizer
     assert reference is not warmed and reference.backend_name == "tokenizers"  # the driver fell back: so does it
+
+
+def test_a_tokenizer_file_replaced_in_place_is_loaded_again(tmp_path):
+    from packcli.tokenizer.load import cached_tokenizer
+
+    path = tmp_path / "tokenizer.json"
+    path.write_bytes(FIXTURE_JSON.read_bytes())
+    first = cached_tokenizer(path)
+    assert cached_tokenizer(path) is first
+    data = json.loads(path.read_text())
+    data["added_tokens"] = data["added_tokens"][:-1]
+    path.write_text(json.dumps(data))
+    again = cached_tokenizer(path)
+    assert again is not first and again.sha256 != first.sha256
 
 
 def test_guard_reports_the_batch_index_and_position_under_paranoid():
@@ -580,7 +610,7 @@ def test_an_encoded_batch_holds_its_examples_end_to_end(rows, data):
 def test_batch_rows_keep_every_chunk_in_order_as_they_grow(chunks, texts):
     """Chunks of any size, more texts than announced or fewer: what was written stays (growing copies
     the rows taken), each chunk lands after the one before, and the bounds count from the batch's start."""
-    from packcli.fast_tokenizer import BatchRows
+    from packcli.tokenizer.fast.backend import BatchRows
 
     rows, ids_want, bounds_want = BatchRows(texts), [], [0]
     for k, lengths in enumerate(chunks):
@@ -597,7 +627,7 @@ def test_batch_rows_keep_every_chunk_in_order_as_they_grow(chunks, texts):
 def test_offsets_are_checked_on_the_first_example_of_a_batch_and_on_all_under_paranoid():
     """The trade-off of the lean reference: an offset fault past the first example passes the default
     guard (ids and labels, what is stored, are still compared on the whole sample), not paranoid."""
-    sampled = encode_batch(load_tokenizer(FIXTURE_JSON, backend="fast"), TEXTS, SPANS, [False] * 3)
+    sampled = encode_batch(load_tokenizer(FIXTURE_JSON, backend="fastokens"), TEXTS, SPANS, [False] * 3)
     assert 1 not in guard_sample(sampled)
     for paranoid, caught in ((False, 0), (True, 1)):
         tok = broken(victim=1, what="offsets", paranoid=paranoid)
@@ -606,7 +636,7 @@ def test_offsets_are_checked_on_the_first_example_of_a_batch_and_on_all_under_pa
 
 
 def test_guard_counts_and_samples_deterministically():
-    tok = load_tokenizer(FIXTURE_JSON, backend="fast")
+    tok = load_tokenizer(FIXTURE_JSON, backend="fastokens")
     texts = [f"example number {k} with some text" for k in range(3000)]
     encoded = encode_batch(tok, texts, [[(0, 7)]] * 3000, [False] * 3000)
     sample = guard_sample(encoded)
@@ -640,7 +670,7 @@ def test_auto_falls_back_for_unsupported_files(tmp_path, change, reason):
     tok = load_tokenizer(path, backend="auto")
     assert tok.backend_name == "tokenizers" and reason in tok.backend_reason
     with pytest.raises(InputError, match="cannot encode this tokenizer exactly"):
-        load_tokenizer(path, backend="fast")
+        load_tokenizer(path, backend="fastokens")
 
 
 def test_auto_falls_back_for_a_vocabulary_token_outside_the_byte_alphabet(tmp_path):
@@ -668,7 +698,7 @@ def test_auto_falls_back_for_a_byte_fallback_sentencepiece_bpe(tmp_path):
 
 
 def test_auto_falls_back_when_the_self_check_fails(monkeypatch):
-    from packcli import fast_tokenizer
+    from packcli.tokenizer.fast import backend as fast_tokenizer
 
     real = fast_tokenizer.FastBackend._encode_fast
 
@@ -682,15 +712,15 @@ def test_auto_falls_back_when_the_self_check_fails(monkeypatch):
 
 
 def test_auto_without_fastokens_or_with_another_version(monkeypatch):
-    from packcli import fast_tokenizer
+    from packcli.tokenizer.fast import backend as fast_tokenizer
 
     monkeypatch.setattr(fast_tokenizer.metadata, "version", lambda name: "9.9.9")
     assert "validated with 0.3.5" in load_tokenizer(FIXTURE_JSON, backend="auto").backend_reason
-    assert load_tokenizer(FIXTURE_JSON, backend="fast").backend_name == "fastokens"  # explicit: allowed
+    assert load_tokenizer(FIXTURE_JSON, backend="fastokens").backend_name == "fastokens"  # explicit: allowed
     monkeypatch.setitem(sys.modules, "fastokens", None)  # import fails
     assert "not installed" in load_tokenizer(FIXTURE_JSON, backend="auto").backend_reason
     with pytest.raises(InputError, match="not installed"):
-        load_tokenizer(FIXTURE_JSON, backend="fast")
+        load_tokenizer(FIXTURE_JSON, backend="fastokens")
 
 
 def test_a_file_fastokens_fails_to_parse_on_its_thread_is_refused_with_the_reason(monkeypatch):
@@ -700,14 +730,14 @@ def test_a_file_fastokens_fails_to_parse_on_its_thread_is_refused_with_the_reaso
     tok = load_tokenizer(FIXTURE_JSON, backend="auto")
     assert tok.backend_name == "tokenizers" and "cannot load it: no such pre-tokenizer" in tok.backend_reason
     with pytest.raises(InputError, match="cannot load it"):
-        load_tokenizer(FIXTURE_JSON, backend="fast")
+        load_tokenizer(FIXTURE_JSON, backend="fastokens")
 
 
 @pytest.mark.parametrize("extra", [{}, {"decoder": {"type": "ByteLevel", "normalizer": {"type": "NFC"}}}])
 def test_fastokens_gets_the_file_without_its_normalizer(extra):
     """The normalizer's value is cut out of the text where its key is found once (the usual file), and the
     spec is written again where it is not (here: a second key of that name, nested)."""
-    from packcli.fast_tokenizer import _without_normalizer
+    from packcli.tokenizer.fast.load import _without_normalizer
 
     spec = {**json.loads(FIXTURE_JSON.read_text(encoding="utf-8")), "normalizer": {"type": "NFC"}, **extra}
     raw = json.dumps(spec, indent=2)
@@ -726,7 +756,7 @@ def _flat_spans(spans) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def _check_labels_kernel(examples) -> None:
     """The kernel against `labels_from_spans`, token by token; ``examples``: (tokens, spans) pairs."""
-    from packcli import fast_kernels
+    from packcli.tokenizer.fast import kernels as fast_kernels
 
     ids = np.arange(sum(len(t) for t, _ in examples), dtype=np.int32) + 7
     bounds = np.concatenate(([0], np.cumsum([len(t) for t, _ in examples]))).astype(np.int64)
@@ -774,7 +804,7 @@ def test_labels_kernel_on_ordered_spans(examples):
 def _fused_pass(vocab, examples, add_special=False, prefix=(), suffix=()):
     """`fast_kernels.offsets_labels` over ``examples`` ((token ids, spans) pairs) with the token table
     ``vocab`` ((bytes, characters, starts mid-character) per id)."""
-    from packcli import fast_kernels
+    from packcli.tokenizer.fast import kernels as fast_kernels
 
     tokens = fast_kernels.pack_tokens(*(np.array(column, dtype=np.int64) for column in zip(*vocab)))
     raw = np.array([t for ids, _ in examples for t in ids], dtype=np.uint32)
@@ -830,7 +860,7 @@ def test_the_fused_pass_leaves_examples_with_added_tokens_and_stops_at_an_id_pas
 
 
 def test_a_token_too_long_for_the_kernels_table_is_unsupported(tmp_path):
-    from packcli import fast_kernels
+    from packcli.tokenizer.fast import kernels as fast_kernels
 
     spec = json.loads(FIXTURE_JSON.read_text(encoding="utf-8"))
     top = max([*spec["model"]["vocab"].values(), *(t["id"] for t in spec["added_tokens"])]) + 1
@@ -877,8 +907,13 @@ def test_nfc_runs_kernel_is_the_quick_check_and_each_run_normalizes_alone(texts)
     each run alone, the rest kept, is normalizing the text."""
     import unicodedata
 
-    from packcli import fast_kernels
-    from packcli.fast_tokenizer import _lead_pairs, _loud_bytes, _nfc_table, _utf8
+    from packcli.tokenizer.fast import kernels as fast_kernels
+    from packcli.tokenizer.fast.backend import (
+        _lead_pairs,
+        _loud_bytes,
+        _nfc_table,
+        _utf8,
+    )
 
     nfc, pairs = _nfc_table(), _lead_pairs(_nfc_table())
     want = [(i, s, e, len(t[:s].encode()), len(t[:e].encode()))
@@ -901,7 +936,7 @@ def test_lead_pairs_and_loud_bytes_mark_what_may_be_stepped_over():
     """Every code point (surrogates too: surrogatepass writes them) by the first two bytes of its UTF-8:
     a prefix may be stepped over only if all its code points have entry 0, and is whenever they do; a
     first byte counts as quiet for the 8-byte steps only if every code point it starts has entry 0."""
-    from packcli.fast_tokenizer import _lead_pairs, _loud_bytes, _nfc_table
+    from packcli.tokenizer.fast.backend import _lead_pairs, _loud_bytes, _nfc_table
 
     nfc = _nfc_table()
     cp = np.arange(0x80, 0x110000)
@@ -926,7 +961,7 @@ def test_lead_pairs_and_loud_bytes_mark_what_may_be_stepped_over():
 
 def test_nfc_table_marks_what_the_quick_check_needs():
     """Spot checks of `_nfc_table` (entries: combining class, plus 256 where the quick check is not Yes)."""
-    from packcli.fast_tokenizer import _nfc_table
+    from packcli.tokenizer.fast.backend import _nfc_table
 
     nfc = _nfc_table()
     assert nfc[ord("a")] == nfc[ord("\u00e9")] == nfc[ord("\u4e16")] == nfc[0x1F600] == 0  # starters, NFC alone
@@ -945,7 +980,7 @@ def test_nfc_table_flags_every_character_nfc_may_change_or_compose_into_what_pre
     code points), the Hangul vowels and final consonants, and code points unassigned here."""
     import unicodedata
 
-    from packcli.fast_tokenizer import _nfc_table
+    from packcli.tokenizer.fast.backend import _nfc_table
 
     must = np.zeros(0x110000, dtype=bool)
     for c in range(0x110000):
@@ -972,8 +1007,8 @@ def pack_with(tmp_path: Path, inputs, name: str, **kw):
 
 
 def test_pack_gives_the_same_bytes_with_either_backend_and_says_which_ran(tmp_path, corpus_files):
-    hf = pack_with(tmp_path, corpus_files, "hf", tokenizer_backend="hf")
-    fast = pack_with(tmp_path, corpus_files, "fast", tokenizer_backend="fast", paranoid_tokenizer=True)
+    hf = pack_with(tmp_path, corpus_files, "hf", tokenizer_backend="tokenizers")
+    fast = pack_with(tmp_path, corpus_files, "fast", tokenizer_backend="fastokens", paranoid_tokenizer=True)
     auto = pack_with(tmp_path, corpus_files, "auto")  # the default
     assert hf.manifest["manifest_sha256"] == fast.manifest["manifest_sha256"] == auto.manifest["manifest_sha256"]
     assert artifact_bytes(tmp_path / "hf", hf.manifest) == artifact_bytes(tmp_path / "fast", fast.manifest)
@@ -1003,10 +1038,10 @@ def test_a_fast_backend_error_stops_pack_naming_file_and_line(tmp_path, corpus_f
     drop_last_token_of_third_example(monkeypatch)
     source = corpus_files[0]  # openai.jsonl: every line a good chat record, so the third example is line 3
     with pytest.raises(TokenizerMismatchError) as info:
-        pack_with(tmp_path, [source], "o", tokenizer_backend="fast", paranoid_tokenizer=True)
+        pack_with(tmp_path, [source], "o", tokenizer_backend="fastokens", paranoid_tokenizer=True)
     assert info.value.message.startswith(f"{source}:3: fastokens and tokenizers disagree: input_ids differ")
     assert info.value.exit_code == 1
-    assert not (tmp_path / "o").exists() and not list(tmp_path.rglob(mf.MANIFEST_NAME))
+    assert not (tmp_path / "o").exists() and not list(tmp_path.rglob(MANIFEST_NAME))
 
 
 def test_verify_reconstructs_with_the_reference_so_an_unsampled_fault_cannot_pass(tmp_path, corpus_files, monkeypatch):
@@ -1015,8 +1050,8 @@ def test_verify_reconstructs_with_the_reference_so_an_unsampled_fault_cannot_pas
     from packcli.verify import verify_artifact
 
     drop_last_token_of_third_example(monkeypatch)
-    monkeypatch.setattr("packcli.tokenization.guard_sample", lambda texts, paranoid=False: [])
-    pack_with(tmp_path, corpus_files[:1], "o", tokenizer_backend="fast")
+    monkeypatch.setattr("packcli.tokenizer.guard.guard_sample", lambda texts, paranoid=False: [])
+    pack_with(tmp_path, corpus_files[:1], "o", tokenizer_backend="fastokens")
     monkeypatch.undo()
     report = verify_artifact(tmp_path / "o")
     check = next(c for c in report.checks if c.name == "reconstruction")
@@ -1040,8 +1075,8 @@ def test_verify_counts_every_corrupted_example_and_explains_the_first_few(tmp_pa
             out.append(Encoded(ids, labels, e.offsets))
         return EncodedBatch.of(out)
     monkeypatch.setattr(FastBackend, "encode", encode)
-    monkeypatch.setattr("packcli.tokenization.guard_sample", lambda texts, paranoid=False: [])
-    packed = pack_with(tmp_path, corpus_files[:1], "o", tokenizer_backend="fast").manifest["counts"]["packed"]
+    monkeypatch.setattr("packcli.tokenizer.guard.guard_sample", lambda texts, paranoid=False: [])
+    packed = pack_with(tmp_path, corpus_files[:1], "o", tokenizer_backend="fastokens").manifest["counts"]["packed"]
     monkeypatch.undo()
     report = verify_artifact(tmp_path / "o", max_violations=2, workers=2)
     check = next(c for c in report.checks if c.name == "reconstruction")
@@ -1051,18 +1086,18 @@ def test_verify_counts_every_corrupted_example_and_explains_the_first_few(tmp_pa
 
 
 def test_a_rerun_on_the_other_backend_reuses_no_unit(tmp_path, corpus_files, monkeypatch):
-    """After a mismatch the advice is to re-run with --tokenizer-backend hf: that must re-tokenize everything."""
-    import packcli.pipeline as pipeline
+    """After a mismatch the advice is to re-run with --tokenizer-backend tokenizers: that must re-tokenize everything."""
+    import packcli.job.run as pipeline
     from packcli.prepare import Preparer
 
-    monkeypatch.setattr(pipeline, "_plan_and_write", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt()))
+    monkeypatch.setattr(pipeline, "apply_overlong", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt()))
     with pytest.raises(KeyboardInterrupt):
-        pack_with(tmp_path, corpus_files, "o", tokenizer_backend="fast", lines_per_unit=25)
+        pack_with(tmp_path, corpus_files, "o", tokenizer_backend="fastokens", lines_per_unit=25)
     monkeypatch.undo()
     assert list((tmp_path / ".packcli-work-o").glob("unit-*.json"))
     calls = []
     real = Preparer.prepare
     monkeypatch.setattr(Preparer, "prepare", lambda self, batch, **kw: calls.append(len(batch)) or real(self, batch, **kw))
-    summary = pack_with(tmp_path, corpus_files, "o", tokenizer_backend="hf", lines_per_unit=25)
+    summary = pack_with(tmp_path, corpus_files, "o", tokenizer_backend="tokenizers", lines_per_unit=25)
     assert sum(calls) == summary.manifest["counts"]["records"]
 

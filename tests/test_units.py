@@ -9,12 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from packcli import manifest as mf
+from packcli.artifact import manifest as mf
 from packcli.config import PackConfig
 from packcli.ingest import describe_input, read_lines
-from packcli.pipeline import pack_corpus
+from packcli.job.run import pack_corpus
+from packcli.job.spill import SpillLayout, SpillReader, spill_paths
+from packcli.job.units import UnitSpec, iter_unit_lines, plan_units
 from packcli.prepare import Preparer
-from packcli.units import SpillLayout, SpillReader, UnitSpec, iter_unit_lines, plan_units, spill_paths
 
 
 def test_units_cover_every_line_once(tmp_path):
@@ -46,11 +47,11 @@ def test_unit_size_does_not_change_the_artifact(tmp_path, corpus_files, tokenize
 
 
 def test_resume_reuses_finished_units(tmp_path, corpus_files, tokenizer_dir, monkeypatch):
-    import packcli.pipeline as pipeline
+    import packcli.job.run as pipeline
 
     cfg = PackConfig(inputs=tuple(corpus_files), tokenizer=str(tokenizer_dir), out=tmp_path / "o", capacity=512,
                      lines_per_unit=25)
-    monkeypatch.setattr(pipeline, "_plan_and_write", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt()))
+    monkeypatch.setattr(pipeline, "apply_overlong", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt()))
     with pytest.raises(KeyboardInterrupt):
         pack_corpus(cfg)
     monkeypatch.undo()
@@ -110,6 +111,7 @@ def test_spill_reader_gathers_across_units_in_any_order(tmp_path):
 
 def test_local_worker_processes_give_the_same_bytes(tmp_path, corpus_files, tokenizer_dir):
     from conftest import artifact_bytes
+
     from packcli.engine.local import LocalEngine
 
     def run(out: str, workers: int):
@@ -126,6 +128,7 @@ def test_local_worker_processes_give_the_same_bytes(tmp_path, corpus_files, toke
 
 def test_local_worker_processes_surface_a_bad_record(tmp_path, tokenizer_dir):
     from conftest import FIXTURES
+
     from packcli.engine.local import LocalEngine
     from packcli.errors import PackcliError, RecordError
 
@@ -160,7 +163,7 @@ def _fail_some(common: None, item: int) -> int:
 def test_shared_pool_runs_every_item_once_here_and_in_workers_and_keeps_them():
     import os
 
-    from packcli.workers import SharedPool
+    from packcli.engine.pool import SharedPool
 
     done: list[int] = []
     with SharedPool(3) as pool:
@@ -174,7 +177,7 @@ def test_shared_pool_runs_every_item_once_here_and_in_workers_and_keeps_them():
 
 def test_shared_pool_raises_the_first_failing_item_in_order():
     """Item 1 fails here first in time; item 0, taken earlier by a worker, fails later: item 0 is raised."""
-    from packcli.workers import SharedPool
+    from packcli.engine.pool import SharedPool
 
     with SharedPool(2) as pool, pytest.raises(ValueError, match="item 0"):
         pool.map(_fail_some, None, list(range(6)))
@@ -183,7 +186,7 @@ def test_shared_pool_raises_the_first_failing_item_in_order():
 def test_default_workers_is_bounded_by_cpus_and_memory(monkeypatch):
     import os
 
-    from packcli import workers
+    from packcli.engine import pool as workers
 
     assert 1 <= workers.default_workers() <= len(os.sched_getaffinity(0))
     monkeypatch.setattr(workers, "WORKER_MEMORY", 1 << 50)  # more than any machine has: one process
@@ -201,8 +204,8 @@ def _die_in_a_worker(driver_pid: int, item: int) -> int:
 def test_a_worker_that_dies_is_a_clear_error_not_a_traceback():
     import os
 
+    from packcli.engine.pool import SharedPool
     from packcli.errors import PackcliError
-    from packcli.workers import SharedPool
 
     with SharedPool(2) as pool, pytest.raises(PackcliError, match="worker process died") as info:
         pool.map(_die_in_a_worker, os.getpid(), list(range(4)))
@@ -220,7 +223,7 @@ def test_workers_leave_when_the_driver_is_killed(tmp_path):
 
     script = (
         "import os, sys, time\n"
-        "from packcli.workers import SharedPool\n"
+        "from packcli.engine.pool import SharedPool\n"
         "pool = SharedPool(3)\n"
         "pids = {pool._pool.submit(os.getpid).result() for _ in range(20)}\n"
         "print(*sorted(pids), flush=True)\n"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from packcli.contract import SEAM_TABLE_NAME
 from packcli.verify import verify_artifact
 from packcli.verify.faults import FAULTS, prepare_workspace, run_self_test
 
@@ -14,7 +15,7 @@ def test_clean_artifact_passes(packed):
     report = verify_artifact(packed)
     assert report.ok, report.to_dict()
     checks = {c.name: c for c in report.checks}
-    from packcli.manifest import read_manifest
+    from packcli.artifact.manifest import read_manifest
 
     assert checks["reconstruction"].checked == read_manifest(packed)["counts"]["records"]  # every record
     assert checks["pack_layout"].checked > 10 and checks["global"].checked > 200
@@ -42,10 +43,9 @@ def test_a_packed_row_shorter_than_its_record_is_caught(packed_copy):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from packcli import manifest as mf
     from packcli.verify.faults import _reseal
 
-    path = packed_copy / mf.SEAM_TABLE_NAME
+    path = packed_copy / SEAM_TABLE_NAME
     seam = pq.read_table(path)
     i = seam["status"].to_pylist().index("packed")
     lengths = seam["length"].to_pylist()
@@ -99,7 +99,7 @@ def test_structure_only_without_tokenizer(packed_copy, tmp_path):
     path = packed_copy / "manifest.json"
     data = json.loads(path.read_text())
     data["tokenizer"]["source"] = str(tmp_path / "gone.json")
-    from packcli import manifest as mf
+    from packcli.artifact import manifest as mf
 
     data["manifest_sha256"] = mf.manifest_hash(data)
     path.write_text(json.dumps(data))
@@ -124,6 +124,6 @@ def test_seam_status_names_the_broken_example(packed, tmp_path):
     rows = pacsv.read_csv(tmp_path / "seams.csv").to_pylist()
     flagged = [r for r in rows if r["verify"] != "ok"]
     assert bad == len(flagged) >= 1 and "seam label supervised" in flagged[0]["verify"]
-    from packcli.manifest import read_manifest
+    from packcli.artifact.manifest import read_manifest
 
     assert len(rows) == read_manifest(copy)["counts"]["records"] and any(r["verify"] == "ok" for r in rows)

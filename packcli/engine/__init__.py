@@ -1,16 +1,25 @@
 """Engines run the two parallel stages of ``pack``: tokenizing units and writing shards. The local
-engine is the default and the reference; the Ray engine schedules the same functions (`run_unit`,
-`packcli.writing.write_shard_task`) on a cluster. Both return results in input order, so the
-artifact is byte-identical whichever engine made it."""
+engine is the default and the reference; the Ray engine schedules the same functions
+(`packcli.job.units.run_unit`, `packcli.job.write.write_shard_task`) on a cluster. Both return
+results in input order, so the artifact is byte-identical whichever engine made it.
+
+    local.py  this process and spawned workers (`pool.SharedPool`)
+    ray.py    a Ray cluster (the ``ray`` extra, imported only when chosen)
+    pool.py   the worker processes on this machine, shared by ``pack`` and ``verify``
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from packcli.units import SpillLayout, UnitIndex, UnitJob, UnitSpec
-from packcli.writing import ShardResult, ShardTask
+from packcli.choices import EngineName
+
+if TYPE_CHECKING:  # the job package imports this protocol; the engines import the job's functions
+    from packcli.job.spill import SpillLayout
+    from packcli.job.units import UnitIndex, UnitJob, UnitSpec
+    from packcli.job.write import ShardResult, ShardTask
 
 
 class Engine(Protocol):
@@ -34,18 +43,20 @@ class Engine(Protocol):
         ...
 
 
-def make_engine(name: str, *, workers: int | None = None, address: str | None = None, out: str | None = None,
-                shared_fs: bool = False) -> Engine:
+def make_engine(name: EngineName | str, *, workers: int | None = None, address: str | None = None,
+                out: str | None = None, shared_fs: bool = False) -> Engine:
     """The engine ``--engine`` names; Ray is imported only when chosen."""
     from packcli.errors import PackcliError
 
-    if name == "local":
+    try:
+        name = EngineName(name)
+    except ValueError:
+        raise PackcliError(f"--engine must be one of {', '.join(e.value for e in EngineName)}, got {name!r}") from None
+    if name is EngineName.local:
         from packcli.engine.local import LocalEngine
-        from packcli.workers import default_workers
+        from packcli.engine.pool import default_workers
 
         return LocalEngine(workers=workers or default_workers())
-    if name == "ray":
-        from packcli.engine.ray import RayEngine
+    from packcli.engine.ray import RayEngine
 
-        return RayEngine(workers=workers, address=address, out=out, shared_fs=shared_fs)
-    raise PackcliError(f"--engine must be local or ray, got {name!r}")
+    return RayEngine(workers=workers, address=address, out=out, shared_fs=shared_fs)

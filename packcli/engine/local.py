@@ -1,12 +1,12 @@
 """The local engine: units, then shards, on this machine.
 
-Units, then shards, run in ``workers`` processes (`packcli.workers.SharedPool`, held for the
+Units, then shards, run in ``workers`` processes (`packcli.engine.pool.SharedPool`, held for the
 session): this one, which already holds the tokenizer, and ``workers - 1`` spawned workers.
 Parsing and rendering are single-threaded Python and so is much of the fast backend's work after
 fastokens returns, so one process leaves cores idle. Each worker holds its own tokenizer and batch
 (about 0.8 GB with Qwen3). ``workers=1``, the default here (spawning processes from a library call
 needs the caller's ``__main__`` guard), runs everything in this process; ``packcli pack`` defaults
-to `packcli.workers.default_workers`. Results come back in unit order: the bytes do not depend on
+to `packcli.engine.pool.default_workers`. Results come back in unit order: the bytes do not depend on
 ``workers``.
 """
 
@@ -15,10 +15,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
+from packcli.engine.pool import SharedPool
 from packcli.errors import PackcliError
-from packcli.units import SpillLayout, UnitIndex, UnitJob, UnitSpec, run_unit
-from packcli.workers import SharedPool
-from packcli.writing import ShardResult, ShardTask, write_shard_task
+from packcli.job.spill import SpillLayout
+from packcli.job.units import UnitIndex, UnitJob, UnitSpec, run_unit
+from packcli.job.write import ShardResult, ShardTask, write_shard_task
 
 
 class LocalEngine:

@@ -3,7 +3,7 @@
 Tokenizing: each worker is an actor that builds the tokenizer and template once and then runs
 `run_unit` on the units it is handed, writing spills to the shared work directory beside ``--out``.
 Only the small per-unit indexes travel back through Ray. Writing: once the driver has planned the
-packs, each shard is a task (`packcli.writing.write_shard_task`) that reads its examples from the
+packs, each shard is a task (`packcli.job.write.write_shard_task`) that reads its examples from the
 spills and writes its file into the run's temporary directory, returning the shard's hash and its
 examples' token hashes. Results are put back in unit and shard order, so the artifact is
 byte-identical to the local engine's whatever the worker count or completion order.
@@ -22,10 +22,11 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from packcli.engine.pool import thread_caps
 from packcli.errors import PackcliError
-from packcli.units import SpillLayout, UnitIndex, UnitJob, UnitSpec, run_unit
-from packcli.workers import thread_caps
-from packcli.writing import ShardResult, ShardTask, write_shard_task
+from packcli.job.spill import SpillLayout
+from packcli.job.units import UnitIndex, UnitJob, UnitSpec, run_unit
+from packcli.job.write import ShardResult, ShardTask, write_shard_task
 
 INSTALL_HINT = "install the extra: pip install 'packcli[ray]'"
 

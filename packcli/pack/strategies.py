@@ -32,6 +32,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from packcli.choices import Strategy
 from packcli.pack import kernels
 
 DEFAULT_WINDOW = 1000
@@ -52,15 +53,15 @@ class PackAssigner(Protocol):
     ) -> tuple[npt.NDArray[np.int32], int]: ...
 
 
-_ASSIGNERS: dict[str, PackAssigner] = {
-    "bfd": lambda lengths, capacity, window: kernels.best_fit_windows(
+_ASSIGNERS: dict[str, PackAssigner] = {  # in the order budget messages try alternatives
+    Strategy.bfd.value: lambda lengths, capacity, window: kernels.best_fit_windows(
         lengths, capacity, max(lengths.size, 1), 1
     ),
-    "ffd": lambda lengths, capacity, window: kernels.first_fit_decreasing(lengths, capacity),
-    "window": lambda lengths, capacity, window: kernels.best_fit_windows(
+    Strategy.ffd.value: lambda lengths, capacity, window: kernels.first_fit_decreasing(lengths, capacity),
+    Strategy.window.value: lambda lengths, capacity, window: kernels.best_fit_windows(
         lengths, capacity, min(window, max(lengths.size, 1)), WINDOW_MAX_AGE
     ),
-    "sequential": lambda lengths, capacity, window: kernels.next_fit(lengths, capacity),
+    Strategy.sequential.value: lambda lengths, capacity, window: kernels.next_fit(lengths, capacity),
 }
 
 STRATEGIES: tuple[str, ...] = tuple(_ASSIGNERS)
@@ -231,7 +232,7 @@ def pack_lengths(
     lengths: npt.ArrayLike,
     capacity: int,
     *,
-    strategy: str = "window",
+    strategy: Strategy | str = Strategy.window,
     window: int | None = None,
     seed: int = 0,
     shuffle: bool = True,
@@ -259,6 +260,7 @@ def pack_lengths(
     """
     if strategy not in _ASSIGNERS:
         raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
+    strategy = Strategy(strategy).value
     if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)) or not 0 < capacity < 2**31:
         raise ValueError(f"capacity must be a positive integer below 2**31, got {capacity!r}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:

@@ -18,10 +18,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from packcli import manifest as mf
-from packcli.shards import SCHEMA, file_sha256, write_shard
-from packcli.verify.artifact import verify_artifact
-from packcli.verify.invariants import load_flat, resolve
+from packcli.artifact import manifest as mf
+from packcli.artifact.shards import SCHEMA, load_flat, write_shard
+from packcli.contract import IGNORE_INDEX, MANIFEST_NAME, SEAM_TABLE_NAME, file_sha256
+from packcli.verify.drift import resolve
+from packcli.verify.run import verify_artifact
 
 
 @dataclass(frozen=True)
@@ -43,13 +44,13 @@ class FaultResult:
 
 
 def _reseal(directory: Path, edit: Callable[[dict], None] | None = None) -> None:
-    manifest = json.loads((directory / mf.MANIFEST_NAME).read_text())
+    manifest = json.loads((directory / MANIFEST_NAME).read_text())
     if edit:
         edit(manifest)
     for info in manifest["shards"]:
         path = directory / info["name"]
         info.update(bytes=path.stat().st_size, sha256=file_sha256(path), rows=pq.read_metadata(path).num_rows)
-    seam = directory / mf.SEAM_TABLE_NAME
+    seam = directory / SEAM_TABLE_NAME
     manifest["seam_table"].update(bytes=seam.stat().st_size, sha256=file_sha256(seam), rows=pq.read_metadata(seam).num_rows)
     manifest["manifest_sha256"] = mf.manifest_hash(manifest)
     mf.write_manifest(manifest, directory)
@@ -70,7 +71,7 @@ def _rewrite_first_shard(directory: Path, mutate: Callable[[dict], None]) -> Non
     table = table.set_column(2, "position_ids", pa.ListArray.from_arrays(offsets, pa.array(arrays["positions"], pa.int32())))
     table = table.set_column(3, "cu_seqlens", pa.ListArray.from_arrays(
         pa.array(cu_off), pa.array(np.concatenate(arrays["cu"]).astype(np.int32), pa.int32())))
-    sup = [int(np.count_nonzero(arrays["labels"][flat.row_offsets[r]:flat.row_offsets[r + 1]] != -100))
+    sup = [int(np.count_nonzero(arrays["labels"][flat.row_offsets[r]:flat.row_offsets[r + 1]] != IGNORE_INDEX))
            for r in range(flat.rows)]
     table = table.set_column(6, "num_supervised", pa.array(sup, pa.int32()))
     write_shard(table.cast(SCHEMA), path)
@@ -111,8 +112,8 @@ def _seam_label(d: Path, ws: Path) -> dict:
 def _label_masked(d: Path, ws: Path) -> dict:
     def mutate(a: dict) -> None:
         cu, s = a["cu"][a["row"]], a["start"]
-        t = s + int(np.flatnonzero(a["labels"][s:s + cu[1]] != -100)[-1])
-        a["labels"][t] = -100  # an assistant token silently loses its loss; its pack's count follows
+        t = s + int(np.flatnonzero(a["labels"][s:s + cu[1]] != IGNORE_INDEX)[-1])
+        a["labels"][t] = IGNORE_INDEX  # an assistant token silently loses its loss; its pack's count follows
     _rewrite_first_shard(d, mutate)
     return {}
 
@@ -131,13 +132,13 @@ def _dropped_without_record(d: Path, ws: Path) -> dict:
     gone = set(table["example_ids"][0].as_py())
     tokens, sup = table["num_tokens"][0].as_py(), table["num_supervised"][0].as_py()
     write_shard(table.slice(1), path)
-    seam = pq.read_table(d / mf.SEAM_TABLE_NAME)
+    seam = pq.read_table(d / SEAM_TABLE_NAME)
     keep = pc.invert(pc.is_in(seam["example_id"], pa.array(sorted(gone), pa.int64())))
     seam = seam.filter(keep)
     # Later rows of shard-00000 moved up by one: fix their row numbers so only the loss remains.
     rows = pc.if_else(pc.equal(seam["shard"], "shard-00000.parquet"), pc.subtract(seam["row"], 1), seam["row"])
     seam = seam.set_column(seam.schema.get_field_index("row"), "row", pc.cast(rows, pa.int32()))
-    pq.write_table(seam, d / mf.SEAM_TABLE_NAME, compression="zstd", write_statistics=False)
+    pq.write_table(seam, d / SEAM_TABLE_NAME, compression="zstd", write_statistics=False)
 
     def edit(m: dict) -> None:
         c = m["counts"]
@@ -160,7 +161,7 @@ def _tokenizer_swapped(d: Path, ws: Path) -> dict:
 
 
 def _template_edited(d: Path, ws: Path) -> dict:
-    manifest = json.loads((d / mf.MANIFEST_NAME).read_text())
+    manifest = json.loads((d / MANIFEST_NAME).read_text())
     edited = ws / "edited.jinja"
     edited.write_text(manifest["template"]["text"].replace("<|im_start|>", "<|im_start|> ", 1) + " ")
     source = manifest["template"]["source"]
@@ -177,7 +178,7 @@ def _template_edited(d: Path, ws: Path) -> dict:
 
 
 def _manifest_edited(d: Path, ws: Path) -> dict:
-    path = d / mf.MANIFEST_NAME
+    path = d / MANIFEST_NAME
     manifest = json.loads(path.read_text())
     manifest["counts"]["packed"] += 1
     path.write_text(json.dumps(manifest, indent=2, sort_keys=True))

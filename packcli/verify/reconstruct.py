@@ -5,7 +5,7 @@ Re-reads every source file the manifest pins, runs every non-blank line through 
 has exactly one seam-table row whose fate it reproduces: the same tokens and labels in the pack,
 the same over-long length when dropped, the same reason when rejected.
 
-Parallel: the sources are split into units of lines (`packcli.units.plan_units`), and with
+Parallel: the sources are split into units of lines (`packcli.job.units.plan_units`), and with
 ``workers > 1`` each unit is re-tokenized in a worker process that sends back, per line, only the
 outcome's digest (`Outcome`), never the tokens; this process digests the pack spans and compares.
 Parsing and rendering are single-threaded Python, so processes are what spreads them over cores
@@ -22,16 +22,19 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from packcli.chat import ChatTemplate, LossPolicy, Renderer
-from packcli.console import NO_PROGRESS, Progress
+from packcli.artifact.shards import FlatShard
+from packcli.chat import ChatTemplate, Renderer
+from packcli.choices import BackendChoice, Format, LossPolicy
+from packcli.contract import token_hash
+from packcli.engine.pool import SharedPool, usable_cpus
 from packcli.errors import InputError
-from packcli.ingest import Format, describe_input
-from packcli.prepare import Preparer
-from packcli.tokenization import LoadedTokenizer, load_tokenizer, token_hash
-from packcli.units import UnitSpec, iter_unit_lines, plan_units
-from packcli.verify.invariants import FlatShard, resolve
+from packcli.ingest import describe_input
+from packcli.job.units import UnitSpec, iter_unit_lines, plan_units
+from packcli.prepare import Preparer, preparer_for, share_preparer
+from packcli.progress import NO_PROGRESS, Progress
+from packcli.tokenizer.load import LoadedTokenizer, cached_tokenizer
+from packcli.verify.drift import resolve
 from packcli.verify.report import CheckResult, Violation
-from packcli.workers import SharedPool, usable_cpus
 
 BATCH = 2048  # lines per Preparer call
 UNIT_LINES = 8192  # lines per unit of parallel work
@@ -54,8 +57,9 @@ class ReconstructJob:
     eos_token: str | None
     capacity: int
 
-    def preparer(self, tokenizer: LoadedTokenizer | None = None) -> Preparer:
-        tok = tokenizer or load_tokenizer(self.tokenizer, backend="hf")  # the reference, always
+    def build_preparer(self, tokenizer: LoadedTokenizer | None = None) -> Preparer:
+        """The reference tokenizer (always: a fast-path fault cannot verify itself), template, renderer."""
+        tok = tokenizer or cached_tokenizer(self.tokenizer, backend=BackendChoice.tokenizers)
         if tok.sha256 != self.tokenizer_sha256:
             raise InputError(f"tokenizer {self.tokenizer} changed while verify ran", "run verify again")
         renderer = Renderer(ChatTemplate(self.template_text, self.template_source), LossPolicy(self.loss),
@@ -77,7 +81,7 @@ def check_reconstruction(manifest: dict, seam: pa.Table, shards: dict[str, FlatS
                          template_source=manifest["template"]["source"], loss=manifest["loss_policy"],
                          input_format=config["input_format"], bos_token=manifest["tokenizer"]["bos_token"],
                          eos_token=manifest["tokenizer"]["eos_token"], capacity=config["capacity"])
-    preparer = job.preparer(tokenizer)
+    preparer = job.build_preparer(tokenizer)
     rows = seam.to_pydict()
     by_line = {(rows["source"][i], rows["line"][i]): i for i in range(len(rows["example_id"]))}
     files, pinned_path = [], {}
@@ -123,20 +127,17 @@ def _outcomes(job: ReconstructJob, preparer: Preparer, specs: list[UnitSpec], wo
               on_done: Callable[[UnitSpec, list[tuple[int, Outcome]]], None]) -> list[list[tuple[int, Outcome]]]:
     """Each unit's outcomes, in unit order: here, or here and in worker processes (`SharedPool`)."""
     count = max(1, min(workers or usable_cpus(), len(specs)))
-    _WORKER_PREPARERS[job] = preparer  # this process is a worker too, with the tokenizer it has loaded
+    share_preparer(job, preparer)  # this process is a worker too, with the tokenizer it has loaded
     try:
         with SharedPool(count) as pool:
             return pool.map(unit_outcomes, job, specs, on_done)
     finally:
-        _WORKER_PREPARERS.pop(job, None)
-
-
-_WORKER_PREPARERS: dict[ReconstructJob, Preparer] = {}
+        share_preparer(job, None)
 
 
 def unit_outcomes(job: ReconstructJob, spec: UnitSpec) -> list[tuple[int, Outcome]]:
     """Re-tokenize one unit's lines; per line its `Outcome` (small: digests, not tokens)."""
-    preparer = _WORKER_PREPARERS.get(job) or _WORKER_PREPARERS.setdefault(job, job.preparer())
+    preparer = preparer_for(job)
     out: list[tuple[int, Outcome]] = []
     batch: list[tuple[int, int, bytes]] = []
     lines = iter_unit_lines(spec)

@@ -77,7 +77,7 @@ def write_seam_status(report: VerifyReport, directory: str, path: str) -> int:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from packcli.manifest import SEAM_TABLE_NAME
+    from packcli.contract import SEAM_TABLE_NAME
 
     first: dict[int, str] = {}
     for check in report.checks:

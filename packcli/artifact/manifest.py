@@ -19,20 +19,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from packcli.contract import CONTRACT_VERSION, MANIFEST_NAME
 from packcli.errors import ContractError, InputError
 
-CONTRACT_VERSION = 1
-MANIFEST_NAME = "manifest.json"
-SEAM_TABLE_NAME = "examples.parquet"
-REJECTS_NAME = "rejects.jsonl"
 UNHASHED_KEYS = ("manifest_sha256", "unhashed")
-CONVENTIONS = {
-    "labels": "unshifted",
-    "ignore_index": -100,
-    "first_label_of_example": "ignored",
-    "positions": "reset-per-example",
-    "padding": "none-stored",
-}
 
 
 def canonical_json(data: Any) -> bytes:

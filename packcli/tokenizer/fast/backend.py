@@ -12,12 +12,12 @@ whether its first byte continues a character; a cumulative sum over the batch gi
 
 which is what ``tokenizers`` reports (a token that cuts a character covers the whole character).
 Labels then follow from the offsets by the reference's own formula. Both steps are numba loops
-(`packcli.fast_kernels`): no Python runs per token.
+(`packcli.tokenizer.fast.kernels`): no Python runs per token.
 
 An NFC normalizer is the one wrinkle: on text that is not already NFC the tokens spell the normalized
 text, and ``tokenizers`` maps them back with its own alignment (``e`` + U+0301 -> ``é`` at (0, 1)).
 NFC acts only on short runs: a stretch of combining marks and characters that may compose, with the
-character before it (`packcli.fast_kernels.nfc_runs`, one pass over the batch's UTF-8 with
+character before it (`packcli.tokenizer.fast.kernels.nfc_runs`, one pass over the batch's UTF-8 with
 Unicode's NFC quick check, `_nfc_table`). Each run normalizes on its own, so a text whose runs all
 pass the quick check is NFC and keeps the identity map (if its tokens hold as many characters and
 bytes as it does). The runs that fail go through an *aligner*: the tokenizer's normalizer over a
@@ -30,15 +30,12 @@ Trade-off: this is exact only for what it was built for, so a tokenizer file is 
 is a byte-level BPE, normalizer absent or NFC, no prefix space, no offset trimming, no stripping added
 tokens (`unsupported_reason`), and a probe set gives identical ids, labels and offsets on both
 libraries (`self_check`). An example whose characters do not add up is encoded by the reference, and
-`packcli.tokenization.encode_batch` cross-checks a sample of every batch (the guard).
+`packcli.tokenizer.guard.encode_batch` cross-checks a sample of every batch (the guard).
 """
 
 from __future__ import annotations
 
 import functools
-import json
-import re
-import threading
 import unicodedata
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -50,33 +47,23 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from packcli import fast_kernels
-from packcli.tokenization import EncodedBatch, ReferenceBackend
+from packcli.tokenizer.fast import kernels as fast_kernels
+from packcli.tokenizer.reference import ReferenceBackend
+from packcli.tokenizer.types import EncodedBatch
 
-_BYTE_ALPHABET_END = 512  # GPT-2's byte-level alphabet maps bytes to code points below this
 CHUNK = 1024  # texts per fastokens call in `FastBackend.encode`
-FASTOKENS_PIN = "0.3.5"  # the release docs/tokenizer-backends.md measured; `auto` uses no other
-# Texts both libraries must agree on (ids, labels, offsets) before this backend is used.
-PROBE_TEXTS = (
-    "Hello, world! The quick brown fox jumps over the lazy dog 1234567890.",
-    "<|im_start|>user\nWhat's 2+2?<|im_end|>\n<|im_start|>assistant\nIt's 4.<|im_end|>\n",
-    "<|im_ <|im_start <s></s> <|endoftext|>x<|begin_of_text|><|eot_id|> <think>\n</think>",
-    "   leading spaces, trailing tabs\t\t\n\n\r\n  \u00a0\u3000 mixed   whitespace   ",
-    "Grüße, señor. Привет, мир! 你好，世界。こんにちは。안녕하세요. مرحبا بالعالم. नमस्ते दुनिया",
-    "emoji 😀👩🏽‍💻🇫🇷 math 𝔘𝔫𝔦𝔠𝔬𝔡𝔢 \U0010fffd \ufffd \x00\x01\x7f",
-    "decomposed: Ba\u0323n Tie\u0302\u0301ng Vie\u0323\u0302t, e\u0301te\u0301, \u1100\u1161\u11a8, x\u0301\u0323",
-    "def f(x):\n    return {'a': [1, 2, 3]}  # comment\n\n\n" + "#" * 300,
-    "",
-    " ",
-)
 
 
-class UnsupportedTokenizer(Exception):
-    """fastokens cannot give exact ids, labels and offsets for this tokenizer file (the reason)."""
+@dataclass(frozen=True)
+class TokenTables:
+    """Per token id, packed by `packcli.tokenizer.fast.kernels.pack_tokens`: its UTF-8 length, how many characters
+    start in it, whether it starts mid-character."""
+
+    tokens: npt.NDArray[np.int32]
 
 
 class FastBackend:
-    """`packcli.tokenization.TokenizerBackend` on fastokens; hands what it cannot take to ``reference``."""
+    """`packcli.tokenizer.types.TokenizerBackend` on fastokens; hands what it cannot take to ``reference``."""
 
     name = "fastokens"
 
@@ -198,7 +185,7 @@ class FastBackend:
 
         Each run normalizes on its own: the aligner maps the runs NFC changes (most that fail the quick
         check do not: Bengali ``ন`` + ``া`` may compose with nothing), the identity map covers the rest
-        (`packcli.fast_kernels.aligned_offsets` walks both). An added token is cut out before
+        (`packcli.tokenizer.fast.kernels.aligned_offsets` walks both). An added token is cut out before
         normalizing, so a text with a run holding a character that may end one (``<|im_end|>`` +
         U+0338 would compose ``>`` into ``≯``) goes to the reference instead.
         """
@@ -245,7 +232,7 @@ class BatchRows:
 @dataclass
 class NormalizedChunk:
     """A chunk of texts as fastokens encodes them, and where they differ from the originals: the runs NFC
-    changes (rows of `packcli.fast_kernels.nfc_runs`), their memo entries and whether each holds a
+    changes (rows of `packcli.tokenizer.fast.kernels.nfc_runs`), their memo entries and whether each holds a
     character that may end an added token (``watched``), the texts holding them (``which``, their
     runs at ``run_ptr[k]:run_ptr[k + 1]``), and the memo's arrays as they were when the entries were
     made (a later chunk may start the memo again before this one is finished). Only ``texts`` for a
@@ -346,7 +333,7 @@ def _utf8(texts: Sequence[str]) -> tuple[bytes, npt.NDArray[np.int64]]:
 
 @functools.cache
 def _nfc_table() -> npt.NDArray[np.uint16]:
-    """Per code point, what `packcli.fast_kernels.nfc_runs` needs of Unicode's NFC quick check: the
+    """Per code point, what `packcli.tokenizer.fast.kernels.nfc_runs` needs of Unicode's NFC quick check: the
     canonical combining class, plus 256 where the check is not Yes: NFC_QC=No (NFC changes the
     character alone), Maybe (it composes with the character before it: the second of a composition
     that is not excluded, or a Hangul vowel or final consonant), or the code point is unassigned or
@@ -358,7 +345,7 @@ def _nfc_table() -> npt.NDArray[np.uint16]:
     Unicode's stability policy keeps an assigned character's class and decomposition in every
     version and adds no composition of characters already assigned, so a newer Unicode can only make
     an assigned character Maybe as the second of a composition whose first is new: unassigned here,
-    so `packcli.fast_kernels.nfc_runs` keeps the character after it in its run (the 512).
+    so `packcli.tokenizer.fast.kernels.nfc_runs` keeps the character after it in its run (the 512).
     Built once per process (about 0.4 s, while fastokens parses), for NFC tokenizers only."""
     table = np.fromiter(map(unicodedata.combining, map(chr, range(0x110000))), dtype=np.uint16, count=0x110000)
     for c in range(0x110000):  # after the classes: a flag may be set on a code point not reached yet
@@ -379,7 +366,7 @@ def _nfc_table() -> npt.NDArray[np.uint16]:
 
 def _lead_pairs(nfc: npt.NDArray[np.uint16]) -> npt.NDArray[np.bool_]:
     """Per first two bytes ``b0 << 8 | b1`` of a UTF-8 sequence: whether every code point they may start
-    has entry 0 in ``nfc`` (`_nfc_table`), so `packcli.fast_kernels.nfc_runs` may step over the character
+    has entry 0 in ``nfc`` (`_nfc_table`), so `packcli.tokenizer.fast.kernels.nfc_runs` may step over the character
     without decoding it. Two bytes fix one code point of two bytes, 64 of three, 4,096 of four."""
     pairs = np.zeros(1 << 16, dtype=np.bool_)
     for b0 in range(0xC2, 0xF5):
@@ -394,7 +381,7 @@ def _lead_pairs(nfc: npt.NDArray[np.uint16]) -> npt.NDArray[np.bool_]:
 def _loud_bytes(lead_pairs: npt.NDArray[np.bool_]) -> npt.NDArray[np.uint8]:
     """Per byte: 1 where it is the first byte of a UTF-8 sequence that some code point with a nonzero
     entry starts with (some `_lead_pairs` prefix of it is not clear), so that
-    `packcli.fast_kernels.nfc_runs` may step over eight bytes at once only where none of them is;
+    `packcli.tokenizer.fast.kernels.nfc_runs` may step over eight bytes at once only where none of them is;
     ASCII and continuation bytes are 0, and so are bytes that never start valid UTF-8."""
     loud = np.zeros(256, dtype=np.uint8)
     for b0 in range(0xC2, 0xF5):
@@ -405,225 +392,3 @@ def _loud_bytes(lead_pairs: npt.NDArray[np.bool_]) -> npt.NDArray[np.uint8]:
 def _ends_added(text: str, at: int, added: Sequence[str]) -> bool:
     """Whether ``text[:at + 1]`` ends with an added token's text (then it may have been one)."""
     return any(text.endswith(a, 0, at + 1) for a in added)
-
-
-def unsupported_reason(spec: dict) -> str | None:
-    """Why byte-length offsets would not be exact for this ``tokenizer.json``; None when they are."""
-    model = spec.get("model") or {}
-    if model.get("type") != "BPE":
-        return f"model {model.get('type')!r} is not BPE"
-    if model.get("dropout"):
-        return "BPE dropout makes tokenization random"
-    pre = spec.get("pre_tokenizer") or {}
-    byte_level = [p for p in pre.get("pretokenizers", [pre]) if p.get("type") == "ByteLevel"]
-    if not byte_level:
-        return "not a byte-level BPE (no ByteLevel pre-tokenizer), so token bytes are not text bytes"
-    if any(p.get("add_prefix_space") for p in byte_level):
-        return "the ByteLevel pre-tokenizer adds a prefix space"
-    norm = spec.get("normalizer")
-    if norm and any(n.get("type") != "NFC" for n in norm.get("normalizers", [norm])):
-        return f"normalizer {json.dumps(norm)[:80]} changes the text (only none or NFC is supported)"
-    post = spec.get("post_processor") or {}
-    for p in post.get("processors", [post] if post else []):
-        if p.get("type") not in ("ByteLevel", "TemplateProcessing"):
-            return f"post-processor {p.get('type')!r}"
-        if p.get("type") == "ByteLevel" and p.get("trim_offsets"):
-            return "the ByteLevel post-processor trims whitespace from offsets"
-    for tok in spec.get("added_tokens") or []:
-        if tok.get("lstrip") or tok.get("rstrip") or tok.get("single_word"):
-            return f"added token {tok.get('content')!r} strips whitespace or matches single words only"
-        if norm and (tok.get("normalized") or not tok.get("content", "").isascii()):
-            return f"added token {tok.get('content')!r} is normalized or not ASCII (NFC alignment needs neither)"
-    return None
-
-
-class FastLoad:
-    """fastokens parsing a ``tokenizer.json`` on a thread, started before the reference loads the file.
-
-    fastokens releases the GIL while it parses (about 2 s for Qwen3's 151k merges), so ``tokenizers``,
-    the token tables and the NFC table are built meanwhile: loading takes the longer of the two, not
-    their sum. What cannot work (fastokens missing or another version under ``require_pin``, a file
-    outside what byte-length offsets cover) is known before any thread starts.
-
-    An NFC normalizer is left out of fastokens' copy: `FastBackend` hands it text already normalized
-    (each run NFC changes replaced by ``tokenizers``' own normalization of it), so its normalizer
-    would only pass over every text again to find nothing, about a fifth of its time on Qwen3.
-    """
-
-    def __init__(self, raw: str, *, require_pin: bool) -> None:
-        self.require_pin, self.spec, self.error = require_pin, {}, None
-        self._fast: object | None = None
-        self._thread: threading.Thread | None = None
-        try:
-            self.spec = self._check(raw, require_pin)
-        except UnsupportedTokenizer as exc:
-            self.error = exc
-            return
-        self._thread = threading.Thread(target=self._parse, args=(_without_normalizer(raw, self.spec),),
-                                        name="packcli-fastokens-load", daemon=True)
-        self._thread.start()
-
-    @staticmethod
-    def _check(raw: str, require_pin: bool) -> dict:
-        try:
-            import fastokens  # noqa: F401
-        except ImportError as exc:
-            raise UnsupportedTokenizer(f"fastokens is not installed ({exc})") from exc
-        if require_pin and (version := metadata.version("fastokens")) != FASTOKENS_PIN:
-            raise UnsupportedTokenizer(f"fastokens {version} is installed; packcli is validated with {FASTOKENS_PIN}")
-        spec = json.loads(raw)
-        if reason := unsupported_reason(spec):
-            raise UnsupportedTokenizer(reason)
-        return spec
-
-    def _parse(self, text: str) -> None:
-        import fastokens
-
-        try:
-            self._fast = fastokens.Tokenizer.from_json_str(text)
-        except (ValueError, RuntimeError) as exc:
-            self.error = UnsupportedTokenizer(f"fastokens cannot load it: {exc}")
-
-    def result(self) -> object:
-        """The loaded ``fastokens.Tokenizer`` (waits for the thread).
-
-        Raises:
-            UnsupportedTokenizer: why there is none.
-        """
-        if self._thread is not None:
-            self._thread.join()
-        if self.error is not None:
-            raise self.error
-        return self._fast
-
-
-def _without_normalizer(raw: str, spec: dict) -> str:
-    """``raw`` (the ``tokenizer.json`` parsed as ``spec``) with its normalizer set to null: the text of its
-    value replaced (0.07 s for Qwen3) where there is one key ``"normalizer"`` and its value is the
-    top-level one, else the whole spec written again (0.3 s)."""
-    if not spec.get("normalizer"):
-        return raw
-    found = list(re.finditer(r'"normalizer"\s*:\s*', raw))
-    if len(found) == 1:
-        value, end = json.JSONDecoder().raw_decode(raw, found[0].end())
-        if value == spec["normalizer"]:
-            return raw[:found[0].end()] + "null" + raw[end:]
-    return json.dumps({**spec, "normalizer": None})
-
-
-def load_fast_backend(load: FastLoad, reference: ReferenceBackend) -> FastBackend:
-    """Build the fast backend for the ``tokenizer.json`` that ``load`` parses, or say why not.
-
-    Raises:
-        UnsupportedTokenizer: fastokens is missing (or not `FASTOKENS_PIN` under ``require_pin``), cannot
-            load the file, the file is outside what byte-length offsets cover, or the self-check failed.
-    """
-    if load.error is not None:
-        raise load.error
-    hf, spec = reference.tokenizer, load.spec
-    added = hf.get_added_tokens_decoder()
-    tables = _token_tables(spec["model"]["vocab"], added)  # these three while fastokens parses
-    aligner = _aligner(spec) if spec.get("normalizer") else None
-    if aligner is not None:
-        _nfc_table()
-    fast = load.result()
-    fast.no_padding()
-    fast.no_truncation()
-    backend = FastBackend(fast, reference, aligner, tables=tables, added_texts=[t.content for t in added.values()],
-                          **_post_processor_tokens(hf))
-    self_check(backend)
-    fast_kernels.example_hashes(np.zeros(0, np.int32), np.zeros(1, np.int64))  # the guard's: loaded now (0.1-0.4 s)
-    return backend
-
-
-@dataclass(frozen=True)
-class TokenTables:
-    """Per token id, packed by `packcli.fast_kernels.pack_tokens`: its UTF-8 length, how many characters
-    start in it, whether it starts mid-character."""
-
-    tokens: npt.NDArray[np.int32]
-
-
-def _token_tables(model_vocab: dict[str, int], added: dict) -> TokenTables:
-    """The `TokenTables` of a byte-level BPE: vocabulary tokens (``model.vocab`` of the file, already
-    parsed: asking ``tokenizers`` for it again costs 0.2 s for Qwen3) read through the byte-level
-    alphabet, added tokens as their text. The vocabulary (150k tokens for Qwen3) is done in one pass
-    of numpy over all its characters."""
-    vocab = [(t, i) for t, i in model_vocab.items() if i not in added]
-    size = max([*(i for _, i in vocab), *added, -1]) + 1
-    tables = np.zeros((3, size), dtype=np.int32)
-    if vocab:
-        tokens = [t for t, _ in vocab]
-        ids = np.fromiter((i for _, i in vocab), dtype=np.int64, count=len(vocab))
-        lengths = np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens))  # one character a byte
-        if not lengths.all():
-            raise UnsupportedTokenizer(f"vocabulary token {tokens[int(np.argmin(lengths))]!r} is empty")
-        byte_of = np.full(_BYTE_ALPHABET_END, -1, dtype=np.int16)
-        for b, c in _bytes_to_unicode().items():
-            byte_of[ord(c)] = b
-        chars = np.frombuffer("".join(tokens).encode("utf-32-le"), dtype="<u4")
-        raw = np.where(chars < _BYTE_ALPHABET_END, byte_of[np.minimum(chars, _BYTE_ALPHABET_END - 1)], -1)
-        starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
-        if (raw < 0).any():
-            bad = int(np.searchsorted(starts, int(np.flatnonzero(raw < 0)[0]), side="right")) - 1
-            raise UnsupportedTokenizer(f"vocabulary token {tokens[bad]!r} is not in the byte-level alphabet")
-        lead = (raw & 0xC0) != 0x80
-        tables[0, ids] = lengths
-        tables[1, ids] = np.add.reduceat(lead.astype(np.int64), starts)
-        tables[2, ids] = ~lead[starts]
-    for i, tok in added.items():
-        text = tok.content.encode("utf-8")
-        tables[:, i] = len(text), sum((b & 0xC0) != 0x80 for b in text), (text[0] & 0xC0) == 0x80 if text else 0
-    if (tables[0] == 0).any():
-        raise UnsupportedTokenizer("a token id has no bytes (a gap in the vocabulary?)")
-    try:
-        return TokenTables(fast_kernels.pack_tokens(tables[0], tables[1], tables[2]))
-    except ValueError as exc:
-        raise UnsupportedTokenizer(str(exc)) from None
-
-
-def _bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's byte -> printable character table, which ``tokenizers``' ByteLevel uses."""
-    keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    extra = iter(range(256, 512))
-    return {b: chr(b if b in keep else next(extra)) for b in range(256)}
-
-
-def _post_processor_tokens(hf) -> dict[str, list[int]]:
-    """The ids the post-processor puts before and after one sequence (Llama 3: [BOS] and [])."""
-    enc, plain = hf.encode("probe", add_special_tokens=True), hf.encode("probe", add_special_tokens=False)
-    mask = enc.special_tokens_mask
-    p = next((k for k, m in enumerate(mask) if not m), len(mask))
-    s = next((k for k, m in enumerate(reversed(mask)) if not m), 0)
-    if p + s != hf.num_special_tokens_to_add(False) or enc.ids[p:len(mask) - s] != plain.ids:
-        raise UnsupportedTokenizer("the post-processor does more than add tokens around the sequence")
-    return {"prefix": enc.ids[:p], "suffix": enc.ids[len(mask) - s:]}
-
-
-def _aligner(spec: dict):
-    """The tokenizer's normalizer over a no-merge byte BPE: one token per normalized byte, each carrying
-    ``tokenizers``' offsets into the original text (runs hold no added tokens, so it has none)."""
-    from tokenizers import Tokenizer
-    from tokenizers.pre_tokenizers import ByteLevel
-
-    alphabet = sorted(ByteLevel.alphabet())
-    model = {"type": "BPE", "vocab": {c: i for i, c in enumerate(alphabet)}, "merges": []}
-    return Tokenizer.from_str(json.dumps({
-        "version": "1.0", "truncation": None, "padding": None, "normalizer": spec["normalizer"], "added_tokens": [],
-        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
-        "post_processor": None, "decoder": None, "model": model}))
-
-
-def self_check(backend: FastBackend) -> None:
-    """Raise `UnsupportedTokenizer` unless both libraries agree on ids, labels and offsets of the probes."""
-    texts = list(PROBE_TEXTS)
-    spans = [[(0, len(t))] if k % 2 else [(len(t) // 3, len(t) // 2), (2 * len(t) // 3, len(t))]
-             for k, t in enumerate(texts)]
-    for flag in (False, True):
-        fast, ok = backend._encode_fast(texts, spans, flag)
-        for text, f, good, r in zip(texts, fast, ok, backend.reference.encode(texts, spans, add_special_tokens=flag)):
-            if not good:
-                raise UnsupportedTokenizer(f"self-check: the fast path could not encode {text[:40]!r}")
-            for what in ("input_ids", "labels", "offsets"):
-                if not np.array_equal(getattr(f, what), getattr(r, what)):
-                    raise UnsupportedTokenizer(f"self-check: {what} differ from tokenizers on {text[:40]!r}")

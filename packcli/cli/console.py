@@ -1,6 +1,7 @@
 """One place for terminal output: progress and logs on stderr, results on stdout.
 
-Progress bars only appear on a terminal, so CI logs and ``--json`` output stay clean.
+The only module that knows rich's progress bars: `RichProgress` implements the library's
+`packcli.progress.Progress`. Bars only appear on a terminal, so CI logs and ``--json`` stay clean.
 """
 
 from __future__ import annotations
@@ -22,15 +23,20 @@ def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
 
 
-class Progress:
-    """A thin progress reporter: a rich bar on a TTY, silence elsewhere."""
+class RichProgress:
+    """`packcli.progress.Progress` as a rich bar on a TTY, silence elsewhere."""
 
     def __init__(self, enabled: bool) -> None:
         self._bar = None
         self._tasks: dict[str, Any] = {}
         if enabled and err.is_terminal:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress
-            from rich.progress import TextColumn, TimeElapsedColumn
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                TextColumn,
+                TimeElapsedColumn,
+            )
+            from rich.progress import Progress as RichProgress
 
             self._bar = RichProgress(
                 TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -46,12 +52,10 @@ class Progress:
             self._bar.advance(self._tasks[key], amount)
 
     @contextlib.contextmanager
-    def running(self) -> Iterator[Progress]:
+    def running(self) -> Iterator[RichProgress]:
         if self._bar is None:
             yield self
             return
         with self._bar:
             yield self
 
-
-NO_PROGRESS = Progress(enabled=False)

@@ -1,4 +1,4 @@
-"""The Parquet shard format: one Arrow schema, an atomic writer, a reader.
+"""The Parquet shard format: its Arrow schema, the writer, and the flat reader the loader and verify share.
 
 One row per pack. No padding is stored: a trainer pads to the capacity in the manifest if it needs
 fixed shapes. Column names match what HF/TRL padding-free training consumes.
@@ -13,7 +13,6 @@ fixed shapes. Column names match what HF/TRL padding-free training consumes.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from packcli.contract import IGNORE_INDEX, file_sha256
 from packcli.errors import ContractError
 
 SCHEMA = pa.schema([
@@ -34,10 +34,6 @@ SCHEMA = pa.schema([
     pa.field("num_tokens", pa.int32(), nullable=False),
     pa.field("num_supervised", pa.int32(), nullable=False),
 ])
-
-
-def shard_name(index: int) -> str:
-    return f"shard-{index:05d}.parquet"
 
 
 @dataclass(frozen=True)
@@ -78,7 +74,7 @@ def build_table(
     bounds = pack_ex[row_of_bound] + np.arange(cu_offsets[-1]) - cu_offsets[row_of_bound]
     cu = (ex_starts[bounds] - ex_starts[pack_ex[row_of_bound]]).astype(np.int32)
     ex_offsets = pack_ex.astype(np.int32)
-    supervised = np.add.reduceat(labels != -100, row_offsets[:-1], dtype=np.int64) if len(ids) else np.zeros(0)
+    supervised = np.add.reduceat(labels != IGNORE_INDEX, row_offsets[:-1], dtype=np.int64) if len(ids) else np.zeros(0)
     return pa.table({
         "input_ids": pa.ListArray.from_arrays(pa.array(row_offsets), pa.array(ids, pa.int32())),
         "labels": pa.ListArray.from_arrays(pa.array(row_offsets), pa.array(labels, pa.int32())),
@@ -99,17 +95,51 @@ def write_shard(table: pa.Table, path: Path) -> ShardInfo:
                      supervised=int(pc.sum(table["num_supervised"]).as_py() or 0))
 
 
+@dataclass(frozen=True)
+class FlatShard:
+    """A shard's list columns as flat numpy arrays with row offsets: cheap random access."""
+
+    name: str
+    ids: npt.NDArray[np.int32]
+    labels: npt.NDArray[np.int32]
+    positions: npt.NDArray[np.int32]
+    row_offsets: npt.NDArray[np.int64]
+    cu: list[npt.NDArray[np.int32]]
+    example_ids: list[npt.NDArray[np.int64]]
+    num_tokens: npt.NDArray[np.int32]
+    num_supervised: npt.NDArray[np.int32]
+
+    @property
+    def rows(self) -> int:
+        return len(self.row_offsets) - 1
+
+
+def _flat(column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    array = column.combine_chunks()
+    offsets = array.offsets.to_numpy().astype(np.int64)
+    values = array.values.to_numpy()
+    return values[offsets[0]:offsets[-1]], offsets - offsets[0]
+
+
+def load_flat(table: pa.Table, name: str) -> FlatShard:
+    ids, offsets = _flat(table["input_ids"])
+    labels, l_off = _flat(table["labels"])
+    positions, p_off = _flat(table["position_ids"])
+    cu_vals, cu_off = _flat(table["cu_seqlens"])
+    ex_vals, ex_off = _flat(table["example_ids"])
+    if not (np.array_equal(offsets, l_off) and np.array_equal(offsets, p_off)):
+        raise ValueError("input_ids, labels and position_ids rows differ in length")
+    return FlatShard(
+        name=name, ids=ids, labels=labels, positions=positions, row_offsets=offsets,
+        cu=[cu_vals[cu_off[r]:cu_off[r + 1]] for r in range(len(cu_off) - 1)],
+        example_ids=[ex_vals[ex_off[r]:ex_off[r + 1]] for r in range(len(ex_off) - 1)],
+        num_tokens=table["num_tokens"].to_numpy(), num_supervised=table["num_supervised"].to_numpy(),
+    )
+
+
 def read_shard(path: Path) -> pa.Table:
     """Read a shard and check its schema is the contract's."""
     table = pq.read_table(path)
     if not table.schema.equals(SCHEMA):
         raise ContractError(f"{path.name}: schema differs from the contract", f"expected {SCHEMA}, found {table.schema}")
     return table
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()

@@ -1,22 +1,16 @@
-"""Chat templates: load, render in a sandbox, and find the characters the loss is computed on.
+"""Rendering records with a chat template in jinja2's sandbox, and finding the characters that carry loss.
 
-A chat template is code from the internet, so it runs in Jinja2's immutable sandbox. Supervised
-spans come from ``{% generation %}...{% endgeneration %}`` markers (the convention of HF's
-``apply_chat_template(return_assistant_tokens_mask=True)`` and TRL's ``*_training.jinja``): the
-template itself says which characters the assistant wrote, so no role-guessing heuristic can drift
-from what the model sees. Where HF returns an all-zero mask for a template without markers, we raise.
+A chat template is code from the internet, so it runs in Jinja2's immutable sandbox. The
+``{% generation %}`` extension records where each generation block's text lands in the output:
+those character spans are what the tokenizer turns into supervised labels.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import Enum
-from importlib import metadata, resources
-from pathlib import Path
+from importlib import metadata
 from types import MethodType
 
 import jinja2
@@ -24,38 +18,13 @@ from jinja2 import nodes
 from jinja2.ext import Extension
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from packcli.chat.templates import ChatTemplate, _no_markers
+from packcli.choices import LossPolicy
 from packcli.errors import InputError
 from packcli.ingest import Kind, Message, Record
 
 # Templates that print the date (Llama 3) must render the same text on every run.
 FIXED_DATE = "26 Jul 2024"
-GENERATION_MARKER = re.compile(r"\{%-?\s*generation\s*-?%\}")
-
-
-class LossPolicy(str, Enum):
-    """Which tokens carry loss. ``auto``: assistant for chat, completion for prompt/completion, all for text."""
-
-    auto = "auto"
-    assistant = "assistant"
-    last_assistant = "last-assistant"
-    completion = "completion"
-    all = "all"
-
-
-@dataclass(frozen=True)
-class ChatTemplate:
-    """A template's text and where it came from; its sha256 pins it in the manifest."""
-
-    text: str
-    source: str
-
-    @property
-    def sha256(self) -> str:
-        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
-
-    @property
-    def has_generation_markers(self) -> bool:
-        return bool(GENERATION_MARKER.search(self.text))
 
 
 @dataclass(frozen=True)
@@ -69,40 +38,6 @@ class Rendered:
 
 class RenderError(Exception):
     """A record that renders to nothing trainable; its message is the rejection reason."""
-
-
-def load_template(spec: str, tokenizer_config: dict | None = None) -> ChatTemplate:
-    """Resolve ``--template``: ``auto``, ``chatml``, a ``.jinja`` file, or a ``tokenizer_config.json``.
-
-    ``auto`` takes the tokenizer's own ``chat_template`` when it has one, else the built-in ChatML.
-
-    Raises:
-        InputError: the file is missing, unreadable, or has no chat template.
-    """
-    if spec == "auto":
-        if tokenizer_config and isinstance(tokenizer_config.get("chat_template"), str):
-            return ChatTemplate(tokenizer_config["chat_template"], "tokenizer_config.json")
-        spec = "chatml"
-    if spec == "chatml":
-        text = resources.files("packcli").joinpath("templates/chatml.jinja").read_text(encoding="utf-8")
-        return ChatTemplate(text, "builtin:chatml")
-    path = Path(spec)
-    if not path.is_file():
-        raise InputError(f"template {spec}: no such file", "use --template chatml, a .jinja file or a tokenizer_config.json")
-    raw = path.read_text(encoding="utf-8")
-    if path.suffix == ".json":
-        try:
-            config = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{path}: not valid JSON: {exc.msg} at line {exc.lineno}") from exc
-        template = config.get("chat_template") if isinstance(config, dict) else None
-        if isinstance(template, list):  # newer configs hold named templates
-            named = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
-            template = named.get("default")
-        if not isinstance(template, str):
-            raise InputError(f"{path}: has no chat_template", "pass a .jinja file with --template")
-        return ChatTemplate(template, str(path))
-    return ChatTemplate(raw, str(path))
 
 
 class _GenerationTracker(Extension):
@@ -322,23 +257,3 @@ def effective_policy(policy: LossPolicy, kind: Kind) -> LossPolicy:
     if policy is not LossPolicy.auto:
         return policy
     return {Kind.chat: LossPolicy.assistant, Kind.prompt_completion: LossPolicy.completion, Kind.text: LossPolicy.all}[kind]
-
-
-def require_markers(template: ChatTemplate, policy: LossPolicy) -> None:
-    """Refuse an assistant-only policy with a template that cannot say what the assistant wrote.
-
-    Called before any data is read when the policy is explicit; under ``auto`` the first chat record
-    triggers the same error.
-
-    Raises:
-        InputError: the template has no ``{% generation %}`` markers.
-    """
-    if policy in (LossPolicy.assistant, LossPolicy.last_assistant) and not template.has_generation_markers:
-        raise _no_markers(template)
-
-
-def _no_markers(template: ChatTemplate) -> InputError:
-    return InputError(
-        f"template {template.source} has no {{% generation %}} markers, so assistant-only loss masks cannot be computed",
-        "use --template chatml, a *_training.jinja template (e.g. TRL's), or --loss all",
-    )

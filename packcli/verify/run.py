@@ -11,10 +11,13 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from packcli import manifest as mf
-from packcli.console import NO_PROGRESS, Progress
+from packcli.artifact import manifest as mf
 from packcli.errors import InputError
-from packcli.verify.invariants import check_drift, check_global, check_integrity, check_packs
+from packcli.progress import NO_PROGRESS, Progress
+from packcli.verify.bookkeeping import check_global
+from packcli.verify.drift import check_drift
+from packcli.verify.integrity import check_integrity
+from packcli.verify.layout import check_packs
 from packcli.verify.reconstruct import check_reconstruction
 from packcli.verify.report import VerifyReport
 

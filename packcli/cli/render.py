@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from packcli import console
+from packcli.cli import console
 
 
 def render_pack_summary(summary, *, as_json: bool) -> None:  # noqa: ANN001 - PackSummary, imported lazily

@@ -6,7 +6,7 @@ with one loop per example, which took the backend's work after fastokens from 3x
 to a fraction of it (docs/tokenizer-backends.md). They compute exactly what the reference computes:
 `offsets_labels` the offsets ``tokenizers`` reports for a byte-level BPE, and in the same pass the
 labels of an example whose spans are in order; `labels` the formula of
-`packcli.tokenization.labels_from_spans` for any example, token by token, with no monotonicity assumed.
+`packcli.tokenizer.reference.labels_from_spans` for any example, token by token, with no monotonicity assumed.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-IGNORE = -100  # packcli.tokenization.IGNORE_INDEX (not imported: keeps this module import-light)
+IGNORE = -100  # packcli.contract.IGNORE_INDEX (not imported: keeps this module import-light)
 
 
 FIELD_BITS = 12  # bits per field of a token's packed entry (`pack_tokens`)

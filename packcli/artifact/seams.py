@@ -1,0 +1,38 @@
+"""The seam table (``examples.parquet``: one row per input record, in input order) and ``rejects.jsonl``.
+
+The seam table is how every token is traced back to exactly one record and one loss decision: a
+packed example names its shard, row and offset; a dropped, truncated or rejected one says why.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+SEAM_TABLE_SCHEMA = pa.schema([
+    ("example_id", pa.int64()), ("source", pa.string()), ("line", pa.int32()), ("status", pa.string()),
+    ("reason", pa.string()), ("shard", pa.string()), ("row", pa.int32()), ("offset", pa.int32()),
+    ("length", pa.int32()), ("original_length", pa.int32()), ("supervised", pa.int32()),
+    ("supervised_lost", pa.int32()), ("token_hash", pa.string()),
+])
+
+
+def write_seam_table(path: Path, columns: dict[str, object]) -> None:
+    """Write the seam table from its columns (names and types: `SEAM_TABLE_SCHEMA`)."""
+    table = pa.table({field.name: pa.array(columns[field.name], field.type) for field in SEAM_TABLE_SCHEMA},
+                     schema=SEAM_TABLE_SCHEMA)
+    pq.write_table(table, path, compression="zstd", write_statistics=False)
+
+
+def write_rejects(path: Path, rejects: Iterable[tuple[str, int, str]]) -> int:
+    """Write (source, line, reason) per rejected record, one JSON object a line; return how many."""
+    count = 0
+    with open(path, "w", encoding="utf-8") as handle:
+        for source, line, reason in rejects:
+            handle.write(json.dumps({"source": source, "line": line, "reason": reason}, ensure_ascii=False) + "\n")
+            count += 1
+    return count

@@ -1,0 +1,12 @@
+"""Chat templates and rendering: records -> text plus the character spans that carry loss.
+
+    templates.py  where a template comes from (`load_template`), its generation markers
+    render.py     the sandboxed renderer (`Renderer`) and the loss policies per record kind
+"""
+
+from packcli.chat.render import Rendered, Renderer, RenderError, effective_policy
+from packcli.chat.templates import ChatTemplate, load_template, require_markers
+from packcli.choices import LossPolicy
+
+__all__ = ["ChatTemplate", "LossPolicy", "RenderError", "Rendered", "Renderer", "effective_policy", "load_template",
+           "require_markers"]

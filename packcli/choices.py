@@ -1,0 +1,77 @@
+"""Every closed set of choices a user makes, as str Enums: typer lists their values in ``--help``,
+and the library compares against members instead of loose strings.
+
+Imports nothing heavy: the CLI imports this module to build its options, and ``packcli --help``
+must stay fast.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class Format(str, Enum):
+    """Input record formats; ``auto`` detects per record from its keys."""
+
+    auto = "auto"
+    messages = "messages"
+    sharegpt = "sharegpt"
+    prompt_completion = "prompt-completion"
+    text = "text"
+
+
+class LossPolicy(str, Enum):
+    """Which tokens carry loss. ``auto``: assistant for chat, completion for prompt/completion, all for text."""
+
+    auto = "auto"
+    assistant = "assistant"
+    last_assistant = "last-assistant"
+    completion = "completion"
+    all = "all"
+
+
+class Strategy(str, Enum):
+    """How examples are assigned to packs (the trade-offs: `packcli.pack.strategies`)."""
+
+    window = "window"
+    bfd = "bfd"
+    ffd = "ffd"
+    sequential = "sequential"
+
+
+class Overlong(str, Enum):
+    """What to do with an example longer than the capacity."""
+
+    drop = "drop"
+    truncate = "truncate"
+
+
+class OnError(str, Enum):
+    """What to do with a bad record: reject it (counted, written to rejects.jsonl) or stop."""
+
+    skip = "skip"
+    fail = "fail"
+
+
+class BackendChoice(str, Enum):
+    """Which library encodes: ``tokenizers`` (the reference), ``fastokens`` (exact where it is proven
+    for the file, cross-checked as it runs), or ``auto`` (fastokens where it is exact, else tokenizers)."""
+
+    auto = "auto"
+    tokenizers = "tokenizers"
+    fastokens = "fastokens"
+
+
+class EngineName(str, Enum):
+    """Where units run: this machine's processes, or a Ray cluster."""
+
+    local = "local"
+    ray = "ray"
+
+
+class Dtype(str, Enum):
+    """Precision of the attention check."""
+
+    float32 = "float32"
+    float16 = "float16"
+    bfloat16 = "bfloat16"

@@ -1,0 +1,30 @@
+"""Options used by more than one command, declared once as ``Annotated`` aliases.
+
+Help panels group a command's options by what they are about, so ``--help`` reads at 80 columns.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from packcli.choices import Format, LossPolicy
+
+INPUTS = "Inputs"
+TEMPLATE = "Template and loss"
+PACKING = "Packing"
+OUTPUT = "Output"
+PERFORMANCE = "Performance"
+
+Json = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.", rich_help_panel=OUTPUT)]
+Tokenizer = Annotated[Optional[str], typer.Option(
+    "--tokenizer", "-t", help="tokenizer.json(.gz), or its directory (with tokenizer_config.json).",
+    show_default=False, rich_help_panel=INPUTS)]
+Template = Annotated[str, typer.Option(
+    help="auto (the tokenizer's chat_template, else chatml), chatml, a .jinja file or a tokenizer_config.json.",
+    rich_help_panel=TEMPLATE)]
+Loss = Annotated[LossPolicy, typer.Option(
+    "--loss", help="Tokens that carry loss; auto: assistant (chat), completion, all (text).", rich_help_panel=TEMPLATE)]
+InputFormat = Annotated[Format, typer.Option(
+    "--format", help="Force the record format instead of detecting it per record.", rich_help_panel=INPUTS)]

@@ -1,0 +1,128 @@
+"""``packcli pack``: tokenize, mask and pack chat data into Parquet shards with a hashed manifest."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from packcli.choices import (
+    BackendChoice,
+    EngineName,
+    Format,
+    LossPolicy,
+    OnError,
+    Overlong,
+    Strategy,
+)
+from packcli.cli.options import (
+    INPUTS,
+    OUTPUT,
+    PACKING,
+    PERFORMANCE,
+    InputFormat,
+    Json,
+    Loss,
+    Template,
+    Tokenizer,
+)
+from packcli.errors import PackcliError
+
+
+def default_inputs(inputs: list[str] | None, tokenizer: str | None) -> tuple[tuple[str, ...], str]:
+    """The inputs and tokenizer given, or the bundled demo corpus and tokenizer."""
+    from packcli.bundled import DEFAULT_INPUTS, DEFAULT_TOKENIZER, bundled
+
+    def shown(path: str) -> str:  # relative paths keep manifests identical across checkouts
+        rel = os.path.relpath(path)
+        return rel if not rel.startswith("..") else path
+
+    paths = tuple(inputs) if inputs else tuple(shown(bundled(p)) for p in DEFAULT_INPUTS)
+    return paths, tokenizer or shown(bundled(DEFAULT_TOKENIZER))
+
+
+def pack(
+    inputs: Annotated[Optional[list[str]], typer.Argument(
+        help="JSONL files or globs (.jsonl, .jsonl.gz, .jsonl.zst). Default: the bundled demo corpus.",
+        show_default=False)] = None,
+    tokenizer: Tokenizer = None,
+    input_format: InputFormat = Format.auto,
+    on_error: Annotated[OnError, typer.Option(
+        help="skip: reject bad records (rejects.jsonl); fail: stop.", rich_help_panel=INPUTS)] = OnError.skip,
+    template: Template = "auto",
+    loss: Loss = LossPolicy.auto,
+    capacity: Annotated[int, typer.Option("--capacity", "-c", help="Tokens per pack.", rich_help_panel=PACKING)] = 4096,
+    strategy: Annotated[Strategy, typer.Option(help="How examples are assigned to packs (see `packcli stats`).",
+                                               rich_help_panel=PACKING)] = Strategy.window,
+    window: Annotated[Optional[int], typer.Option(help="Examples per window for --strategy window.",
+                                                  show_default=False, rich_help_panel=PACKING)] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the example and pack shuffles.", rich_help_panel=PACKING)] = 0,
+    shuffle: Annotated[bool, typer.Option(help="Shuffle examples before packing.", rich_help_panel=PACKING)] = True,
+    shuffle_packs: Annotated[bool, typer.Option(help="Shuffle packs after packing.", rich_help_panel=PACKING)] = True,
+    overlong: Annotated[Overlong, typer.Option(help="Examples longer than --capacity.",
+                                               rich_help_panel=PACKING)] = Overlong.drop,
+    min_density: Annotated[Optional[float], typer.Option(help="Fail (write nothing) below this density.",
+                                                         show_default=False, rich_help_panel=PACKING)] = None,
+    max_displacement: Annotated[Optional[float], typer.Option(
+        help="Fail (write nothing) above this mean displacement (examples).", show_default=False,
+        rich_help_panel=PACKING)] = None,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output directory (written atomically).",
+                                      rich_help_panel=OUTPUT)] = Path("packed"),
+    force: Annotated[bool, typer.Option(help="Replace a non-empty --out.", rich_help_panel=OUTPUT)] = False,
+    packs_per_shard: Annotated[int, typer.Option(help="Packs (rows) per Parquet shard.",
+                                                 rich_help_panel=OUTPUT)] = 2048,
+    json_out: Json = False,
+    workers: Annotated[Optional[int], typer.Option(
+        help="Processes (default: one per CPU, one per GiB free), or Ray workers. Same bytes either way.",
+        show_default=False, rich_help_panel=PERFORMANCE)] = None,
+    engine: Annotated[EngineName, typer.Option(help="local, or ray to run on a Ray cluster (packcli[ray]).",
+                                               rich_help_panel=PERFORMANCE)] = EngineName.local,
+    ray_address: Annotated[Optional[str], typer.Option(help="Ray cluster to join ('auto': the current one).",
+                                                       show_default=False, rich_help_panel=PERFORMANCE)] = None,
+    shared_fs: Annotated[bool, typer.Option(help="Confirm --out is on a filesystem every Ray node mounts.",
+                                            rich_help_panel=PERFORMANCE)] = False,
+    unit_lines: Annotated[int, typer.Option(help="Input lines per unit of work (parallelism, resume).",
+                                            rich_help_panel=PERFORMANCE)] = 10_000,
+    tokenizer_backend: Annotated[BackendChoice, typer.Option(
+        help="auto: fastokens where proven exact, else tokenizers. Same bytes either way.",
+        rich_help_panel=PERFORMANCE)] = BackendChoice.auto,
+    paranoid_tokenizer: Annotated[bool, typer.Option(
+        help="Cross-check every example against tokenizers, not a sample.", rich_help_panel=PERFORMANCE)] = False,
+) -> None:
+    """Tokenize, mask and pack chat data into Parquet shards with a hashed manifest.
+
+    Examples:
+
+      packcli pack                                   # bundled corpus and tokenizer -> ./packed
+
+      packcli pack data/*.jsonl -t tok/ -c 8192 -o out/
+
+      packcli pack chat.jsonl -t tok/ --template qwen3_training.jinja --loss last-assistant
+
+      packcli pack data.jsonl -t tok/ --strategy bfd --min-density 0.98 --json
+
+      packcli pack big/*.jsonl -t tok/ --engine ray --ray-address auto --shared-fs -o /mnt/out
+    """
+    from packcli.cli import console
+    from packcli.cli.app import fail
+    from packcli.cli.render import render_pack_summary
+    from packcli.config import PackConfig
+    from packcli.engine import make_engine
+    from packcli.job import pack_corpus
+
+    try:
+        paths, tok = default_inputs(inputs, tokenizer)
+        config = PackConfig(
+            inputs=paths, tokenizer=tok, out=out, capacity=capacity, template=template, loss=loss,
+            input_format=input_format, strategy=strategy, window=window, seed=seed, shuffle=shuffle,
+            shuffle_packs=shuffle_packs, overlong=overlong, on_error=on_error, min_density=min_density,
+            max_displacement=max_displacement, packs_per_shard=packs_per_shard, force=force, lines_per_unit=unit_lines,
+            tokenizer_backend=tokenizer_backend, paranoid_tokenizer=paranoid_tokenizer,
+        )
+        runner = make_engine(engine, workers=workers, address=ray_address, out=str(out), shared_fs=shared_fs)
+        summary = pack_corpus(config, progress=console.RichProgress(enabled=not json_out), engine=runner)
+    except PackcliError as exc:
+        fail(exc)
+    render_pack_summary(summary, as_json=json_out)

@@ -1,0 +1,91 @@
+"""``packcli verify``: check every invariant of a packed artifact, and optionally prove packed == alone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from packcli.choices import Dtype
+from packcli.cli.options import INPUTS, OUTPUT, PERFORMANCE, Json
+
+ATTENTION = "Attention check (needs torch)"
+
+
+def verify(
+    directory: Annotated[Path, typer.Argument(help="The artifact directory (pack's --out).")],
+    tokenizer: Annotated[Optional[str], typer.Option(
+        "--tokenizer", "-t", help="Tokenizer to check against (default: as pinned).", show_default=False,
+        rich_help_panel=INPUTS)] = None,
+    template: Annotated[Optional[str], typer.Option(help="Template to check against (default: as pinned).",
+                                                    show_default=False, rich_help_panel=INPUTS)] = None,
+    source_root: Annotated[Optional[Path], typer.Option(help="Resolve relative source paths from here.",
+                                                        show_default=False, rich_help_panel=INPUTS)] = None,
+    reconstruct: Annotated[bool, typer.Option(help="Re-tokenize every source record and compare.")] = True,
+    self_test: Annotated[bool, typer.Option(
+        "--self-test", help="Corrupt copies of the artifact; show that each fault is caught.")] = False,
+    attention: Annotated[Optional[str], typer.Option(
+        help="Prove packed == alone through these backends (comma-separated): sdpa, flex, hf, naive, "
+        "torch-varlen, flash-attn.", show_default=False, rich_help_panel=ATTENTION)] = None,
+    device: Annotated[str, typer.Option(help="cpu, cuda or cuda:N.", rich_help_panel=ATTENTION)] = "cpu",
+    dtype: Annotated[Dtype, typer.Option(help="Precision of both sides.", rich_help_panel=ATTENTION)] = Dtype.float32,
+    packs: Annotated[int, typer.Option(help="Packs the attention check runs on.", rich_help_panel=ATTENTION)] = 4,
+    grads: Annotated[bool, typer.Option(help="Compare gradients too (--no-grads: forward only).",
+                                        rich_help_panel=ATTENTION)] = True,
+    max_violations: Annotated[int, typer.Option(help="Offending examples shown per check.",
+                                                rich_help_panel=OUTPUT)] = 20,
+    seam_out: Annotated[Optional[str], typer.Option(
+        help="Write the seam table with a verify status per example (.parquet or .csv).", show_default=False,
+        rich_help_panel=OUTPUT)] = None,
+    json_out: Json = False,
+    workers: Annotated[Optional[int], typer.Option(
+        help="Processes that re-tokenize (default: one per CPU from 16,384 records).", show_default=False,
+        rich_help_panel=PERFORMANCE)] = None,
+) -> None:
+    """Check every invariant of a packed artifact; exit 0 if all hold, 1 on a violation, 2 on bad input.
+
+    Examples:
+
+      packcli verify packed/
+
+      packcli verify packed/ --attention sdpa,hf --json
+
+      packcli verify packed/ --attention naive          # negative control: must report a leak (exit 1)
+
+      packcli verify fixtures/packed --self-test
+
+      packcli verify packed/ --seam-out seams.csv --max-violations 100000
+    """
+    from packcli.cli import console
+    from packcli.cli.app import fail
+    from packcli.cli.render import render_self_test, render_verify
+    from packcli.errors import PackcliError
+    from packcli.verify import verify_artifact
+
+    try:
+        if self_test:
+            import tempfile
+
+            from packcli.verify.faults import run_self_test
+
+            with tempfile.TemporaryDirectory(prefix="packcli-selftest-") as ws:
+                results = run_self_test(directory, ws, source_root=source_root)
+            raise typer.Exit(render_self_test(results, as_json=json_out))
+        report = verify_artifact(directory, tokenizer=tokenizer, template=template, source_root=source_root,
+                                 reconstruct=reconstruct, max_violations=max_violations,
+                                 progress=console.RichProgress(enabled=not json_out), workers=workers)
+        attn = None
+        if attention:
+            from packcli.verify.run import attention_check
+
+            attn = attention_check(directory, [b.strip() for b in attention.split(",") if b.strip()],
+                                   device=device, dtype=dtype.value, packs=packs, check_grads=grads)
+        if seam_out:
+            from packcli.verify.report import write_seam_status
+
+            write_seam_status(report, str(directory), seam_out)
+    except PackcliError as exc:
+        fail(exc)
+    ok = render_verify(report, attn, as_json=json_out)
+    raise typer.Exit(0 if ok else 1)

@@ -1,0 +1,177 @@
+"""The ``pack`` job: read -> render -> tokenize -> spill (units), plan packs, write shards (tasks).
+
+    units.py   tokenize one unit of input lines into its spill files (resumable)
+    spill.py   the spill files and the reader that gathers examples from them
+    plan.py    over-long examples, the pack plan and budgets, the shards' layout
+    write.py   shard tasks, the seam table, rejects and the manifest
+
+Streaming: records are processed in batches and their tokens appended to the units' spill files on
+disk, so memory holds only a per-example index (a few dozen bytes an example), never the corpus.
+Packing needs every length before it decides (global BFD), which the index provides; the plan is
+made here, and each shard is then a task (`packcli.job.write`) that reads its examples from the spills
+with `packcli.job.spill.SpillReader` (``pread``, no memory map, so the shuffled reads do not grow RSS
+with the corpus). The engine runs both the units and the shard tasks.
+
+Atomic: everything is written into a temporary directory beside ``--out`` and renamed into place
+only after the manifest is written; an interrupted run leaves a ``.packcli-tmp-*`` directory that
+has no manifest and that ``verify`` refuses.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+from packcli.artifact import manifest as mf
+from packcli.chat import ChatTemplate, Renderer, load_template, require_markers
+from packcli.config import OnError, PackConfig
+from packcli.engine import Engine
+from packcli.engine.local import LocalEngine
+from packcli.errors import InputError
+from packcli.ingest import describe_input, expand_inputs
+from packcli.job.plan import apply_overlong, lay_out_shards, plan_packs
+from packcli.job.spill import SpillLayout, SpillReader
+from packcli.job.units import ExampleIndex, UnitIndex, UnitJob, plan_units
+from packcli.job.write import build_manifest, write_records
+from packcli.prepare import Preparer, share_preparer
+from packcli.progress import NO_PROGRESS, Progress
+from packcli.tokenizer.load import LoadedTokenizer, cached_tokenizer, warm_tokenizer
+
+
+@dataclass(frozen=True)
+class PackSummary:
+    """What a run produced, for the CLI summary and ``--json``."""
+
+    out: Path
+    manifest: dict
+    stage_seconds: dict[str, float]
+    units: int
+
+
+def pack_corpus(config: PackConfig, progress: Progress = NO_PROGRESS, engine: Engine | None = None) -> PackSummary:
+    """Run the whole ``pack`` job. See the module docstring for the streaming and atomicity design.
+
+    Args:
+        config: the validated configuration.
+        progress: where to report progress (silent by default).
+        engine: runs the tokenization units and the shard writing; the local engine by default.
+
+    Raises:
+        PackcliError: bad configuration, inputs, tokenizer or template; a record under
+            ``--on-error fail``; an unmet budget. Nothing is left at ``config.out`` in every case.
+    """
+    engine = engine or LocalEngine()
+    # The engine's workers (if any) load the tokenizer while this process does.
+    with engine.session(warm=partial(warm_tokenizer, config.tokenizer, config.tokenizer_backend.value,
+                                     config.paranoid_tokenizer)):
+        return _pack(config, progress, engine)
+
+
+def _pack(config: PackConfig, progress: Progress, engine: Engine) -> PackSummary:
+    timings: dict[str, float] = {}
+    tokenizer = cached_tokenizer(config.tokenizer, backend=config.tokenizer_backend, paranoid=config.paranoid_tokenizer)
+    template = load_template(config.template, tokenizer.config)
+    require_markers(template, config.loss)
+    renderer = Renderer(template, config.loss, bos_token=tokenizer.bos_token, eos_token=tokenizer.eos_token)
+    files = [describe_input(p) for p in expand_inputs(config.inputs)]
+    out = Path(config.out)
+    _check_out(out, config.force)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    work = out.parent / f".packcli-work-{out.name}"  # unit spills; kept after a failure so a re-run resumes
+    work.mkdir(exist_ok=True)
+    job = UnitJob(tokenizer=config.tokenizer, tokenizer_sha256=tokenizer.sha256, template=config.template,
+                  paranoid_tokenizer=config.paranoid_tokenizer, tokenizer_backend=config.tokenizer_backend.value,
+                  tokenizer_backend_resolved=tokenizer.backend_name,
+                  tokenizer_backend_version=tokenizer.backend_version, loss=config.loss.value,
+                  input_format=config.input_format.value, batch_records=config.batch_records,
+                  fail_fast=config.on_error is OnError.fail, work_dir=str(work),
+                  config_hash=_tokenization_hash(tokenizer, template, config))
+    share_preparer(job, Preparer(renderer, tokenizer, config.input_format))
+    tmp = Path(tempfile.mkdtemp(prefix=f".packcli-tmp-{out.name}-", dir=out.parent))
+    try:
+        with progress.running():
+            specs = plan_units(files, config.lines_per_unit)
+            progress.start("units", "tokenizing", total=len(specs))
+            t0 = time.perf_counter()
+            units = engine.run(job, specs, lambda spec: progress.advance("units"))
+            timings["tokenize_wall_s"] = time.perf_counter() - t0
+            for key in ("read_render_s", "tokenize_s"):
+                timings[key] = sum(u.seconds.get(key, 0.0) for u in units)
+            index = ExampleIndex.merge(specs, units, len(files))
+            if not len(index.ids):
+                raise InputError("no records found in the inputs (all files empty?)", "check the input paths")
+            layout = SpillLayout.of(work, specs, [int(u.lengths.sum()) for u in units])
+            with SpillReader(layout) as spill:  # here: over-long examples; the shards: the engine's tasks
+                t0 = time.perf_counter()
+                fates = apply_overlong(index, spill, config.capacity, config.overlong)
+                plan = plan_packs(fates, config)
+                timings["pack_s"] = time.perf_counter() - t0
+                t0 = time.perf_counter()
+                shards = lay_out_shards(plan, fates, index, config.packs_per_shard, str(tmp))
+                progress.start("write", "writing shards", total=len(shards.tasks))
+                results = engine.write_shards(layout, shards.tasks, lambda task: progress.advance("write"))
+                rejects = write_records(tmp, index, fates, shards, results, spill, files)
+                timings["write_s"] = time.perf_counter() - t0
+            manifest = build_manifest(tmp, index=index, fates=fates, plan=plan, config=config, files=files,
+                                      tokenizer=tokenizer, template=template, shards=[r.info for r in results],
+                                      rejects=rejects)
+            manifest = mf.finalize(manifest, {"tokenization": _tokenization_facts(tokenizer, units)})
+            mf.write_manifest(manifest, tmp)
+        _replace_dir(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    finally:
+        share_preparer(job, None)
+    shutil.rmtree(work, ignore_errors=True)
+    return PackSummary(out=out, manifest=manifest, stage_seconds=timings, units=len(specs))
+
+
+def _tokenization_hash(tokenizer: LoadedTokenizer, template: ChatTemplate, config: PackConfig) -> str:
+    """Everything that decides a unit's tokens: a re-run may reuse units only when this matches.
+
+    The backend is in it although both backends must give the same tokens: after a mismatch the
+    advice is to re-run with the reference, and that re-run must not reuse the fast backend's units.
+    """
+    from packcli import __version__
+
+    key = [__version__, tokenizer.sha256, template.sha256, config.loss.value, config.input_format.value,
+           config.on_error.value, config.lines_per_unit, tokenizer.backend_name, tokenizer.backend_version]
+    return hashlib.sha256(json.dumps(key).encode()).hexdigest()
+
+
+def _tokenization_facts(tokenizer: LoadedTokenizer, units: list[UnitIndex]) -> dict:
+    """Which backend encoded the run and what its exactness guard checked (summed over units).
+
+    This goes to the manifest's unhashed part: the backend is a fact about the run, not the data
+    (both backends give identical bytes, and the hash stays the same across them).
+    """
+    guard = {key: sum(u.guard.get(key, 0) for u in units) for key in tokenizer.guard_counts()}
+    facts = {"backend": tokenizer.backend_name, "version": tokenizer.backend_version,
+             "reason": tokenizer.backend_reason, "paranoid": tokenizer.paranoid, "guard": guard}
+    if guard["offset_mismatches"]:
+        facts["note"] = ("offsets differed from tokenizers on a checked example, so tokenizers encoded the rest "
+                         "of that unit (and of its process)")
+    return facts
+
+
+def _check_out(out: Path, force: bool) -> None:
+    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
+        raise InputError(f"{out}: exists and is not empty", "choose another --out, or pass --force to replace it")
+
+
+def _replace_dir(tmp: Path, out: Path) -> None:
+    """Move the finished artifact into place; an old one is removed only after the new one is whole."""
+    if out.exists():
+        trash = out.with_name(f".packcli-old-{out.name}-{tmp.name[-8:]}")
+        out.rename(trash)
+        tmp.rename(out)
+        shutil.rmtree(trash) if trash.is_dir() else trash.unlink()
+    else:
+        tmp.rename(out)

@@ -1,0 +1,251 @@
+"""Units of work: contiguous line ranges of one input file, tokenized independently.
+
+A unit is what an engine schedules (locally in a loop, or as one Ray task): it reads its byte range,
+parses, renders and tokenizes, and writes its tokens and labels to its own spill files with a small
+sidecar index. Everything a unit produces depends only on its spec and the run's configuration, so
+any engine, any worker count and any order of completion give the same bytes.
+
+Plain files are split every ``lines_per_unit`` physical lines at byte offsets found by one fast scan;
+a compressed file cannot be entered in the middle, so it is a single unit.
+
+A sidecar records the configuration hash, so a re-run with the same configuration reuses finished
+units (resume) and never mixes units of different configurations.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from packcli.contract import PACKED, REJECTED, example_id
+from packcli.errors import PackcliError, RecordError
+from packcli.ingest import InputFile, open_binary, read_errors
+from packcli.job.spill import spill_paths
+from packcli.prepare import Preparer, preparer_for
+from packcli.tokenizer.load import cached_tokenizer
+
+
+@dataclass(frozen=True)
+class UnitSpec:
+    """Lines ``first_line`` .. of ``path`` from ``byte_start`` to ``byte_end`` (-1: to the end)."""
+
+    index: int
+    file_index: int
+    path: str
+    file_sha256: str
+    first_line: int
+    byte_start: int
+    byte_end: int
+
+    @property
+    def name(self) -> str:
+        return f"unit-{self.index:05d}"
+
+
+@dataclass(frozen=True)
+class UnitIndex:
+    """Per-record facts of one unit, in line order; tokens live in the unit's spill files."""
+
+    example_ids: npt.NDArray[np.int64]
+    lines: npt.NDArray[np.int32]
+    status: npt.NDArray[np.int8]
+    reasons: list[str]
+    lengths: npt.NDArray[np.int64]
+    supervised: npt.NDArray[np.int64]
+    seconds: dict[str, float]
+    guard: dict[str, int]  # the tokenizer guard's counters for this unit (`LoadedTokenizer.guard_counts`)
+
+
+@dataclass(frozen=True)
+class ExampleIndex:
+    """Per-example facts in input order; token ids and labels live in the merged spill."""
+
+    ids: np.ndarray
+    file_index: np.ndarray
+    line: np.ndarray
+    status: np.ndarray
+    reason: list[str]
+    spill_offset: np.ndarray
+    length: np.ndarray
+    supervised: np.ndarray
+    records_per_file: list[int]
+
+    @classmethod
+    def merge(cls, specs: list[UnitSpec], units: list[UnitIndex], num_files: int) -> ExampleIndex:
+        """Concatenate the units' indexes; ``spill_offset`` counts tokens over the units in order,
+        as `SpillReader` reads them (-1 for a rejected record, which has none)."""
+        lengths = np.concatenate([u.lengths for u in units]) if units else np.zeros(0, np.int64)
+        offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64) if len(lengths) else lengths
+        file_index = np.concatenate([np.full(len(u.lines), s.file_index, np.int32) for s, u in zip(specs, units)])
+        status = np.concatenate([u.status for u in units])
+        return cls(
+            ids=np.concatenate([u.example_ids for u in units]), file_index=file_index,
+            line=np.concatenate([u.lines for u in units]), status=status,
+            reason=[r for u in units for r in u.reasons],
+            spill_offset=np.where(status == REJECTED, -1, offsets),
+            length=lengths, supervised=np.concatenate([u.supervised for u in units]),
+            records_per_file=np.bincount(file_index, minlength=num_files).tolist(),
+        )
+
+
+def plan_units(files: list[InputFile], lines_per_unit: int) -> list[UnitSpec]:
+    """Split every input into units of at most ``lines_per_unit`` physical lines."""
+    specs: list[UnitSpec] = []
+    for fi, f in enumerate(files):
+        compressed = f.path.name.lower().endswith((".gz", ".zst"))
+        bounds = [(1, 0)] if compressed else _line_starts(f.path, lines_per_unit)
+        for k, (line, start) in enumerate(bounds):
+            end = bounds[k + 1][1] if k + 1 < len(bounds) else -1
+            specs.append(UnitSpec(len(specs), fi, str(f.path), f.sha256, line, start, end))
+    return specs
+
+
+def _line_starts(path: Path, every: int) -> list[tuple[int, int]]:
+    """(line number, byte offset) of line 1, 1+every, 1+2*every, ... in one pass over the bytes."""
+    starts = [(1, 0)]
+    seen = 0  # newlines seen so far
+    offset = 0
+    size = path.stat().st_size
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 23), b""):
+            newlines = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == 10)
+            # line L starts after newline number L-1; we want L = 1 + k*every
+            wanted = np.arange(((seen // every) + 1) * every, seen + len(newlines) + 1, every)
+            for w in wanted:
+                pos = offset + int(newlines[w - seen - 1]) + 1
+                if pos < size:
+                    starts.append((int(w) + 1, pos))
+            seen += len(newlines)
+            offset += len(block)
+    return starts
+
+
+def iter_unit_lines(spec: UnitSpec) -> Iterator[tuple[int, bytes]]:
+    """(line number, raw bytes) of every non-blank line of the unit.
+
+    Raises:
+        InputError: the file cannot be read or decompressed.
+    """
+    with read_errors(spec.path), open_binary(spec.path) as handle:
+        if spec.byte_start:
+            handle.seek(spec.byte_start)
+        position = spec.byte_start
+        for number, raw in enumerate(handle, start=spec.first_line):
+            if spec.byte_end >= 0 and position >= spec.byte_end:
+                return
+            position += len(raw)
+            if raw.strip():
+                yield number, raw
+
+
+@dataclass(frozen=True)
+class UnitJob:
+    """What every unit of a run shares; picklable, so a remote worker can rebuild the preparer."""
+
+    tokenizer: str
+    tokenizer_sha256: str  # what the driver loaded: a worker that finds another file there refuses
+    tokenizer_backend: str  # the BackendChoice asked for ("auto" included): the per-process cache's key
+    tokenizer_backend_resolved: str  # the backend the driver loaded: every worker encodes alike
+    tokenizer_backend_version: str  # and the version the driver loaded: a worker with another refuses
+    paranoid_tokenizer: bool
+    template: str
+    loss: str
+    input_format: str
+    batch_records: int
+    fail_fast: bool
+    work_dir: str
+    config_hash: str
+
+    def build_preparer(self) -> Preparer:
+        """The tokenizer, template and renderer this job names (`packcli.prepare.preparer_for` caches it)."""
+        from packcli.chat import Renderer, load_template
+        from packcli.choices import Format, LossPolicy
+
+        tok = cached_tokenizer(self.tokenizer, backend=self.tokenizer_backend, paranoid=self.paranoid_tokenizer)
+        if tok.backend_name != self.tokenizer_backend_resolved:  # ``auto`` resolved otherwise here than there
+            tok = cached_tokenizer(self.tokenizer, backend=self.tokenizer_backend_resolved,
+                                   paranoid=self.paranoid_tokenizer)
+        if tok.sha256 != self.tokenizer_sha256:
+            raise PackcliError(f"tokenizer {self.tokenizer} changed while pack ran (sha256 {tok.sha256[:16]}, the "
+                               f"driver loaded {self.tokenizer_sha256[:16]})", "run pack again")
+        if tok.backend_version != self.tokenizer_backend_version:
+            raise PackcliError(f"this worker has {tok.backend_name} {tok.backend_version}; the driver resolved "
+                               f"{self.tokenizer_backend_version}", "install the same version on every node")
+        renderer = Renderer(load_template(self.template, tok.config), LossPolicy(self.loss),
+                            bos_token=tok.bos_token, eos_token=tok.eos_token)
+        return Preparer(renderer, tok, Format(self.input_format))
+
+
+def run_unit(job: UnitJob, spec: UnitSpec) -> UnitIndex:
+    """Tokenize one unit into ``work_dir/unit-NNNNN.{ids,labels}.bin`` plus a sidecar, or reuse a
+    finished unit of the same configuration (resume)."""
+    work_dir = Path(job.work_dir)
+    done = _load_sidecar(spec, work_dir, job.config_hash)
+    if done is not None:
+        return done
+    preparer = preparer_for(job)
+    before, guard_before = dict(preparer.seconds), preparer.tokenizer.guard_counts()
+    ids_path, labels_path = spill_paths(work_dir, spec)
+    eids, lines, status, reasons, lengths, sup = [], [], [], [], [], []
+    batch: list[tuple[int, int, bytes]] = []
+
+    def flush() -> None:
+        prepared = preparer.prepare(batch, source=spec.path)
+        kept_lengths, kept_sup = prepared.encoded.lengths.tolist(), prepared.supervised.tolist()
+        for (_, line, _), row in zip(batch, prepared.rows):
+            eids.append(example_id(spec.file_sha256, line))
+            lines.append(line)
+            if isinstance(row, str):
+                if job.fail_fast:
+                    raise RecordError(spec.path, line, row)
+                status.append(REJECTED), reasons.append(row), lengths.append(0), sup.append(0)
+                continue
+            status.append(PACKED), reasons.append(""), lengths.append(kept_lengths[row]), sup.append(kept_sup[row])
+        ids_out.write(prepared.encoded.ids.tobytes())  # the accepted examples, end to end in record order
+        labels_out.write(prepared.encoded.labels.tobytes())
+        batch.clear()
+
+    with open(ids_path, "wb") as ids_out, open(labels_path, "wb") as labels_out:
+        for line, raw in iter_unit_lines(spec):
+            batch.append((spec.file_index, line, raw))
+            if len(batch) == job.batch_records:
+                flush()
+        if batch:
+            flush()
+    index = UnitIndex(np.asarray(eids, np.int64), np.asarray(lines, np.int32), np.asarray(status, np.int8), reasons,
+                      np.asarray(lengths, np.int64), np.asarray(sup, np.int64),
+                      {k: v - before[k] for k, v in preparer.seconds.items()},
+                      {k: v - guard_before[k] for k, v in preparer.tokenizer.guard_counts().items()})
+    _write_sidecar(spec, work_dir, job.config_hash, index)
+    return index
+
+
+def _write_sidecar(spec: UnitSpec, work_dir: Path, config_hash: str, index: UnitIndex) -> None:
+    data = {"config_hash": config_hash, "spec": asdict(spec), "example_ids": index.example_ids.tolist(),
+            "lines": index.lines.tolist(), "status": index.status.tolist(), "reasons": index.reasons,
+            "lengths": index.lengths.tolist(), "supervised": index.supervised.tolist(), "seconds": index.seconds,
+            "guard": index.guard}
+    tmp = work_dir / f"{spec.name}.json.tmp"
+    tmp.write_text(json.dumps(data), encoding="utf-8")
+    tmp.rename(work_dir / f"{spec.name}.json")  # the sidecar appears last: its presence means "finished"
+
+
+def _load_sidecar(spec: UnitSpec, work_dir: Path, config_hash: str) -> UnitIndex | None:
+    path = work_dir / f"{spec.name}.json"
+    ids_path, labels_path = spill_paths(work_dir, spec)
+    if not (path.is_file() and ids_path.is_file() and labels_path.is_file()):
+        return None
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if data["config_hash"] != config_hash or data["spec"] != asdict(spec):
+        return None
+    lengths = np.asarray(data["lengths"], np.int64)
+    if ids_path.stat().st_size != 4 * int(lengths.sum()) or labels_path.stat().st_size != ids_path.stat().st_size:
+        return None
+    return UnitIndex(np.asarray(data["example_ids"], np.int64), np.asarray(data["lines"], np.int32),
+                     np.asarray(data["status"], np.int8), data["reasons"], lengths,
+                     np.asarray(data["supervised"], np.int64), {k: 0.0 for k in data["seconds"]}, data["guard"])

@@ -1,0 +1,196 @@
+"""Loading a tokenizer: the file, its config, its identity, and the backend that will encode it.
+
+The reference (``tokenizers``) is always loaded: ``verify`` and the guard need it. With
+``auto`` or ``fastokens``, fastokens parses the same file on a thread meanwhile
+(`packcli.tokenizer.fast.load.FastLoad`), and is used only where it is proven exact for the file.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from packcli.choices import BackendChoice
+from packcli.errors import InputError
+from packcli.tokenizer.reference import ReferenceBackend
+from packcli.tokenizer.types import GuardStats, TokenizerBackend
+
+if TYPE_CHECKING:
+    from packcli.tokenizer.fast.load import FastLoad
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.json.gz")
+
+
+@dataclass(frozen=True)
+class LoadedTokenizer:
+    """A tokenizer: its identity (content hash), special-token strings, and the backend that encodes.
+
+    ``tokenizer`` is always the reference ``tokenizers.Tokenizer``; ``backend`` is what `encode_batch`
+    runs (``backend_name``/``backend_version`` pin it; ``backend_reason`` says why it was chosen).
+    """
+
+    tokenizer: object = field(repr=False)
+    source: str
+    sha256: str
+    bos_token: str | None
+    eos_token: str | None
+    config: dict | None = field(default=None, repr=False)
+    backend: TokenizerBackend | None = field(default=None, repr=False)
+    backend_reason: str = "requested"
+    paranoid: bool = False
+    guard: GuardStats = field(default_factory=GuardStats, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.backend is None:
+            object.__setattr__(self, "backend", ReferenceBackend(self.tokenizer, offsets=False))
+
+    @property
+    def version(self) -> str:
+        import tokenizers
+
+        return tokenizers.__version__
+
+    @property
+    def backend_name(self) -> str:
+        return self.backend.name
+
+    @property
+    def backend_version(self) -> str:
+        return self.backend.version
+
+    @property
+    def guard_checked(self) -> int:
+        return self.guard.checked
+
+    def guard_counts(self) -> dict[str, int]:
+        """The guard's counters so far in this process, plus the backend's fallbacks to the reference."""
+        return {"examples": self.guard.examples, "checked": self.guard.checked,
+                "offset_mismatches": self.guard.offset_mismatches,
+                "reference_fallbacks": self.backend.reference_fallbacks}
+
+
+def load_tokenizer(path: str | Path, *, backend: BackendChoice | str = BackendChoice.tokenizers,
+                   paranoid: bool = False) -> LoadedTokenizer:
+    """Load a ``tokenizer.json`` (or ``.json.gz``), or a directory holding one and its config.
+
+    Padding and truncation configured inside the file are switched off: some published files pad
+    every sequence to 128 tokens, which would silently corrupt lengths and labels.
+
+    The sha256 is taken over the decompressed JSON so a ``.gz`` and a plain copy pin the same tokenizer.
+
+    Args:
+        path: the file or its directory.
+        backend: ``tokenizers`` (the reference, the default: ``verify`` must reconstruct with it),
+            ``fastokens`` (an error if it cannot be exact for this file), or ``auto`` (fastokens where
+            the file is supported and passes the self-check, else the reference, with the reason in
+            ``backend_reason``).
+        paranoid: cross-check every example against the reference, not a sample.
+
+    Raises:
+        InputError: missing, unreadable or corrupt tokenizer; ``fastokens`` on a file it
+            cannot encode exactly; an unknown ``backend``.
+    """
+    from tokenizers import Tokenizer
+
+    try:
+        backend = BackendChoice(backend)
+    except ValueError:
+        raise InputError(f"tokenizer backend {backend!r}: unknown",
+                         f"use one of {', '.join(b.value for b in BackendChoice)}") from None
+    path = Path(path)
+    file = _find_tokenizer_file(path)
+    pending = None
+    try:
+        raw = gzip.decompress(file.read_bytes()) if file.name.endswith(".gz") else file.read_bytes()
+        text = raw.decode("utf-8")
+        if backend is not BackendChoice.tokenizers:  # fastokens parses on a thread while tokenizers does
+            from packcli.tokenizer.fast.load import FastLoad
+
+            pending = FastLoad(text, require_pin=backend is BackendChoice.auto)
+        tokenizer = Tokenizer.from_str(text)
+    except Exception as exc:  # gzip, UTF-8 and tokenizers (which raises a bare Exception) errors alike
+        raise InputError(f"{file}: not a valid tokenizer.json ({type(exc).__name__}: {str(exc)[:200]})",
+                         "pass a Hugging Face tokenizer.json, or a directory containing one") from exc
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    chosen, reason = _choose_backend(pending, tokenizer, file)
+    config = _read_config(file.parent / "tokenizer_config.json")
+    return LoadedTokenizer(
+        tokenizer=tokenizer, source=str(file), sha256=hashlib.sha256(raw).hexdigest(),
+        bos_token=_token_text(config, "bos_token"), eos_token=_token_text(config, "eos_token"), config=config,
+        backend=chosen, backend_reason=reason, paranoid=paranoid,
+    )
+
+
+_LOADED: dict[tuple, LoadedTokenizer] = {}
+
+
+def cached_tokenizer(path: str | Path, *, backend: BackendChoice | str = BackendChoice.tokenizers,
+                     paranoid: bool = False) -> LoadedTokenizer:
+    """`load_tokenizer`, once per process for the same file and choice: a worker warmed with the
+    tokenizer while the driver loads its own (`packcli.engine.Engine.session`) finds it here, and a
+    Qwen3-sized load (seconds) is never paid twice in one process. Keyed by the file's size and
+    modification time too, so a file replaced in place is loaded again."""
+    file = _find_tokenizer_file(Path(path))
+    stat = file.stat()
+    key = (str(file), stat.st_size, stat.st_mtime_ns, BackendChoice(backend), paranoid)
+    found = _LOADED.get(key)
+    if found is None:
+        found = _LOADED[key] = load_tokenizer(path, backend=backend, paranoid=paranoid)
+    return found
+
+
+def warm_tokenizer(path: str, backend: str, paranoid: bool) -> None:
+    """Load, in a worker that has nothing to do yet, the tokenizer its first unit will need (picklable)."""
+    cached_tokenizer(path, backend=backend, paranoid=paranoid)
+
+
+def _choose_backend(pending: FastLoad | None, tokenizer: object, file: Path) -> tuple[TokenizerBackend, str]:
+    """The reference when ``pending`` is None (``tokenizers``), else the fast backend, or the reference with the
+    reason under ``auto`` (``pending`` pins the fastokens version exactly then)."""
+    reference = ReferenceBackend(tokenizer, offsets=False)
+    if pending is None:
+        return reference, "requested"
+    from packcli.tokenizer.fast.load import UnsupportedTokenizer, load_fast_backend
+
+    auto = pending.require_pin
+    try:
+        return load_fast_backend(pending, ReferenceBackend(tokenizer)), (
+            "auto: fastokens supports this file and passed the self-check" if auto else "requested")
+    except UnsupportedTokenizer as exc:
+        if not auto:
+            raise InputError(f"{file}: the fastokens backend cannot encode this tokenizer exactly: {exc}",
+                             "use --tokenizer-backend auto (falls back to tokenizers) or tokenizers") from exc
+        return reference, f"auto: tokenizers, because {exc}"
+
+
+def _find_tokenizer_file(path: Path) -> Path:
+    if path.is_dir():
+        for name in TOKENIZER_FILES:
+            if (path / name).is_file():
+                return path / name
+        raise InputError(f"{path}: no tokenizer.json in this directory", "pass the tokenizer.json file itself")
+    if not path.is_file():
+        raise InputError(f"tokenizer {path}: no such file", "pass a tokenizer.json file or its directory")
+    return path
+
+
+def _read_config(path: Path) -> dict | None:
+    if not path.is_file():
+        return None
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: not valid JSON ({exc})") from exc
+    return config if isinstance(config, dict) else None
+
+
+def _token_text(config: dict | None, key: str) -> str | None:
+    value = (config or {}).get(key)
+    if isinstance(value, dict):  # older configs store AddedToken objects
+        value = value.get("content")
+    return value if isinstance(value, str) else None
