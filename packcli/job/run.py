@@ -32,7 +32,6 @@ from packcli.artifact import manifest as mf
 from packcli.chat import ChatTemplate, Renderer, load_template, require_markers
 from packcli.config import OnError, PackConfig
 from packcli.engine import Engine
-from packcli.engine.local import LocalEngine
 from packcli.errors import InputError
 from packcli.ingest import describe_input, expand_inputs
 from packcli.job.plan import apply_overlong, lay_out_shards, plan_packs
@@ -66,7 +65,10 @@ def pack_corpus(config: PackConfig, progress: Progress = NO_PROGRESS, engine: En
         PackcliError: bad configuration, inputs, tokenizer or template; a record under
             ``--on-error fail``; an unmet budget. Nothing is left at ``config.out`` in every case.
     """
-    engine = engine or LocalEngine()
+    if engine is None:
+        from packcli.engine.local import LocalEngine  # here: the engines import this package's units
+
+        engine = LocalEngine()
     # The engine's workers (if any) load the tokenizer while this process does.
     with engine.session(warm=partial(warm_tokenizer, config.tokenizer, config.tokenizer_backend.value,
                                      config.paranoid_tokenizer)):
