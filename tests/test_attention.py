@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+pytestmark = pytest.mark.torch
 torch = pytest.importorskip("torch")
 
 from packcli.verify.attention import (  # noqa: E402

@@ -15,6 +15,7 @@ def test_fixture_artifact_verifies(monkeypatch):
     assert {c.name for c in report.checks} == {"integrity", "contract_drift", "pack_layout", "global", "reconstruction"}
 
 
+@pytest.mark.torch
 def test_fixture_artifact_attention_cpu(monkeypatch):
     pytest.importorskip("torch")
     from packcli.verify.run import attention_check
