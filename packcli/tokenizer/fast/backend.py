@@ -127,8 +127,8 @@ class FastBackend:
         utf8 = np.frombuffer(joined, dtype=np.uint8)
         runs = fast_kernels.nfc_runs(utf8, byte_start, self.nfc, self.nfc_lead_pairs, self.nfc_loud)
         memo = self.alignments
-        # bytes: no scan for the widest. Two flat lists: a list of pairs (1,100 small lists a chunk) set off
-        # the garbage collector 100 times per 100k texts, 0.07 s (2% of the backend's time)
+        # Sliced from two flat lists, not from a list of pairs: thousands of small lists a chunk would
+        # set off the garbage collector again and again.
         entries = memo.entries([joined[a:b] for a, b in zip(runs[:, 3].tolist(), runs[:, 4].tolist())])
         changes = ~memo.identity[entries]
         runs, entries = runs[changes], entries[changes]
@@ -201,7 +201,7 @@ class FastBackend:
 class BatchRows:
     """A batch's ids, offsets and labels as `FastBackend.encode` fills them, chunk by chunk: the kernels
     write each chunk's tokens straight into its rows, instead of into arrays of their own that are then
-    joined (that copy was 2% of the backend's time). When a chunk does not fit, the arrays grow by
+    joined (a copy the size of the batch, for nothing). When a chunk does not fit, the arrays grow by
     copying, to what the tokens per text so far suggest for the whole batch, an eighth more, and at
     least twice the size; the batch is views of them."""
 
@@ -309,8 +309,8 @@ class RunAlignments:
 
 def _room(array: np.ndarray, size: int) -> np.ndarray:
     """``array``, or a copy twice as long or more, so that it holds ``size`` rows. The rows past the
-    copy are not cleared (every caller writes a row before reading it): zeroing a batch's rows took
-    2.8 ms of the 3.1 ms `BatchRows.take` spent a batch, 1.5% of the backend's time."""
+    copy are not cleared: every caller writes a row before reading it, and clearing them would cost
+    more than the rest of `BatchRows.take`."""
     if size <= len(array):
         return array
     grown = np.empty((max(size, 2 * len(array)), *array.shape[1:]), dtype=array.dtype)
@@ -323,8 +323,8 @@ def _utf8(texts: Sequence[str]) -> tuple[bytes, npt.NDArray[np.int64]]:
 
     By pyarrow, which converts each text with CPython's ``PyUnicode_AsUTF8AndSize``: that keeps the
     UTF-8 in the str object, where fastokens (which calls it too) finds it instead of encoding the
-    text a second time. ``str.encode`` keeps nothing, and with it Qwen3's fast path took 6-11%
-    longer (docs/tokenizer-backends.md, ninth session). Only the speed rests on the cache; a text
+    text a second time (``str.encode`` keeps nothing; docs/tokenizer-backends.md). Only the speed
+    rests on the cache; a text
     that cannot be encoded (a lone surrogate) raises UnicodeEncodeError here as it would in fastokens.
     """
     _, starts, data = pa.array(texts, pa.large_string()).buffers()
@@ -346,7 +346,7 @@ def _nfc_table() -> npt.NDArray[np.uint16]:
     version and adds no composition of characters already assigned, so a newer Unicode can only make
     an assigned character Maybe as the second of a composition whose first is new: unassigned here,
     so `packcli.tokenizer.fast.kernels.nfc_runs` keeps the character after it in its run (the 512).
-    Built once per process (about 0.4 s, while fastokens parses), for NFC tokenizers only."""
+    Built once per process, while fastokens parses, for NFC tokenizers only."""
     table = np.fromiter(map(unicodedata.combining, map(chr, range(0x110000))), dtype=np.uint16, count=0x110000)
     for c in range(0x110000):  # after the classes: a flag may be set on a code point not reached yet
         ch = chr(c)

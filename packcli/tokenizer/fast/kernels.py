@@ -2,8 +2,8 @@
 and for NFC tokenizers the runs of text NFC may change and the offsets of the texts that hold them.
 
 They replace some thirty whole-batch numpy passes (each allocating an array the size of the batch)
-with one loop per example, which took the backend's work after fastokens from 3x fastokens' own time
-to a fraction of it (docs/tokenizer-backends.md). They compute exactly what the reference computes:
+with one loop per example, so the work after fastokens is small beside fastokens' own
+(docs/tokenizer-backends.md). They compute exactly what the reference computes:
 `offsets_labels` the offsets ``tokenizers`` reports for a byte-level BPE, and in the same pass the
 labels of an example whose spans are in order; `labels` the formula of
 `packcli.tokenizer.reference.labels_from_spans` for any example, token by token, with no monotonicity assumed.
@@ -191,11 +191,10 @@ def nfc_runs(text, byte_start, nfc, lead_pairs, loud):  # noqa: ANN001, ANN201
     before it), so a text with no run kept is NFC. The loop tracks bytes only. Outside a run it steps
     eight bytes at once where none of them is ``loud`` (a first byte that some code point with a nonzero
     entry starts with; ASCII and continuation bytes never are: ASCII is in a run only first, or after an
-    unassigned code point, which is loud), which is most of CJK, Cyrillic, Latin and ASCII (17% less
-    time on the mixed corpus than eight ASCII bytes at a time); such a step may end inside a character,
+    unassigned code point, which is loud), which is most of CJK, Cyrillic, Latin and ASCII; such a step may end inside a character,
     whose last bytes are then stepped over one by one. Else it steps over a character without decoding
     it where ``lead_pairs[first byte << 8 | second]`` says every code point starting with those two
-    bytes has entry 0 (40% less time than decoding each). Characters are counted for the runs kept,
+    bytes has entry 0, which is cheaper than decoding it. Characters are counted for the runs kept,
     from the one before.
     """
     rows = np.empty((64, 5), np.int64)
