@@ -9,23 +9,28 @@ import numpy.typing as npt
 
 
 def plot_stats(path: Path, *, lengths: npt.NDArray[np.int64], capacity: int | None, quantiles: dict[str, float],
-               fill: npt.NDArray[np.float64] | None = None, sweep=None, title: str = "") -> Path:  # noqa: ANN001
-    """Length histogram (quantiles and capacity marked), pack-fill histogram, capacity sweep.
+               fill: npt.NDArray[np.float64] | None = None, supervised_fill: npt.NDArray[np.float64] | None = None,
+               sweep=None, title: str = "") -> Path:  # noqa: ANN001
+    """Length histogram (quantiles and capacity marked), pack fill and supervised density per pack,
+    capacity sweep.
 
     Panels without data (no fill for raw data before packing, no sweep for an artifact) are left out.
+    Fill is zoomed to the range the packs occupy: dense packing puts nearly every pack within a
+    fraction of a percent of full, which a 0-1 axis would show as one bar against its edge.
     """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = ["lengths"] + (["fill"] if fill is not None and len(fill) else []) + (["sweep"] if sweep else [])
+    has_fill = fill is not None and len(fill) > 0
+    panels = ["lengths"] + (["fill", "supervised"] if has_fill else []) + (["sweep"] if sweep else [])
     fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.5), squeeze=False)
     axes = dict(zip(panels, axes[0]))
 
     ax = axes["lengths"]
     if len(lengths):
-        bins = np.logspace(0, np.log10(max(2, lengths.max())), 50)
+        bins = np.logspace(np.log10(max(1, lengths.min())), np.log10(max(2, lengths.max())), 50)
         ax.hist(lengths, bins=bins, color="#4C72B0")
         ax.set_xscale("log")
     for name, value in quantiles.items():
@@ -40,14 +45,17 @@ def plot_stats(path: Path, *, lengths: npt.NDArray[np.int64], capacity: int | No
     ax.set_ylabel("examples")
     ax.set_title("example length")
 
-    if "fill" in axes:
-        ax = axes["fill"]
-        ax.hist(fill, bins=np.linspace(0, 1, 41), color="#55A868")
-        ax.axvline(float(np.mean(fill)), color="#333333", linestyle="--", label=f"mean fill {np.mean(fill):.3f}")
-        ax.legend(loc="upper left")
-        ax.set_xlabel("pack fill (tokens / capacity)")
-        ax.set_ylabel("packs")
-        ax.set_title("pack fill")
+    if has_fill:
+        for key, values, label, color in (("fill", fill, "pack fill (tokens / capacity)", "#55A868"),
+                                          ("supervised", supervised_fill, "supervised tokens / capacity", "#8172B2")):
+            ax = axes[key]
+            ax.hist(values, bins=_zoomed_bins(values), color=color)
+            mean = float(np.mean(values))
+            ax.axvline(mean, color="#333333", linestyle="--", label=f"mean {mean:.4f}")
+            ax.legend(loc="upper left")
+            ax.set_xlabel(label)
+            ax.set_ylabel("packs")
+            ax.set_title("pack fill" if key == "fill" else "supervised density per pack")
 
     if "sweep" in axes:
         ax = axes["sweep"]
@@ -75,3 +83,12 @@ def plot_stats(path: Path, *, lengths: npt.NDArray[np.int64], capacity: int | No
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def _zoomed_bins(values: npt.NDArray[np.float64], count: int = 40) -> npt.NDArray[np.float64]:
+    """Bin edges over the range the values occupy (from their 1st percentile to their maximum),
+    never narrower than a thousandth, so a pile of packs at 0.999 is resolved, not one bar."""
+    lo, hi = float(np.percentile(values, 1)), float(np.max(values))
+    if hi - lo < 1e-3:
+        lo = max(0.0, hi - 1e-3)
+    return np.linspace(lo, hi + 1e-9, count + 1)

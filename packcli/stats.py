@@ -193,13 +193,15 @@ class ArtifactStats:
     metrics: dict
     shards: list[dict]
     fill: npt.NDArray[np.float64] = field(repr=False, compare=False)
+    supervised_fill: npt.NDArray[np.float64] = field(repr=False, compare=False)
     lengths: npt.NDArray[np.int64] = field(repr=False, compare=False)
 
     def to_dict(self) -> dict:
         data = asdict(self)
-        data.pop("fill")
-        data.pop("lengths")
+        for key in ("fill", "supervised_fill", "lengths"):
+            data.pop(key)
         data["fill_quantiles"] = Quantiles.of(self.fill).values
+        data["supervised_fill_quantiles"] = Quantiles.of(self.supervised_fill).values
         return data
 
 
@@ -214,11 +216,12 @@ def artifact_stats(directory: str | Path) -> ArtifactStats:
     directory = Path(directory)
     manifest = mf.read_manifest(directory)
     capacity = manifest["config"]["capacity"]
-    fills, shards = [], []
+    fills, sup_fills, shards = [], [], []
     for info in manifest["shards"]:
         table = pq.read_table(directory / info["name"], columns=["num_tokens", "num_supervised", "cu_seqlens"])
         tokens = table["num_tokens"].to_numpy()
         fills.append(tokens / capacity)
+        sup_fills.append(table["num_supervised"].to_numpy() / capacity)
         shards.append({"name": info["name"], "packs": len(table), "tokens": int(tokens.sum()),
                        "supervised": int(pc.sum(table["num_supervised"]).as_py() or 0),
                        "examples": int(pc.sum(pc.subtract(pc.list_value_length(table["cu_seqlens"]), 1)).as_py() or 0),
@@ -232,7 +235,8 @@ def artifact_stats(directory: str | Path) -> ArtifactStats:
                 "template_source": manifest["template"]["source"], "loss_policy": manifest["loss_policy"],
                 "config": manifest["config"], "versions": manifest["versions"]}
     return ArtifactStats(str(directory), identity, manifest["counts"], manifest["metrics"], shards,
-                         fill=np.concatenate(fills) if fills else np.zeros(0), lengths=lengths)
+                         fill=np.concatenate(fills) if fills else np.zeros(0),
+                         supervised_fill=np.concatenate(sup_fills) if sup_fills else np.zeros(0), lengths=lengths)
 
 
 def terminal_histogram(lengths: npt.NDArray[np.int64], *, width: int = 40) -> list[str]:

@@ -81,3 +81,36 @@ def test_cli_artifact_mode(packed, tmp_path):
     assert (tmp_path / "a.png").stat().st_size > 20_000
     human = runner.invoke(app, ["stats", str(packed)])
     assert human.exit_code == 0 and "density" in human.stdout
+
+
+def test_human_output_never_cuts_a_number_at_80_columns(packed, corpus_files):
+    raw = runner.invoke(app, ["stats", *corpus_files, "-t", str(FIXTURES / "tokenizer")], env={"COLUMNS": "80"})
+    art = runner.invoke(app, ["stats", str(packed)], env={"COLUMNS": "80"})
+    for result in (raw, art):
+        assert result.exit_code == 0, result.output
+        assert "…" not in result.stdout
+        assert max(len(line) for line in result.stdout.splitlines()) <= 80
+
+
+def test_a_fitted_table_leaves_out_columns_rather_than_cut_numbers():
+    from rich.console import Console
+
+    from packcli.cli.render import Col, fitted_table
+
+    rows = [["1,234,567,890", "0.999912", "123,456,789,012"], ["7", "0.5", "9"]]
+    table = fitted_table("t", [Col("tokens", keep=9), Col("density", keep=5), Col("bytes", keep=1)], rows, width=34)
+    console = Console(width=34, record=True)
+    console.print(table)
+    text = console.export_text()
+    assert "1,234,567,890" in text and "0.999912" in text and "…" not in text
+    assert "123,456,789,012" not in text and "too narrow for: bytes" in text
+
+
+def test_pack_fill_is_plotted_where_the_packs_are():
+    from packcli.plots import _zoomed_bins
+
+    fill = np.array([0.9991, 0.9995, 0.9999, 1.0] * 50)
+    edges = _zoomed_bins(fill)
+    assert edges[0] >= 0.998 and edges[-1] >= 1.0 and len(edges) == 41
+    assert np.count_nonzero(np.histogram(fill, edges)[0]) >= 3  # the packs spread over several bars, not one
+    assert _zoomed_bins(np.full(10, 0.75))[0] <= 0.75 - 1e-3 + 1e-12  # one value: a thousandth wide

@@ -2,9 +2,41 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from rich.table import Table
 
 from packcli.cli import console
+
+
+@dataclass(frozen=True)
+class Col:
+    """A column of a fitted table: its header, alignment, and how much a reader needs it (lower goes first)."""
+
+    header: str
+    justify: str = "right"
+    keep: int = 5
+
+
+def fitted_table(title: str, columns: list[Col], rows: list[list[str]], *, width: int | None = None) -> Table:
+    """A table whose cells are never cut: each column is as wide as its widest cell (a header may
+    wrap), and when the terminal is too narrow for all of them the least needed columns are left
+    out, with a note in the title, instead of numbers ending in an ellipsis."""
+    width = width or console.out.width
+    widths = [max([*(len(word) for word in c.header.split()), 1, *(len(r[i]) for r in rows)])
+              for i, c in enumerate(columns)]
+    shown = list(range(len(columns)))
+    while len(shown) > 1 and sum(widths[i] + 3 for i in shown) + 1 > width:
+        shown.remove(min(shown, key=lambda i: (columns[i].keep, -i)))
+    left_out = [columns[i].header for i in range(len(columns)) if i not in shown]
+    table = Table(title=title + (f" (too narrow for: {', '.join(left_out)}; see --json)" if left_out else ""),
+                  title_justify="left")
+    for i in shown:
+        table.add_column(columns[i].header, justify=columns[i].justify, min_width=widths[i], max_width=widths[i],
+                         overflow="fold")
+    for row in rows:
+        table.add_row(*(row[i] for i in shown))
+    return table
 
 
 def render_pack_summary(summary, *, as_json: bool) -> None:  # noqa: ANN001 - PackSummary, imported lazily
@@ -97,14 +129,12 @@ def _kv_table(title: str, rows: list[tuple[str, str]]) -> Table:
 
 
 def _quantile_table(stats) -> Table:  # noqa: ANN001
-    table = Table(title="token-length quantiles", title_justify="left")
-    table.add_column("")
     keys = list(stats.total.values)
-    for key in keys:
-        table.add_column(key, justify="right")
-    table.add_row("total", *(f"{stats.total.values[k]:,.0f}" for k in keys))
-    table.add_row("supervised", *(f"{stats.supervised.values.get(k, 0):,.0f}" for k in keys))
-    return table
+    needed = {"p50": 9, "p90": 8, "p99": 8, "max": 8, "mean": 7, "p99.9": 6, "p75": 5, "p25": 4, "p5": 3}
+    columns = [Col("", "left", 10), *(Col(k, keep=needed.get(k, 5)) for k in keys)]
+    rows = [["total", *(f"{stats.total.values[k]:,.0f}" for k in keys)],
+            ["supervised", *(f"{stats.supervised.values.get(k, 0):,.0f}" for k in keys)]]
+    return fitted_table("token-length quantiles", columns, rows)
 
 
 def render_length_stats(stats, *, as_json: bool, plot) -> None:  # noqa: ANN001
@@ -129,13 +159,13 @@ def render_length_stats(stats, *, as_json: bool, plot) -> None:  # noqa: ANN001
         return
     console.out.print(_quantile_table(stats))
     console.out.print("\n".join(terminal_histogram(stats.lengths)), highlight=False)
-    table = Table(title="what-if (over-long examples dropped; displacement = mean examples moved)",
-                  title_justify="left")
-    for col in ("capacity", "strategy", "packs", "density", "sup.dens", "drop ex", "drop sup", "displ"):
-        table.add_column(col, justify="right", no_wrap=True)
-    for w in stats.what_if:
-        table.add_row(f"{w.capacity:,}", w.strategy, f"{w.packs:,}", f"{w.density:.4f}", f"{w.supervised_density:.4f}",
-                      f"{w.dropped_examples:,}", f"{w.dropped_supervised_fraction:.3%}", f"{w.displacement_mean:,.1f}")
+    columns = [Col("capacity", keep=9), Col("strategy", "left", 9), Col("packs", keep=6), Col("density", keep=8),
+               Col("sup. density", keep=3), Col("dropped examples", keep=2), Col("dropped supervised", keep=7),
+               Col("mean displ.", keep=5)]
+    rows = [[f"{w.capacity:,}", w.strategy, f"{w.packs:,}", f"{w.density:.4f}", f"{w.supervised_density:.4f}",
+             f"{w.dropped_examples:,}", f"{w.dropped_supervised_fraction:.3%}", f"{w.displacement_mean:,.1f}"]
+            for w in stats.what_if]
+    table = fitted_table("what-if (over-long examples dropped; displacement: mean examples moved)", columns, rows)
     console.out.print(table)
     rec = stats.recommendation
     console.out.print(f"[bold]recommendation:[/] {rec.reason}", highlight=False)
@@ -149,7 +179,8 @@ def render_artifact_stats(stats, *, as_json: bool, plot) -> None:  # noqa: ANN00
         from packcli.stats import Quantiles
 
         plot_stats(plot, lengths=stats.lengths, capacity=stats.identity["config"]["capacity"],
-                   quantiles=Quantiles.of(stats.lengths).values, fill=stats.fill, title=stats.directory)
+                   quantiles=Quantiles.of(stats.lengths).values, fill=stats.fill,
+                   supervised_fill=stats.supervised_fill, title=stats.directory)
     if as_json:
         data = stats.to_dict()
         data["plot"] = str(plot) if plot else None
@@ -167,12 +198,11 @@ def render_artifact_stats(stats, *, as_json: bool, plot) -> None:  # noqa: ANN00
         ("displacement mean / p99 / max", f"{m['displacement_mean']:.1f} / {m['displacement_p99']:.0f} / "
                                           f"{m['displacement_max']:.0f}"),
     ]))
-    table = Table(title="shards", title_justify="left")
-    for col in ("shard", "packs", "examples", "tokens", "supervised", "density", "bytes"):
-        table.add_column(col, justify="right", no_wrap=True)
-    for s in stats.shards:
-        table.add_row(s["name"], f"{s['packs']:,}", f"{s['examples']:,}", f"{s['tokens']:,}", f"{s['supervised']:,}",
-                      f"{s['density']:.4f}", f"{s['bytes']:,}")
+    columns = [Col("shard", "left", 9), Col("packs", keep=8), Col("examples", keep=6), Col("tokens", keep=7),
+               Col("supervised", keep=4), Col("density", keep=8), Col("bytes", keep=2)]
+    rows = [[s["name"].removeprefix("shard-").removesuffix(".parquet"), f"{s['packs']:,}", f"{s['examples']:,}",
+             f"{s['tokens']:,}", f"{s['supervised']:,}", f"{s['density']:.4f}", f"{s['bytes']:,}"] for s in stats.shards]
+    table = fitted_table("shards", columns, rows)
     console.out.print(table)
     ident = stats.identity
     console.out.print(_kv_table("identity", [
