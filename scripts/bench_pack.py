@@ -1,6 +1,6 @@
 """Benchmark the packing strategies, and TRL's and axolotl's packers when a peer venv has them.
 
-    python scripts/bench_pack.py --out bench-out/pack.json --peer-python /tmp/peer-venv/bin/python
+    python scripts/bench_pack.py --out bench-out/pack.json --peer-python bench-out/peer-venv/bin/python
     python scripts/bench_pack.py --quick
 
 Lengths are drawn per distribution, clipped to 16384, and lengths over the capacity are dropped

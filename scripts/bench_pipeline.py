@@ -18,13 +18,13 @@ The ceiling counts tokens with ``len(encoding)``, not ``encoding.ids``: building
 ids is part of what packcli pays, not part of what the tokenizer must do.
 
 Usage:
-    python scripts/make_bench_corpus.py --n 200000 --out /tmp/bench200k.jsonl
-    python scripts/make_bench_corpus.py --n 100000 --out /tmp/bench100k.jsonl
-    python scripts/bench_pipeline.py tokenize --corpus /tmp/bench200k.jsonl --n 50000 --out /tmp/tok.json
-    python scripts/bench_pipeline.py pack --corpus /tmp/bench200k.jsonl --corpus /tmp/bench100k.jsonl \\
-        --workdir /tmp/packcli-bench --out /tmp/pack.json
-    python scripts/bench_pipeline.py verify --artifact /tmp/packcli-bench/bench200k --pack-json /tmp/pack.json \\
-        --out /tmp/verify.json
+    python scripts/make_bench_corpus.py --n 200000 --out bench-out/bench200k.jsonl
+    python scripts/make_bench_corpus.py --n 100000 --out bench-out/bench100k.jsonl
+    python scripts/bench_pipeline.py tokenize --corpus bench-out/bench200k.jsonl --n 50000 --out bench-out/tok.json
+    python scripts/bench_pipeline.py pack --corpus bench-out/bench200k.jsonl --corpus bench-out/bench100k.jsonl \\
+        --backend tokenizers --backend auto --workdir bench-out/packs --out bench-out/pack.json
+    python scripts/bench_pipeline.py verify --artifact bench-out/packs/bench200k-tokenizers \\
+        --pack-json bench-out/pack.json --out bench-out/verify.json
     python scripts/bench_pipeline.py tokenize --quick      # a few hundred conversations, seconds
 """
 
@@ -423,7 +423,7 @@ def main(argv: list[str] | None = None) -> int:
     tok.add_argument("--setup", action="append", choices=sorted(SETUPS), help="default: qwen3 and fixture")
     tok.add_argument("--repeat", type=int, default=1, help="runs per setup, alternating order; medians reported")
     tok.add_argument("--backend", action="append", choices=("tokenizers", "auto", "fastokens"),
-                     help="Preparer's tokenizer backend, repeatable (default: hf); the ceiling is always tokenizers")
+                     help="Preparer's tokenizer backend, repeatable (default: tokenizers); the ceiling is always tokenizers")
     pk = sub.add_parser("pack", parents=[common], help="pack_corpus end to end, one fresh process per corpus")
     pk.add_argument("--corpus", type=Path, action="append", help=f"default: {' '.join(DEFAULT_CORPORA)}")
     pk.add_argument("--tokenizer", default=str(FIXTURE_TOKENIZER))
@@ -433,7 +433,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="artifacts go to WORKDIR/<corpus stem> (default: %(default)s)")
     pk.add_argument("--no-ceiling", action="store_true", help="skip the raw encode_batch ceiling")
     pk.add_argument("--backend", action="append", choices=("tokenizers", "auto", "fastokens"),
-                    help="pack's --tokenizer-backend, repeatable (default: hf); the ceiling is always tokenizers")
+                    help="pack's --tokenizer-backend, repeatable (default: tokenizers); the ceiling is always tokenizers")
     vf = sub.add_parser("verify", parents=[common], help="verify_artifact on a pack artifact, per-check times")
     vf.add_argument("--artifact", type=Path, help="default: WORKDIR/<first corpus stem> of `pack`")
     vf.add_argument("--pack-json", type=Path, help="the pack mode's --out, to compare verify time with pack time")

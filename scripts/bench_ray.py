@@ -4,8 +4,8 @@ Each run is a fresh `packcli` process (cold: tokenizer load, numba cache hit, Ra
 so the numbers are what a user waits for. Ray's own start-up is measured separately. The two
 artifacts must have the same manifest hash (the engines are byte-identical), which the script checks.
 
-    python scripts/make_bench_corpus.py --n 200000 --out /tmp/bench200k.jsonl
-    python scripts/bench_ray.py --input /tmp/bench200k.jsonl --out bench-out/ray.json
+    python scripts/make_bench_corpus.py --n 200000 --out bench-out/bench200k.jsonl
+    python scripts/bench_ray.py --input bench-out/bench200k.jsonl --out bench-out/ray.json
 
 Prints a table last and writes JSON.
 """

@@ -1,7 +1,7 @@
 """Benchmark the tokenization stage with each tokenizer backend, and prove the outputs identical.
 
-For each setup (tokenizer + template) and backend (``hf``: tokenizers, the reference; ``fast``:
-fastokens with the always-on guard), cold worker processes (their own interpreters, nothing cached)
+For each setup (tokenizer + template) and backend (``tokenizers``, the reference;
+``fastokens``, with the always-on guard), cold worker processes (their own interpreters, nothing cached)
 load the tokenizer (timed apart), read and render every record (untimed; the collector is then told
 to leave those objects alone, as `pack`, which holds one unit at a time, never walks 100k of them),
 then run `packcli.tokenizer.guard.encode_batch` over batches of ``--batch`` records, as
@@ -23,13 +23,13 @@ so that a slow spell of the machine falls on both, and reports the run of median
 run's times are in the JSON, ``runs``); the outputs of all N runs must hash the same.
 
 Usage:
-    python scripts/make_bench_corpus.py --n 100000 --out /tmp/packcli-tokbench/synthetic-100k.jsonl
-    python scripts/bench_tokenizers.py --corpus /tmp/packcli-tokbench/synthetic-100k.jsonl \\
-        --setup qwen3 --setup llama3_2 --out /tmp/packcli-tokbench/tokenizers.json
+    python scripts/make_bench_corpus.py --n 100000 --source chatterbot --out bench-out/chatterbot-100k.jsonl
+    python scripts/bench_tokenizers.py --corpus bench-out/chatterbot-100k.jsonl \\
+        --setup qwen3 --setup llama3_2 --out bench-out/tokenizers.json
     python scripts/bench_tokenizers.py --corpus ... --setup qwen3 --procs 2   # two workers, as pack runs
     python scripts/bench_tokenizers.py --corpus ... --repeat 3   # median of 3 cold runs of each backend
     python scripts/bench_tokenizers.py --quick      # fixture tokenizer, 2,000 records, seconds
-    python scripts/bench_tokenizers.py --show /tmp/packcli-tokbench/tokenizers.json   # the table again
+    python scripts/bench_tokenizers.py --show bench-out/tokenizers.json   # the table again
 """
 
 from __future__ import annotations
@@ -196,7 +196,7 @@ def median_run(runs: list[dict]) -> dict:
 
 
 def table(rows: list[dict]) -> str:
-    """Markdown: one row per run; speedups against the same setup's ``hf`` row, by wall time and by CPU."""
+    """Markdown: one row per run; speedups against the same setup's ``tokenizers`` row, by wall time and by CPU."""
     header = ("setup", "backend", "examples", "tokens", "load s", "tokenize s", "runs (s)", "CPU s", "tokens/s",
               "speedup (wall)", "speedup (CPU)", "guard checked", "ref. fallbacks", "output = reference")
     lines = []

@@ -35,10 +35,10 @@ threads spin waiting for a descheduled peer and step times swing more than the d
 measured (numbers with --threads 2 in docs/benchmarks-train.md).
 
 Usage:
-    python scripts/bench_train.py --out /tmp/bench-train.json            # default CPU run, minutes
-    python scripts/bench_train.py --quick --out /tmp/q.json              # smoke run, seconds
+    python scripts/bench_train.py --out bench-out/train.json           # default CPU run, minutes
+    python scripts/bench_train.py --quick --out bench-out/quick.json    # smoke run, seconds
     python scripts/bench_train.py --device cuda --hidden 1024 --layers 8 --heads 16 --kv-heads 4 \\
-        --capacity 4096 --step-tokens 32768 --n 4000 --out /tmp/bench-train-gpu.json
+        --capacity 4096 --step-tokens 32768 --n 4000 --out bench-out/train-gpu.json
 """
 
 from __future__ import annotations

@@ -22,11 +22,11 @@ packcli ``--loss auto``); BFD with overlong conversations truncated to C on both
 which it packs. Each run gets a fresh ``HF_DATASETS_CACHE`` so nothing is reused between runs.
 
 Usage:
-    python scripts/make_bench_corpus.py --n 18000 --out /tmp/bench18k.jsonl
-    python -m venv /tmp/trl-venv && /tmp/trl-venv/bin/pip install trl==1.16.0 datasets "torch==2.13.0+cpu"
-    python scripts/bench_vs_trl.py --corpus /tmp/bench18k.jsonl --trl-python /tmp/trl-venv/bin/python \\
-        --out /tmp/bench-vs-trl.json
-    python scripts/bench_vs_trl.py --quick --trl-python /tmp/trl-venv/bin/python    # 300 conversations
+    python scripts/make_bench_corpus.py --n 100000 --source chatterbot --out bench-out/chatterbot-100k.jsonl
+    python -m venv bench-out/trl-venv && bench-out/trl-venv/bin/pip install trl==1.16.0 datasets "torch==2.13.0"
+    python scripts/bench_vs_trl.py --corpus bench-out/chatterbot-100k.jsonl --repeat 3 \\
+        --trl-python bench-out/trl-venv/bin/python --out bench-out/vs-trl.json
+    python scripts/bench_vs_trl.py --quick --trl-python bench-out/trl-venv/bin/python    # 300 conversations
 """
 
 from __future__ import annotations

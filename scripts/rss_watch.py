@@ -4,8 +4,8 @@ Peak RSS (`ru_maxrss`) says how much; the samples say when and of which kind (an
 file-backed pages such as a memory-mapped file), which is what tells a growing index from a mapped
 spill. Linux only. Writes every sample, the peaks and the command's output tails as JSON.
 
-    python scripts/rss_watch.py /tmp/rss200k.json packcli pack /tmp/bench200k.jsonl -t fixtures/tokenizer \\
-        --template chatml -c 4096 -o /tmp/rss200k --force --json
+    python scripts/rss_watch.py bench-out/rss200k.json packcli pack bench-out/bench200k.jsonl -t fixtures/tokenizer \\
+        --template chatml -c 4096 -o bench-out/rss200k --force --json
 """
 
 from __future__ import annotations
