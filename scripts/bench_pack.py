@@ -1,6 +1,6 @@
 """Benchmark the packing strategies, and TRL's and axolotl's packers when a peer venv has them.
 
-    python scripts/bench_pack.py --out bench-out/pack.json --peer-python /tmp/peer-venv/bin/python
+    python scripts/bench_pack.py --out bench-out/pack.json --peer-python bench-out/peer-venv/bin/python
     python scripts/bench_pack.py --quick
 
 Lengths are drawn per distribution, clipped to 16384, and lengths over the capacity are dropped
@@ -32,6 +32,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/ is not a package: _common.py is beside us
+from _common import Timer, write_json  # noqa: E402  (standard library only: the peer venv imports it too)
 
 TAIL_CLIP = 16_384
 DISTRIBUTIONS = {
@@ -69,10 +72,10 @@ def median_seconds(fn: Callable[[], object], repeats: int) -> tuple[float, float
     fn()  # warm-up: JIT or cache load, page faults
     wall, cpu = [], []
     for _ in range(repeats):
-        start, start_cpu = time.perf_counter(), time.process_time()
-        fn()
-        wall.append(time.perf_counter() - start)
-        cpu.append(time.process_time() - start_cpu)
+        with Timer() as timed:
+            fn()
+        wall.append(timed.span.wall_s)
+        cpu.append(timed.span.cpu_s)
     return float(np.median(wall)), float(np.median(cpu)), float(min(wall))
 
 
@@ -90,10 +93,10 @@ def _trl_packs(lengths: np.ndarray, capacity: int, batch_size: int) -> tuple[lis
     tokens = np.repeat(np.arange(lengths.size, dtype=np.int32), lengths)  # token = example index
     column = pa.ListArray.from_arrays(pa.array(offsets), pa.array(tokens))
     dataset = datasets.Dataset(InMemoryTable(pa.table({"input_ids": column})))
-    start, start_cpu = time.perf_counter(), time.process_time()
-    packed = pack_dataset(dataset, capacity, strategy="bfd", map_kwargs={"batch_size": batch_size})
-    table = packed.with_format("arrow")[:]
-    seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - start_cpu
+    with Timer() as timed:
+        packed = pack_dataset(dataset, capacity, strategy="bfd", map_kwargs={"batch_size": batch_size})
+        table = packed.with_format("arrow")[:]
+    seconds, cpu_seconds = timed.span.wall_s, timed.span.cpu_s
     ids = table["input_ids"].combine_chunks().values.to_numpy()
     seq_lengths = table["seq_lengths"].combine_chunks()
     starts = np.concatenate([[0], np.cumsum(seq_lengths.values.to_numpy())[:-1]])
@@ -108,9 +111,9 @@ def _axolotl_packs(lengths: np.ndarray, capacity: int) -> tuple[list[np.ndarray]
         return pack_parallel(values, capacity, group_size=100_000, bin_size=200, num_processes=1, mp_start_method=None)
 
     run(lengths[:1000].astype(np.int32))  # its kernels are not cached: compile outside the timing
-    start, start_cpu = time.perf_counter(), time.process_time()
-    bins = run(lengths.astype(np.int32))
-    seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - start_cpu
+    with Timer() as timed:
+        bins = run(lengths.astype(np.int32))
+    seconds, cpu_seconds = timed.span.wall_s, timed.span.cpu_s
     return [np.asarray(b, dtype=np.int64) for b in bins], seconds, cpu_seconds
 
 
@@ -318,8 +321,7 @@ def main() -> None:
         "rows": rows,
     }
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+        write_json(args.out, result)
     print(f"JIT: first call in a fresh process {jit['cold_cache_first_call_s']:.2f} s with an empty cache, "
           f"{jit['warm_cache_first_call_s']:.2f} s with a warm one; load average {load_before[0]:.1f} -> {os.getloadavg()[0]:.1f}")
     print(format_table(rows))

@@ -18,13 +18,13 @@ The ceiling counts tokens with ``len(encoding)``, not ``encoding.ids``: building
 ids is part of what packcli pays, not part of what the tokenizer must do.
 
 Usage:
-    python scripts/make_bench_corpus.py --n 200000 --out /tmp/bench200k.jsonl
-    python scripts/make_bench_corpus.py --n 100000 --out /tmp/bench100k.jsonl
-    python scripts/bench_pipeline.py tokenize --corpus /tmp/bench200k.jsonl --n 50000 --out /tmp/tok.json
-    python scripts/bench_pipeline.py pack --corpus /tmp/bench200k.jsonl --corpus /tmp/bench100k.jsonl \\
-        --workdir /tmp/packcli-bench --out /tmp/pack.json
-    python scripts/bench_pipeline.py verify --artifact /tmp/packcli-bench/bench200k --pack-json /tmp/pack.json \\
-        --out /tmp/verify.json
+    python scripts/make_bench_corpus.py --n 200000 --out bench-out/bench200k.jsonl
+    python scripts/make_bench_corpus.py --n 100000 --out bench-out/bench100k.jsonl
+    python scripts/bench_pipeline.py tokenize --corpus bench-out/bench200k.jsonl --n 50000 --out bench-out/tok.json
+    python scripts/bench_pipeline.py pack --corpus bench-out/bench200k.jsonl --corpus bench-out/bench100k.jsonl \\
+        --backend tokenizers --backend auto --workdir bench-out/packs --out bench-out/pack.json
+    python scripts/bench_pipeline.py verify --artifact bench-out/packs/bench200k-tokenizers \\
+        --pack-json bench-out/pack.json --out bench-out/verify.json
     python scripts/bench_pipeline.py tokenize --quick      # a few hundred conversations, seconds
 """
 
@@ -34,15 +34,26 @@ import argparse
 import itertools
 import json
 import os
-import platform
-import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/ is not a package: _common.py is beside us
+from _common import (  # noqa: E402
+    Span,
+    Timer,
+    load_summary,
+    markdown_table,
+    peak_rss_mib,
+    rss_mib,
+    run_environment,
+    run_measured,
+    write_json,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 ASSETS = REPO_ROOT / ".cache" / "assets"
@@ -57,42 +68,7 @@ QUICK_DIR = Path(tempfile.gettempdir()) / "packcli-bench-quick"
 QUICK_SIZES = (400, 200)
 
 
-# ----------------------------------------------------------------------------------------- timing
-
-@dataclass(frozen=True)
-class Span:
-    """One timed region: wall seconds, process CPU seconds (every thread), load before/after."""
-
-    wall_s: float
-    cpu_s: float
-    load_before: float
-    load_after: float
-
-
-class Timer:
-    def __enter__(self) -> Timer:
-        self.load0 = os.getloadavg()[0]
-        self.cpu0 = _cpu()
-        self.t0 = time.perf_counter()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.span = Span(time.perf_counter() - self.t0, _cpu() - self.cpu0, self.load0, os.getloadavg()[0])
-
-
-def _cpu() -> float:
-    ru = resource.getrusage(resource.RUSAGE_SELF)
-    return ru.ru_utime + ru.ru_stime
-
-
-def _rss_mib() -> float:
-    with open("/proc/self/statm") as handle:
-        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-
-
-def _peak_rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
-
+# ----------------------------------------------------------------------------------- environment
 
 def _tree_hash(root: Path) -> str:
     """sha256 over every packcli source file: the tree is edited while benchmarks run."""
@@ -110,18 +86,9 @@ def environment() -> dict:
     import pyarrow
     import tokenizers
 
-    def git(*args: str) -> str:
-        run = subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True)
-        return run.stdout.strip()
-
-    return {
-        "cpus": os.cpu_count(), "affinity": len(os.sched_getaffinity(0)), "python": platform.python_version(),
-        "platform": platform.platform(), "tokenizers": tokenizers.__version__, "numpy": numpy.__version__,
-        "pyarrow": pyarrow.__version__, "git_head": git("rev-parse", "HEAD"),
-        "git_dirty": git("status", "--short", "--", "packcli").splitlines(),
-        "packcli_tree_sha256": _tree_hash(REPO_ROOT / "packcli"),
-        "argv": sys.argv, "loadavg_start": os.getloadavg(),
-    }
+    return {**run_environment(REPO_ROOT), "affinity": len(os.sched_getaffinity(0)),
+            "tokenizers": tokenizers.__version__, "numpy": numpy.__version__, "pyarrow": pyarrow.__version__,
+            "packcli_tree_sha256": _tree_hash(REPO_ROOT / "packcli")}
 
 
 # ---------------------------------------------------------------------------- shared render helpers
@@ -240,16 +207,14 @@ def _interleaved_run(preparer, hf_tokenizer, batches, rendered, *, first: int) -
 
 
 def table_tokenize(data: dict) -> str:
-    rows = ["| setup | Preparer backend | conv. | tokens | Preparer tok/s | raw tokenizers encode_batch tok/s "
-            "| ratio (target >= 0.8) | ratio, CPU s | parse+render s | tokenize+mask s | raw s | tokenize+mask vs raw |",
-            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for r in data["results"]:
-        rows.append(f"| {r['setup']} | {r.get('backend', 'tokenizers')} | {r['conversations']:,} | {r['tokens']:,} "
-                    f"| {r['prepare_tokens_per_s']:,.0f} "
-                    f"| {r['raw_tokens_per_s']:,.0f} | {r['ratio']:.2f}x | {r['ratio_cpu']:.2f}x "
-                    f"| {r['parse_render_s']:.1f} | {r['tokenize_mask_s']:.1f} | {r['raw_wall_s']:.1f} "
-                    f"| {r['ratio_tokenize_mask_only']:.2f}x |")
-    return "\n".join(rows)
+    header = ("setup", "Preparer backend", "conv.", "tokens", "Preparer tok/s", "raw tokenizers encode_batch tok/s",
+              "ratio (target >= 0.8)", "ratio, CPU s", "parse+render s", "tokenize+mask s", "raw s",
+              "tokenize+mask vs raw")
+    rows = [(r["setup"], r.get("backend", "tokenizers"), f"{r['conversations']:,}", f"{r['tokens']:,}",
+             f"{r['prepare_tokens_per_s']:,.0f}", f"{r['raw_tokens_per_s']:,.0f}", f"{r['ratio']:.2f}x",
+             f"{r['ratio_cpu']:.2f}x", f"{r['parse_render_s']:.1f}", f"{r['tokenize_mask_s']:.1f}",
+             f"{r['raw_wall_s']:.1f}", f"{r['ratio_tokenize_mask_only']:.2f}x") for r in data["results"]]
+    return markdown_table(header, rows, align="ll" + "r" * 10)
 
 
 # ------------------------------------------------------------------------------------------- pack
@@ -258,7 +223,7 @@ def child_pack(spec: dict) -> dict:
     from packcli.config import PackConfig
     from packcli.job.run import pack_corpus
 
-    rss_imports = _rss_mib()
+    rss_imports = rss_mib()
     config = PackConfig(inputs=(spec["corpus"],), tokenizer=spec["tokenizer"], template=str(spec["template"]),
                         out=Path(spec["out"]), capacity=spec["capacity"], force=True,
                         tokenizer_backend=spec["backend"])
@@ -268,7 +233,7 @@ def child_pack(spec: dict) -> dict:
     return {"span": asdict(t.span), "stage_seconds": summary.stage_seconds, "counts": counts,
             "tokenization": summary.manifest["unhashed"]["tokenization"],
             "density": metrics["density"], "supervised_density": metrics["supervised_density"],
-            "rss_after_imports_mib": rss_imports, "peak_rss_mib": _peak_rss_mib(),
+            "rss_after_imports_mib": rss_imports, "peak_rss_mib": peak_rss_mib(),
             "shards": len(summary.manifest["shards"]),
             "artifact_bytes": sum(p.stat().st_size for p in Path(spec["out"]).iterdir())}
 
@@ -289,23 +254,17 @@ def child_ceiling(spec: dict) -> dict:
         wall += t.span.wall_s
         cpu += t.span.cpu_s
     return {"span": asdict(Span(wall, cpu, load0, os.getloadavg()[0])), "tokens": tokens,
-            "conversations": conversations, "peak_rss_mib": _peak_rss_mib()}
+            "conversations": conversations, "peak_rss_mib": peak_rss_mib()}
 
 
 def run_child(kind: str, spec: dict) -> dict:
     """Run one measurement in a fresh interpreter; add the parent's view (wall, wait4 rusage)."""
-    cmd = [sys.executable, str(Path(__file__).resolve()), "_child", kind, json.dumps(spec)]
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-    stdout = proc.stdout.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        raise SystemExit(f"error: child {kind} exited {proc.returncode}: {stdout[-2000:]}")
-    result = json.loads(stdout.strip().splitlines()[-1])
-    result["process_wall_s"] = time.perf_counter() - t0
-    result["process_cpu_s"] = usage.ru_utime + usage.ru_stime
-    result["process_maxrss_mib"] = usage.ru_maxrss / 1024
+    child = run_measured([sys.executable, str(Path(__file__).resolve()), "_child", kind, json.dumps(spec)],
+                         stdout=subprocess.PIPE)
+    if child.returncode != 0:
+        raise SystemExit(f"error: child {kind} exited {child.returncode}: {child.stdout[-2000:]}")
+    result = json.loads(child.stdout.strip().splitlines()[-1])
+    result.update(process_wall_s=child.wall_s, process_cpu_s=child.cpu_s, process_maxrss_mib=child.maxrss_mib)
     return result
 
 
@@ -338,19 +297,19 @@ def bench_pack(corpora: list[Path], tokenizer: str, template: str, capacity: int
 
 
 def table_pack(data: dict) -> str:
-    rows = ["| corpus | backend | records | tokens | pack wall s | read+render s | tokenize s | pack s | write s "
-            "| tok/s | raw tok/s | ratio (>= 0.8) | ratio, CPU s | peak RSS MiB | density |",
-            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    header = ("corpus", "backend", "records", "tokens", "pack wall s", "read+render s", "tokenize s", "pack s",
+              "write s", "tok/s", "raw tok/s", "ratio (>= 0.8)", "ratio, CPU s", "peak RSS MiB", "density")
+    rows = []
     for r in data["results"]:
         s = r["pack"]["stage_seconds"]
         raw = f"{r['raw_tokens_per_s']:,.0f}" if "ceiling" in r else "-"
         ratio = f"{r['ratio']:.2f}x" if "ceiling" in r else "-"
         ratio_cpu = f"{r['ratio_cpu']:.2f}x" if "ceiling" in r else "-"
-        rows.append(f"| {Path(r['corpus']).name} | {r.get('backend', 'hf')} | {r['records']:,} | {r['tokens_tokenized']:,} "
-                    f"| {r['pack_wall_s']:.1f} | {s['read_render_s']:.1f} | {s['tokenize_s']:.1f} | {s['pack_s']:.1f} "
-                    f"| {s['write_s']:.1f} | {r['pack_tokens_per_s']:,.0f} | {raw} | {ratio} | {ratio_cpu} "
-                    f"| {r['pack']['peak_rss_mib']:,.0f} | {r['pack']['density']:.4f} |")
-    return "\n".join(rows)
+        rows.append((Path(r["corpus"]).name, r.get("backend", "hf"), f"{r['records']:,}", f"{r['tokens_tokenized']:,}",
+                     f"{r['pack_wall_s']:.1f}", f"{s['read_render_s']:.1f}", f"{s['tokenize_s']:.1f}",
+                     f"{s['pack_s']:.1f}", f"{s['write_s']:.1f}", f"{r['pack_tokens_per_s']:,.0f}", raw, ratio,
+                     ratio_cpu, f"{r['pack']['peak_rss_mib']:,.0f}", f"{r['pack']['density']:.4f}"))
+    return markdown_table(header, rows, align="ll" + "r" * 13)
 
 
 # ----------------------------------------------------------------------------------------- verify
@@ -364,7 +323,7 @@ def child_verify(spec: dict) -> dict:
     import packcli.verify.run as artifact
     from packcli.prepare import Preparer
 
-    rss_imports = _rss_mib()
+    rss_imports = rss_mib()
     seconds: dict[str, float] = {}
 
     def timed(name: str, fn):
@@ -393,7 +352,7 @@ def child_verify(spec: dict) -> dict:
     checks = [{"name": c.name, "checked": c.checked, "violations": c.count, "ok": c.ok, "skipped": c.skipped}
               for c in report.checks]
     return {"span": asdict(t.span), "ok": report.ok, "checks": checks, "check_seconds": seconds,
-            "reconstruction_split": split, "rss_after_imports_mib": rss_imports, "peak_rss_mib": _peak_rss_mib()}
+            "reconstruction_split": split, "rss_after_imports_mib": rss_imports, "peak_rss_mib": peak_rss_mib()}
 
 
 def bench_verify(artifact: Path, pack_json: Path | None, workers: int | None) -> dict:
@@ -414,24 +373,24 @@ def table_verify(data: dict) -> str:
     secs = r["check_seconds"]
     names = {"integrity": "check_integrity", "contract_drift": "check_drift", "pack_layout": "check_packs",
              "global": "check_global", "reconstruction": "check_reconstruction"}
-    rows = [f"peak RSS {r['peak_rss_mib']:,.0f} MiB; all checks ok: {r['ok']}\n",
-            "| check | checked | violations | seconds | share |", "|---|---:|---:|---:|---:|"]
+    rows = []
     total = data["verify_wall_s"]
     for c in r["checks"]:
         s = secs.get(names.get(c["name"], ""), 0.0)
-        rows.append(f"| {c['name']} | {c['checked']:,} | {c['violations']:,} | {s:.1f} | {s / total:.0%} |")
+        rows.append((c["name"], f"{c['checked']:,}", f"{c['violations']:,}", f"{s:.1f}", f"{s / total:.0%}"))
     other = total - sum(secs.values())
-    rows.append(f"| other (manifest, seam-table read) | | | {other:.1f} | {other / total:.0%} |")
+    rows.append(("other (manifest, seam-table read)", "", "", f"{other:.1f}", f"{other / total:.0%}"))
     split = r["reconstruction_split"]
     if split["tokenize_s"]:
-        rows.append(f"| of reconstruction: parse+render / tokenize+mask | | | {split['read_render_s']:.1f} / "
-                    f"{split['tokenize_s']:.1f} | |")
+        rows.append(("of reconstruction: parse+render / tokenize+mask", "", "",
+                     f"{split['read_render_s']:.1f} / {split['tokenize_s']:.1f}", ""))
     ratios = data.get("verify_over_pack", {})
     vs = "; ".join(f"{v:.2f}x pack --tokenizer-backend {b} ({data['pack_wall_s'][b]:.1f} s)"
                    for b, v in ratios.items()) or "-"
-    rows.append(f"| **verify total** (workers {data.get('workers') or 'auto'}; target <= pack) | | | **{total:.1f}** "
-                f"| {vs} |")
-    return "\n".join(rows)
+    rows.append((f"**verify total** (workers {data.get('workers') or 'auto'}; target <= pack)", "", "",
+                 f"**{total:.1f}**", vs))
+    table = markdown_table(("check", "checked", "violations", "seconds", "share"), rows, align="lrrrr")
+    return f"peak RSS {r['peak_rss_mib']:,.0f} MiB; all checks ok: {r['ok']}\n\n{table}"
 
 
 # ------------------------------------------------------------------------------------------- main
@@ -464,7 +423,7 @@ def main(argv: list[str] | None = None) -> int:
     tok.add_argument("--setup", action="append", choices=sorted(SETUPS), help="default: qwen3 and fixture")
     tok.add_argument("--repeat", type=int, default=1, help="runs per setup, alternating order; medians reported")
     tok.add_argument("--backend", action="append", choices=("tokenizers", "auto", "fastokens"),
-                     help="Preparer's tokenizer backend, repeatable (default: hf); the ceiling is always tokenizers")
+                     help="Preparer's tokenizer backend, repeatable (default: tokenizers); the ceiling is always tokenizers")
     pk = sub.add_parser("pack", parents=[common], help="pack_corpus end to end, one fresh process per corpus")
     pk.add_argument("--corpus", type=Path, action="append", help=f"default: {' '.join(DEFAULT_CORPORA)}")
     pk.add_argument("--tokenizer", default=str(FIXTURE_TOKENIZER))
@@ -474,7 +433,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="artifacts go to WORKDIR/<corpus stem> (default: %(default)s)")
     pk.add_argument("--no-ceiling", action="store_true", help="skip the raw encode_batch ceiling")
     pk.add_argument("--backend", action="append", choices=("tokenizers", "auto", "fastokens"),
-                    help="pack's --tokenizer-backend, repeatable (default: hf); the ceiling is always tokenizers")
+                    help="pack's --tokenizer-backend, repeatable (default: tokenizers); the ceiling is always tokenizers")
     vf = sub.add_parser("verify", parents=[common], help="verify_artifact on a pack artifact, per-check times")
     vf.add_argument("--artifact", type=Path, help="default: WORKDIR/<first corpus stem> of `pack`")
     vf.add_argument("--pack-json", type=Path, help="the pack mode's --out, to compare verify time with pack time")
@@ -502,9 +461,8 @@ def main(argv: list[str] | None = None) -> int:
         table = table_verify(data)
     data["environment"] = {**env, "loadavg_end": os.getloadavg()}
     if args.out:
-        args.out.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    load = f"load average (1 min) at start {env['loadavg_start'][0]:.1f}, at end {os.getloadavg()[0]:.1f}"
-    print(f"\n{load}; {env['cpus']} cpus\n\n{table}")
+        write_json(args.out, data)
+    print(f"\n{load_summary(env['loadavg_start'])}\n\n{table}")
     return 0
 
 

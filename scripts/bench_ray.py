@@ -4,8 +4,8 @@ Each run is a fresh `packcli` process (cold: tokenizer load, numba cache hit, Ra
 so the numbers are what a user waits for. Ray's own start-up is measured separately. The two
 artifacts must have the same manifest hash (the engines are byte-identical), which the script checks.
 
-    python scripts/make_bench_corpus.py --n 200000 --out /tmp/bench200k.jsonl
-    python scripts/bench_ray.py --input /tmp/bench200k.jsonl --out bench-out/ray.json
+    python scripts/make_bench_corpus.py --n 200000 --out bench-out/bench200k.jsonl
+    python scripts/bench_ray.py --input bench-out/bench200k.jsonl --out bench-out/ray.json
 
 Prints a table last and writes JSON.
 """
@@ -19,6 +19,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/ is not a package: _common.py is beside us
+from _common import write_json  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -76,8 +79,7 @@ def main() -> None:
         stages = run["stage_seconds"]
         run["tokens_per_s"] = run["tokens"] / run["wall_s"]
         run["per_unit_s"] = stages["tokenize_wall_s"] / max(1, run["units"])
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2))
+    write_json(args.out, result)
 
     print(f"\nlocal vs ray: {local['records']:,} records, {local['tokens']:,} tokens, {local['units']} units of "
           f"{args.unit_lines:,} lines, {args.workers} Ray workers, Ray start-up {startup:.1f} s, tokenizer backend "

@@ -1,7 +1,7 @@
 """Benchmark the tokenization stage with each tokenizer backend, and prove the outputs identical.
 
-For each setup (tokenizer + template) and backend (``hf``: tokenizers, the reference; ``fast``:
-fastokens with the always-on guard), cold worker processes (their own interpreters, nothing cached)
+For each setup (tokenizer + template) and backend (``tokenizers``, the reference;
+``fastokens``, with the always-on guard), cold worker processes (their own interpreters, nothing cached)
 load the tokenizer (timed apart), read and render every record (untimed; the collector is then told
 to leave those objects alone, as `pack`, which holds one unit at a time, never walks 100k of them),
 then run `packcli.tokenizer.guard.encode_batch` over batches of ``--batch`` records, as
@@ -23,13 +23,13 @@ so that a slow spell of the machine falls on both, and reports the run of median
 run's times are in the JSON, ``runs``); the outputs of all N runs must hash the same.
 
 Usage:
-    python scripts/make_bench_corpus.py --n 100000 --out /tmp/packcli-tokbench/synthetic-100k.jsonl
-    python scripts/bench_tokenizers.py --corpus /tmp/packcli-tokbench/synthetic-100k.jsonl \\
-        --setup qwen3 --setup llama3_2 --out /tmp/packcli-tokbench/tokenizers.json
+    python scripts/make_bench_corpus.py --n 100000 --source chatterbot --out bench-out/chatterbot-100k.jsonl
+    python scripts/bench_tokenizers.py --corpus bench-out/chatterbot-100k.jsonl \\
+        --setup qwen3 --setup llama3_2 --out bench-out/tokenizers.json
     python scripts/bench_tokenizers.py --corpus ... --setup qwen3 --procs 2   # two workers, as pack runs
     python scripts/bench_tokenizers.py --corpus ... --repeat 3   # median of 3 cold runs of each backend
     python scripts/bench_tokenizers.py --quick      # fixture tokenizer, 2,000 records, seconds
-    python scripts/bench_tokenizers.py --show /tmp/packcli-tokbench/tokenizers.json   # the table again
+    python scripts/bench_tokenizers.py --show bench-out/tokenizers.json   # the table again
 """
 
 from __future__ import annotations
@@ -40,12 +40,14 @@ import hashlib
 import json
 import os
 import platform
-import resource
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/ is not a package: _common.py is beside us
+from _common import Timer, cpu_seconds, markdown_table, peak_rss_mib, write_json  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 ASSETS = REPO_ROOT / ".cache" / "assets"
@@ -57,11 +59,6 @@ SETUPS = {  # name -> (tokenizer, template)
 BACKENDS = ("tokenizers", "fastokens")
 BATCH = 4096  # packcli.config.PackConfig.batch_records default
 QUICK_N = 2000
-
-
-def _cpu() -> float:
-    ru = resource.getrusage(resource.RUSAGE_SELF)
-    return ru.ru_utime + ru.ru_stime
 
 
 def worker(args: argparse.Namespace) -> dict:
@@ -76,9 +73,9 @@ def worker(args: argparse.Namespace) -> dict:
     from packcli.tokenizer.load import load_tokenizer
 
     tokenizer_path, template = SETUPS[args.setup]
-    t0, c0 = time.perf_counter(), _cpu()
-    tok = load_tokenizer(tokenizer_path, backend=args.backend)
-    load_s, load_cpu_s = time.perf_counter() - t0, _cpu() - c0
+    with Timer() as timed:
+        tok = load_tokenizer(tokenizer_path, backend=args.backend)
+    load_s, load_cpu_s = timed.span.wall_s, timed.span.cpu_s
 
     t0 = time.perf_counter()
     tpl = load_template(str(template), tok.config)
@@ -107,11 +104,11 @@ def worker(args: argparse.Namespace) -> dict:
     load0, wall, cpu, start = os.getloadavg()[0], 0.0, 0.0, time.time()
     for k in range(args.part * args.batch, len(rendered), args.batch * args.parts):
         batch = rendered[k:k + args.batch]
-        t0, c0 = time.perf_counter(), _cpu()
+        t0, c0 = time.perf_counter(), cpu_seconds()
         out = encode_batch(tok, [r.text for r in batch], [r.spans for r in batch],
                            [r.add_special_tokens for r in batch])
         t1 = time.perf_counter()
-        wall, cpu = wall + t1 - t0, cpu + _cpu() - c0
+        wall, cpu = wall + t1 - t0, cpu + cpu_seconds() - c0
         # Off the clock: the proof that both backends wrote the same thing. Over the batch's flat arrays
         # with SHA-256 (CPU instructions for it here: 2.5x blake2b), because it is not off the other
         # workers' clocks: it shares the cores with them (0.2 s a worker per example with blake2b).
@@ -135,7 +132,7 @@ def worker(args: argparse.Namespace) -> dict:
         "guard_examples": tok.guard.examples, "guard_checked": tok.guard.checked,
         "guard_offset_mismatches": tok.guard.offset_mismatches, "guard_disabled": tok.guard.disabled_reason,
         "reference_fallbacks": getattr(backend, "reference_fallbacks", 0),
-        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_rss_mib": peak_rss_mib(),
     }
 
 
@@ -199,10 +196,10 @@ def median_run(runs: list[dict]) -> dict:
 
 
 def table(rows: list[dict]) -> str:
-    """Markdown: one row per run; speedups against the same setup's ``hf`` row, by wall time and by CPU."""
-    head = ("| setup | backend | examples | tokens | load s | tokenize s | runs (s) | CPU s | tokens/s | "
-            "speedup (wall) | speedup (CPU) | guard checked | ref. fallbacks | output = reference |")
-    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    """Markdown: one row per run; speedups against the same setup's ``tokenizers`` row, by wall time and by CPU."""
+    header = ("setup", "backend", "examples", "tokens", "load s", "tokenize s", "runs (s)", "CPU s", "tokens/s",
+              "speedup (wall)", "speedup (CPU)", "guard checked", "ref. fallbacks", "output = reference")
+    lines = []
     ref = {r["setup"]: r for r in rows if r["backend"] == "tokenizers"}
     for r in rows:
         base = ref.get(r["setup"])
@@ -210,13 +207,12 @@ def table(rows: list[dict]) -> str:
         cpu = base["tokenize_cpu_s"] / r["tokenize_cpu_s"] if base and r["tokenize_cpu_s"] else float("nan")
         same = "-" if r["backend"] == "tokenizers" or not base else (
             "yes" if r["output_blake2b"] == base["output_blake2b"] else "**NO**")
-        lines.append(f"| {r['setup']} | {r['backend_name']} {r['backend_version']} | {r['examples']:,} | "
-                     f"{r['tokens']:,} | {r['load_s']:.1f} | {r['tokenize_s']:.1f} | "
-                     f"{', '.join(format(x['tokenize_s'], '.1f') for x in r.get('runs', [r]))} | "
-                     f"{r['tokenize_cpu_s']:.1f} | "
-                     f"{r['tokens_per_s']:,.0f} | {wall:.1f}x | {cpu:.1f}x | {r['guard_checked']:,} | "
-                     f"{r['reference_fallbacks']:,} | {same} |")
-    return "\n".join(lines)
+        lines.append((r["setup"], f"{r['backend_name']} {r['backend_version']}", f"{r['examples']:,}",
+                      f"{r['tokens']:,}", f"{r['load_s']:.1f}", f"{r['tokenize_s']:.1f}",
+                      ", ".join(format(x["tokenize_s"], ".1f") for x in r.get("runs", [r])),
+                      f"{r['tokenize_cpu_s']:.1f}", f"{r['tokens_per_s']:,.0f}", f"{wall:.1f}x", f"{cpu:.1f}x",
+                      f"{r['guard_checked']:,}", f"{r['reference_fallbacks']:,}", same))
+    return markdown_table(header, lines)
 
 
 def _title(result: dict) -> str:
@@ -283,8 +279,7 @@ def main(argv: list[str] | None = None) -> int:
               "procs": args.procs, "repeat": args.repeat, "cpus": os.cpu_count(), "python": platform.python_version(),
               "argv": sys.argv, "rows": rows}
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        write_json(args.out, result)
     print(f"{_title(result)}\n{table(rows)}")
     mismatched = [r for r in rows if r["backend"] != "tokenizers" and any(
         b["setup"] == r["setup"] and b["backend"] == "tokenizers" and b["output_blake2b"] != r["output_blake2b"] for b in rows)]

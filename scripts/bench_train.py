@@ -35,10 +35,10 @@ threads spin waiting for a descheduled peer and step times swing more than the d
 measured (numbers with --threads 2 in docs/benchmarks-train.md).
 
 Usage:
-    python scripts/bench_train.py --out /tmp/bench-train.json            # default CPU run, minutes
-    python scripts/bench_train.py --quick --out /tmp/q.json              # smoke run, seconds
+    python scripts/bench_train.py --out bench-out/train.json           # default CPU run, minutes
+    python scripts/bench_train.py --quick --out bench-out/quick.json    # smoke run, seconds
     python scripts/bench_train.py --device cuda --hidden 1024 --layers 8 --heads 16 --kv-heads 4 \\
-        --capacity 4096 --step-tokens 32768 --n 4000 --out /tmp/bench-train-gpu.json
+        --capacity 4096 --step-tokens 32768 --n 4000 --out bench-out/train-gpu.json
 """
 
 from __future__ import annotations
@@ -47,8 +47,6 @@ import argparse
 import gc
 import json
 import os
-import platform
-import subprocess
 import sys
 import tempfile
 import time
@@ -57,6 +55,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/ is not a package: _common.py is beside us
+from _common import (  # noqa: E402
+    PACKCLI_WITH_HWM,
+    load_summary,
+    markdown_table,
+    peak_rss_mib,
+    run_environment,
+    run_measured,
+    write_json,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FIXTURE_TOKENIZER = REPO_ROOT / "fixtures" / "tokenizer"
@@ -450,45 +459,17 @@ def summarize(records: list[dict]) -> dict:
 
 # ----------------------------------------------------------------------------------- the driver
 
-def peak_rss_mib() -> float:
-    """This process's RSS high-water mark (VmHWM). Not ``ru_maxrss``: on Linux that survives fork and
-    exec, so a child reports its parent's peak if that was higher (measured: a child of an 800 MiB
-    parent reported 813 MiB of ru_maxrss and 13 MiB of VmHWM)."""
-    with open("/proc/self/status") as handle:
-        return next(int(line.split()[1]) for line in handle if line.startswith("VmHWM")) / 1024
-
-
-# `python -m packcli ...` that writes its VmHWM (KiB) to argv[1] at exit.
-PACKCLI_WITH_HWM = """import atexit, runpy, sys
-def _hwm(path=sys.argv[1]):
-    with open("/proc/self/status") as status, open(path, "w") as out:
-        out.write(next(line.split()[1] for line in status if line.startswith("VmHWM")))
-atexit.register(_hwm)
-sys.argv = ["packcli", *sys.argv[2:]]
-runpy.run_module("packcli", run_name="__main__", alter_sys=True)
-"""
-
-
-def run_child(cmd: list[str], stdout: Any = None) -> tuple[int, float, float]:
-    """Run ``cmd`` (stdout to ``stdout``, else stderr): exit status, wall s, CPU s of that child alone."""
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=stdout or sys.stderr)
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, time.perf_counter() - t0, usage.ru_utime + usage.ru_stime
-
-
 def time_pack(corpus: Path, args: argparse.Namespace, out_dir: Path) -> dict:
     """``packcli pack`` on the corpus: wall, CPU and peak RSS of the CLI process, and its own stage seconds."""
     summary, hwm = out_dir.parent / f"{out_dir.name}.pack.json", out_dir.parent / f"{out_dir.name}.hwm"
     cli = ["pack", str(corpus), "-t", str(args.tokenizer), "-o", str(out_dir), "-c", str(args.capacity),
            "--strategy", args.strategy, "--template", args.template, "--force", "--json"]
     with summary.open("w") as handle:
-        code, wall, cpu = run_child([sys.executable, "-c", PACKCLI_WITH_HWM, str(hwm), *cli], stdout=handle)
-    if code:
-        raise SystemExit(f"error: packcli pack failed (exit {code}): packcli {' '.join(cli)}")
+        child = run_measured([sys.executable, "-c", PACKCLI_WITH_HWM, str(hwm), *cli], stdout=handle)
+    if child.returncode:
+        raise SystemExit(f"error: packcli pack failed (exit {child.returncode}): packcli {' '.join(cli)}")
     report = json.loads(summary.read_text())
-    return {"command": " ".join(["packcli", *cli]), "wall_s": wall, "cpu_s": cpu,
+    return {"command": " ".join(["packcli", *cli]), "wall_s": child.wall_s, "cpu_s": child.cpu_s,
             "peak_rss_mib": int(hwm.read_text()) / 1024, "stage_seconds": report["stage_seconds"],
             "counts": report["counts"], "density": report["metrics"]["density"]}
 
@@ -524,8 +505,8 @@ def run_variants(configs: list[TrainConfig], memory_steps: int, profile: bool) -
             print(f"[bench_train] peak RSS of {run.cfg.variant} in a fresh process ...", file=sys.stderr, flush=True)
             with tempfile.NamedTemporaryFile("r", suffix=".json", delete=False) as handle:
                 out = Path(handle.name)
-            code, _, _ = run_child([sys.executable, __file__, "--_child", json.dumps(asdict(run.cfg)),
-                                       "--memory-steps", str(memory_steps), "--out", str(out)])
+            code = run_measured([sys.executable, __file__, "--_child", json.dumps(asdict(run.cfg)),
+                                 "--memory-steps", str(memory_steps), "--out", str(out)], stdout=sys.stderr).returncode
             if code:
                 raise SystemExit(f"error: memory probe of {run.cfg.variant} failed (exit {code})")
             probe = json.loads(out.read_text())
@@ -573,50 +554,44 @@ def verdict(results: list[dict], pack: dict) -> tuple[dict, list[str]]:
 
 
 def table(results: list[dict]) -> str:
-    rows = ["| variant | layout | steps | sup tok/step (median) | **sup tok/s** (epoch) | sup tok/s per step "
-            "median [p10, p90] | real tok/s | sup tok / CPU-s | density | attn density | collate share "
-            "| peak mem MiB (of which training) |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    header = ("variant", "layout", "steps", "sup tok/step (median)", "**sup tok/s** (epoch)",
+              "sup tok/s per step median [p10, p90]", "real tok/s", "sup tok / CPU-s", "density", "attn density",
+              "collate share", "peak mem MiB (of which training)")
+    rows = []
     for r in results:
         if "skipped" in r:
-            rows.append(f"| {r['variant']} | {r['layout']} | skipped: {r['skipped'][:90]} |" + " |" * 9)
+            rows.append((r["variant"], r["layout"], f"skipped: {r['skipped'][:90]}", *[""] * 9))
             continue
         s = r["step_supervised_tok_s"]
         before = r.get("rss_before_train_mib")
         delta = f" (+{r['peak_memory_mib'] - before:,.0f})" if before is not None else ""
-        rows.append(f"| {r['variant']} | {r['layout']} | {r['steps']} | {r['step_supervised_tokens']['median']:,.0f} "
-                    f"| **{r['supervised_tok_s']:,.0f}** | {s['median']:,.0f} [{s['p10']:,.0f}, {s['p90']:,.0f}] "
-                    f"| {r['real_tok_s']:,.0f} | {r['supervised_tok_cpu_s']:,.0f} | {r['density']:.3f} "
-                    f"| {r['attn_density']:.3f} | {r['collate_share']:.1%} | {r['peak_memory_mib']:,.0f}{delta} |")
-    return "\n".join(rows)
+        rows.append((r["variant"], r["layout"], r["steps"], f"{r['step_supervised_tokens']['median']:,.0f}",
+                     f"**{r['supervised_tok_s']:,.0f}**", f"{s['median']:,.0f} [{s['p10']:,.0f}, {s['p90']:,.0f}]",
+                     f"{r['real_tok_s']:,.0f}", f"{r['supervised_tok_cpu_s']:,.0f}", f"{r['density']:.3f}",
+                     f"{r['attn_density']:.3f}", f"{r['collate_share']:.1%}", f"{r['peak_memory_mib']:,.0f}{delta}"))
+    return markdown_table(header, rows, align="ll" + "r" * 10)
 
 
 def profile_table(results: list[dict]) -> str:
     """Share of a median step's self CPU time per op group (torch.profiler; forward + backward + AdamW)."""
     profiled = [r for r in results if "profile" in r]
     groups = list(profiled[0]["profile"]["seconds"]) if profiled else []
-    rows = ["| op group | " + " | ".join(f"{r['variant']} ({r['profile']['slots']:,} slots)" for r in profiled) + " |",
-            "|---|" + "---:|" * len(profiled)]
+    header = ("op group", *(f"{r['variant']} ({r['profile']['slots']:,} slots)" for r in profiled))
+    rows = []
     for g in groups:
         cells = []
         for r in profiled:
             sec = r["profile"]["seconds"]
             cells.append(f"{sec[g] * 1e3:,.0f} ms ({sec[g] / sum(sec.values()):.0%})")
-        rows.append(f"| {g} | " + " | ".join(cells) + " |")
-    rows.append("| total | " + " | ".join(f"{sum(r['profile']['seconds'].values()) * 1e3:,.0f} ms" for r in profiled)
-                + " |")
-    return "\n".join(rows)
+        rows.append((g, *cells))
+    rows.append(("total", *(f"{sum(r['profile']['seconds'].values()) * 1e3:,.0f} ms" for r in profiled)))
+    return markdown_table(header, rows, align="l" + "r" * len(profiled))
 
 
 def environment(device: str) -> dict:
     import torch
 
-    def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True).stdout.strip()
-
-    env = {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
-           "torch": torch.__version__, "numpy": np.__version__, "git_head": git("rev-parse", "HEAD"),
-           "git_dirty": git("status", "--short", "--", "packcli").splitlines(), "argv": sys.argv,
-           "loadavg_start": os.getloadavg()}
+    env = {**run_environment(REPO_ROOT), "torch": torch.__version__, "numpy": np.__version__}
     if device.startswith("cuda"):
         env["gpu"] = torch.cuda.get_device_name()
     return env
@@ -726,7 +701,7 @@ def main(argv: list[str] | None = None) -> int:
             "records": {r["variant"]: r.get("records", []) for r in results}, "verdict": summary,
             "verdict_text": lines, "environment": {**env, "loadavg_end": os.getloadavg()}}
     if args.out:
-        args.out.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+        write_json(args.out, data)
     c = base
     print(f"\nmodel: tiny decoder hidden {c.hidden}, {c.layers} layers, {c.heads} heads ({c.kv_heads} kv), "
           f"SwiGLU {c.intermediate}, vocab {c.vocab}, {results[0].get('parameters', 0):,} parameters, {c.dtype} "
@@ -735,8 +710,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"data: {pack['counts']['packed']} examples ({pack['counts']['dropped']} of {pack['counts']['records']} "
           f"dropped as > capacity {c.capacity}) in {pack['counts']['packs']} packs ({args.strategy}, density "
           f"{pack['density']:.3f}); pack: {pack['command']}")
-    print(f"load average (1 min) at start {env['loadavg_start'][0]:.1f}, at end {os.getloadavg()[0]:.1f}; "
-          f"{env['cpus']} cpus\n")
+    print(f"{load_summary(env['loadavg_start'])}\n")
     print("\n".join(f"verdict: {line}" for line in lines))
     if args.profile:
         print(f"\n{profile_table(results)}")

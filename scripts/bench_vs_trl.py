@@ -22,11 +22,11 @@ packcli ``--loss auto``); BFD with overlong conversations truncated to C on both
 which it packs. Each run gets a fresh ``HF_DATASETS_CACHE`` so nothing is reused between runs.
 
 Usage:
-    python scripts/make_bench_corpus.py --n 18000 --out /tmp/bench18k.jsonl
-    python -m venv /tmp/trl-venv && /tmp/trl-venv/bin/pip install trl==1.16.0 datasets "torch==2.13.0+cpu"
-    python scripts/bench_vs_trl.py --corpus /tmp/bench18k.jsonl --trl-python /tmp/trl-venv/bin/python \\
-        --out /tmp/bench-vs-trl.json
-    python scripts/bench_vs_trl.py --quick --trl-python /tmp/trl-venv/bin/python    # 300 conversations
+    python scripts/make_bench_corpus.py --n 100000 --source chatterbot --out bench-out/chatterbot-100k.jsonl
+    python -m venv bench-out/trl-venv && bench-out/trl-venv/bin/pip install trl==1.16.0 datasets "torch==2.13.0"
+    python scripts/bench_vs_trl.py --corpus bench-out/chatterbot-100k.jsonl --repeat 3 \\
+        --trl-python bench-out/trl-venv/bin/python --out bench-out/vs-trl.json
+    python scripts/bench_vs_trl.py --quick --trl-python bench-out/trl-venv/bin/python    # 300 conversations
 """
 
 from __future__ import annotations
@@ -35,33 +35,24 @@ import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/ is not a package: _common.py is beside us
+from _common import (  # noqa: E402  (standard library only: the TRL venv imports it too)
+    PACKCLI_WITH_HWM,
+    load_summary,
+    markdown_table,
+    peak_rss_mib,
+    run_measured,
+    write_json,
+)
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 ASSETS = REPO_ROOT / ".cache" / "assets"
 WORKDIR = Path(tempfile.gettempdir()) / "packcli-bench-trl"
-
-
-# `python -m packcli ...` that writes its VmHWM (KiB) to argv[1] at exit.
-PACKCLI_WITH_HWM = """import atexit, runpy, sys
-def _hwm(path=sys.argv[1]):
-    with open("/proc/self/status") as status, open(path, "w") as out:
-        out.write(next(line.split()[1] for line in status if line.startswith("VmHWM")))
-atexit.register(_hwm)
-sys.argv = ["packcli", *sys.argv[2:]]
-runpy.run_module("packcli", run_name="__main__", alter_sys=True)
-"""
-
-
-def peak_rss_mib() -> float:
-    """VmHWM, not ``ru_maxrss``: on Linux ``ru_maxrss`` survives fork and exec, so a child would
-    report its parent's peak when that is higher (see scripts/bench_train.py)."""
-    with open("/proc/self/status") as handle:
-        return next(int(line.split()[1]) for line in handle if line.startswith("VmHWM")) / 1024
 
 
 # ------------------------------------------------------------------- TRL side (runs in the TRL venv)
@@ -129,17 +120,13 @@ def trl_child(spec: dict) -> dict:
 
 # ------------------------------------------------------------------------------------- the driver
 
-def run_measured(cmd: list[str], *, env: dict | None = None, stdout_path: Path) -> dict:
+def run_json(cmd: list[str], *, env: dict | None = None, stdout_path: Path) -> dict:
     """Wall and CPU of one child process alone (``wait4``), and its stdout (JSON) kept in a file."""
     with stdout_path.open("w") as handle:
-        start = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=handle, env=env)
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - start
-    code = os.waitstatus_to_exitcode(status)
-    if code:
-        raise SystemExit(f"error: exit {code} from: {' '.join(cmd)}")
-    return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "report": json.loads(stdout_path.read_text())}
+        child = run_measured(cmd, stdout=handle, env=env)
+    if child.returncode:
+        raise SystemExit(f"error: exit {child.returncode} from: {' '.join(cmd)}")
+    return {"wall_s": child.wall_s, "cpu_s": child.cpu_s, "report": json.loads(stdout_path.read_text())}
 
 
 def run_packcli(corpus: Path, args: argparse.Namespace, strategy: str, backend: str) -> dict:
@@ -148,7 +135,7 @@ def run_packcli(corpus: Path, args: argparse.Namespace, strategy: str, backend: 
     cmd = [sys.executable, "-c", PACKCLI_WITH_HWM, str(hwm), "pack", str(corpus), "-t", str(args.tokenizer),
            "--template", str(args.template), "-c", str(args.capacity), "--strategy", strategy, "--overlong", "truncate",
            "--tokenizer-backend", backend, "-o", str(out), "--force", "--json"]
-    run = run_measured(cmd, stdout_path=args.workdir / f"{name}.json")
+    run = run_json(cmd, stdout_path=args.workdir / f"{name}.json")
     rep = run.pop("report")
     counts, stages = rep["counts"], rep["stage_seconds"]
     return {**run, "side": f"packcli ({strategy}, {rep['tokenization']['backend']})",
@@ -177,7 +164,7 @@ def run_trl(corpus: Path, args: argparse.Namespace) -> dict:
     env = {**os.environ, "HF_DATASETS_CACHE": str(cache), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
            "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "true"}
     cmd = [str(args.trl_python), str(Path(__file__).resolve()), "_trl", json.dumps(spec)]
-    run = run_measured(cmd, env=env, stdout_path=args.workdir / "trl.json")
+    run = run_json(cmd, env=env, stdout_path=args.workdir / "trl.json")
     rep = run.pop("report")
     return {**run, **rep, "side": f"TRL {rep['versions']['trl']} SFT prep + pack_dataset(bfd)"
             + (f", num_proc {args.trl_num_proc}" if args.trl_num_proc else ""),
@@ -186,8 +173,9 @@ def run_trl(corpus: Path, args: argparse.Namespace) -> dict:
 
 
 def table(rows: list[dict]) -> str:
-    out = ["| pipeline | wall s (all runs) | CPU s | tokens | tokens/s (wall) | supervised | packs | density "
-           "| peak RSS MiB (driver) | output MB | stage seconds (each side's own) |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    header = ("pipeline", "wall s (all runs)", "CPU s", "tokens", "tokens/s (wall)", "supervised", "packs", "density",
+              "peak RSS MiB (driver)", "output MB", "stage seconds (each side's own)")
+    out = []
     for r in rows:
         s = r["stage_seconds"]
         if "load_json_s" in s:
@@ -199,10 +187,10 @@ def table(rows: list[dict]) -> str:
                       f"write {s['write_s']:.1f}")
         runs = r.get("wall_s_runs", [])
         wall = f"{r['wall_s']:.1f}" + (f" ({', '.join(f'{w:.1f}' for w in runs)})" if len(runs) > 1 else "")
-        out.append(f"| {r['side']} | {wall} | {r['cpu_s']:.1f} | {r['tokens']:,} "
-                   f"| {r['tokens'] / r['wall_s']:,.0f} | {r['supervised_tokens']:,} | {r['packs']:,} "
-                   f"| {r['density']:.4f} | {r['peak_rss_mib']:,.0f} | {r['bytes'] / 1e6:.1f} | {stages} |")
-    return "\n".join(out)
+        out.append((r["side"], wall, f"{r['cpu_s']:.1f}", f"{r['tokens']:,}", f"{r['tokens'] / r['wall_s']:,.0f}",
+                    f"{r['supervised_tokens']:,}", f"{r['packs']:,}", f"{r['density']:.4f}",
+                    f"{r['peak_rss_mib']:,.0f}", f"{r['bytes'] / 1e6:.1f}", stages))
+    return markdown_table(header, out, align="l" + "r" * 9 + "l")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -256,10 +244,10 @@ def main(argv: list[str] | None = None) -> int:
             "environment": {"cpus": os.cpu_count(), "python": platform.python_version(), "argv": sys.argv,
                             "loadavg_start": load_start, "loadavg_end": os.getloadavg()}}
     if args.out:
-        args.out.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+        write_json(args.out, data)
     print(f"\ncorpus {corpus} ({rows[0]['records']:,} conversations), capacity {args.capacity}, "
           f"tokenizer {args.tokenizer}, template {args.template.name}")
-    print(f"load average (1 min) at start {load_start[0]:.1f}, at end {os.getloadavg()[0]:.1f}; {os.cpu_count()} cpus")
+    print(load_summary(load_start))
     trl_row = next((r for r in rows if r["side"].startswith("TRL")), None)
     if trl_row:
         for r in rows:

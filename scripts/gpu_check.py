@@ -19,8 +19,6 @@ Exit status: 0 when every seam-aware backend that ran passed and ``naive`` was c
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 import time
 import traceback
@@ -30,6 +28,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))  # scripts/ is not a package: _common.py is beside us
+
+from _common import write_json  # noqa: E402
 
 from packcli.verify.attention import (  # noqa: E402
     HF_VARIANTS,
@@ -141,13 +142,6 @@ def table(rows: list[dict]) -> str:
     return "\n".join(out + ["", legend])
 
 
-def write_json(path: Path, payload: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(payload, indent=2, sort_keys=True, default=str))
-    os.replace(tmp, path)
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--device", default="cuda")
@@ -215,9 +209,9 @@ def main(argv: list[str] | None = None) -> int:
             if args.device.startswith("cuda"):
                 torch.cuda.empty_cache()
         rows.append(row)
-        write_json(out, {"meta": {**meta, "finished": None}, "rows": rows, "reports": reports})
+        write_json(out, {"meta": {**meta, "finished": None}, "rows": rows, "reports": reports}, default=str)
     meta["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S")
-    write_json(out, {"meta": meta, "rows": rows, "reports": reports})
+    write_json(out, {"meta": meta, "rows": rows, "reports": reports}, default=str)
     for r in rows:
         if r["status"] in ("unsupported", "error"):
             first_line = r["reason"].splitlines()[0]

@@ -17,10 +17,10 @@ conversations with real multilingual exchanges from chatterbot-corpus (needs
 `python scripts/fetch_real_assets.py` first and PyYAML).
 
 Usage:
-    python scripts/make_bench_corpus.py --n 50000 --out /tmp/bench.jsonl
-    python scripts/make_bench_corpus.py --n 200000 --out /tmp/bench.jsonl --source chatterbot
-    python scripts/make_bench_corpus.py --n 100000 --out /tmp/cb-nfc.jsonl --source chatterbot --nfc
-    python scripts/make_bench_corpus.py --n 2000 --out /tmp/b.jsonl --measure 2000   # token percentiles
+    python scripts/make_bench_corpus.py --n 50000 --out bench-out/bench.jsonl
+    python scripts/make_bench_corpus.py --n 200000 --out bench-out/chatterbot.jsonl --source chatterbot
+    python scripts/make_bench_corpus.py --n 100000 --out bench-out/cb-nfc.jsonl --source chatterbot --nfc
+    python scripts/make_bench_corpus.py --n 2000 --out bench-out/b.jsonl --measure 2000   # token percentiles
 """
 
 from __future__ import annotations

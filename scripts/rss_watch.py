@@ -4,8 +4,8 @@ Peak RSS (`ru_maxrss`) says how much; the samples say when and of which kind (an
 file-backed pages such as a memory-mapped file), which is what tells a growing index from a mapped
 spill. Linux only. Writes every sample, the peaks and the command's output tails as JSON.
 
-    python scripts/rss_watch.py /tmp/rss200k.json packcli pack /tmp/bench200k.jsonl -t fixtures/tokenizer \\
-        --template chatml -c 4096 -o /tmp/rss200k --force --json
+    python scripts/rss_watch.py bench-out/rss200k.json packcli pack bench-out/bench200k.jsonl -t fixtures/tokenizer \\
+        --template chatml -c 4096 -o bench-out/rss200k --force --json
 """
 
 from __future__ import annotations
@@ -15,6 +15,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/ is not a package: _common.py is beside us
+from _common import proc_status_mib  # noqa: E402
 
 
 def main(argv: list[str]) -> int:
@@ -28,12 +32,9 @@ def main(argv: list[str]) -> int:
     peak: dict[str, float] = {}
     while proc.poll() is None:
         try:
-            with open(f"/proc/{proc.pid}/status") as handle:
-                text = handle.read()
+            values = proc_status_mib(proc.pid, ("VmRSS", "RssAnon", "RssFile"))
         except FileNotFoundError:
             break
-        values = {k: int(v.split()[0]) / 1024 for k, _, v in (line.partition(":") for line in text.splitlines())
-                  if k in ("VmRSS", "RssAnon", "RssFile")}
         if values:
             samples.append([round(time.time() - t0, 1), values])
             for k, v in values.items():
