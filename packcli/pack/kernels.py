@@ -10,7 +10,7 @@ room >= length that has a pack" with a few word lookups (three levels up to C = 
 window costs O(W + its length range), or O(W log W) if that range is over 16 W. First fit
 (`first_fit_decreasing`) uses a max segment tree over packs, O(n log n). Both place examples in
 sorted order and scatter the result afterwards, so the hot loop touches only the per-pack tables,
-and those are int32 so that they stay in L2 (timings: docs/benchmarks-packing.md).
+and those are int32 so that they stay in L2 (the kernels' speed: docs/benchmarks-packing.md).
 
 Tie-breaks are part of the contract, because tests compare assignments with a reference:
   * decreasing order: longer first, equal lengths by position (a stable sort);
