@@ -257,3 +257,27 @@ def test_loss_normaliser_across_accumulation_and_ranks(packed):
     assert abs(total - float(target_loss.detach())) < 1e-5
     torch.testing.assert_close(ddp, target, rtol=1e-4, atol=1e-6)
     assert float((naive - target).abs().max()) > 1e-4  # mean of means weighs tokens unequally
+
+
+def test_gpu_check_loader_row_on_cpu_stand_ins():
+    """scripts/gpu_check.py's loader:flash-attn row, with flash_attn_varlen_func replaced by the sdpa
+    stand-in above (it passes) and by a kernel that ignores cu_seqlens (it fails): the measurement a
+    GPU run makes is itself tested here. On CPU the real row refuses to run, naming why."""
+    from conftest import load_script
+
+    gpu_check = load_script("gpu_check")
+    packs = gpu_check.fixture_packs(2816)
+
+    def gqa(kernel):
+        def run(q, k, v, cu_q, cu_k, max_q, max_k, causal=True):
+            rep = q.shape[1] // k.shape[1]
+            return kernel(q.float(), k.float().repeat_interleave(rep, 1), v.float().repeat_interleave(rep, 1),
+                          cu_q, cu_k, max_q, max_k, causal=causal).to(q.dtype)
+        return run
+
+    good = gpu_check.varlen_against_alone(packs, gqa(varlen_sdpa), "cpu", "bfloat16", 0)
+    assert good["ok"] and good["examples"] == sum(len(p.cu_seqlens) - 1 for p in packs), good
+    bad = gpu_check.varlen_against_alone(packs, gqa(causal_only), "cpu", "bfloat16", 0)
+    assert not bad["ok"] and bad["max_diff_vs_alone"] > bad["atol"], bad
+    with pytest.raises(gpu_check.UnsupportedBackendError, match="CUDA"):
+        gpu_check.loader_flash_attn(packs, "cpu", "bfloat16", 0)
