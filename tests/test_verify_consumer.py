@@ -87,6 +87,8 @@ def test_each_guard_catches_its_failure(packed):
         "padding label": (Seen(np.append(good.input_ids, 0), np.append(good.labels, 7), np.append(good.position_ids, 0),
                                np.append(good.boundaries, n + 1)), "padding tokens carry a label"),
     }
+    cases["attention mask"] = (Seen(good.input_ids, good.labels, good.position_ids, good.boundaries, attention_mask=True),
+                               "an attention_mask is passed")
     sup = np.flatnonzero(good.labels != -100)
     masked = good.labels.copy()
     masked[sup[-1]] = -100

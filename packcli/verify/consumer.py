@@ -10,8 +10,9 @@ model would receive.
 
 The expected layout comes from the artifact alone (``cu_seqlens``), never from the consumer. Per
 batch of ``batch_packs`` rows, in stored order: nothing truncated or changed, positions restart at
-every seam (what sdpa/eager/flex models cut on), the varlen boundaries equal the seams (what flash
-kernels cut on), no supervised label at a seam, no supervised label lost. A consumer that fails is
+every seam (what sdpa/eager/flex models cut on) and no attention_mask overrides them, the varlen
+boundaries equal the seams (what flash kernels cut on), no supervised label at a seam, no
+supervised label lost. A consumer that fails is
 named with why and what to change (``advice``), and ``verify`` exits 1.
 """
 
@@ -42,6 +43,7 @@ class Seen:
     labels: npt.NDArray[np.int64]
     position_ids: npt.NDArray[np.int64] | None
     boundaries: npt.NDArray[np.int64] | None  # cu_seq_lens_q as the consumer emits it; None: not emitted
+    attention_mask: bool = False  # the consumer passes one: HF then ignores the restarting positions
 
 
 @dataclass
@@ -87,6 +89,9 @@ def check_batch(seen: Seen, packs: list[Pack], where: str) -> list[str]:
         return problems  # nothing below is meaningful on other tokens
     if np.any(seen.labels[n:] != IGNORE_INDEX):
         problems.append(f"{where}: {int(np.count_nonzero(seen.labels[n:] != IGNORE_INDEX))} padding tokens carry a label")
+    if seen.attention_mask:
+        problems.append(f"{where}: an attention_mask is passed with the packed position_ids: HF models then build "
+                        "an ordinary causal mask over the whole row and ignore the seams")
     if seen.position_ids is None:
         problems.append(f"{where}: no position_ids: the model numbers the whole row 0..{got - 1}, so positions never "
                         "restart at a seam and sdpa/eager attention is causal over the whole row")
@@ -152,7 +157,8 @@ def _seen(out: dict) -> Seen:
         value = out.get(key)
         return None if value is None else np.asarray(value).reshape(-1).astype(np.int64)
 
-    return Seen(flat("input_ids"), flat("labels"), flat("position_ids"), flat("cu_seq_lens_q"))
+    return Seen(flat("input_ids"), flat("labels"), flat("position_ids"), flat("cu_seq_lens_q"),
+                attention_mask="attention_mask" in out)
 
 
 def trl_signature_columns() -> list[str]:
