@@ -140,3 +140,18 @@ def test_works_without_torch(packed):
     assert out.returncode == 0, out.stderr
     batches, tokens = map(int, out.stdout.split())
     assert batches > 0 and tokens > 0
+
+
+def test_one_row_group_decoded_at_a_time(packed):
+    """Memory follows the row group, not the artifact: an epoch decodes each row group once, in turn."""
+    ds = PackDataset(packed, batch_packs=3, collate=first_ids, seed=4)
+    reads = []
+    read = ds.reader.read
+
+    def spy(group):
+        reads.append(group)
+        return read(group)
+
+    ds.reader.read = spy
+    assert sum(len(b) for b in ds) == ds.reader.num_packs
+    assert sorted(reads, key=lambda g: (g.shard, g.index)) == ds.reader.row_groups  # each exactly once

@@ -274,10 +274,10 @@ def check_consumer(directory: str | Path, consumer: str, *, batch_packs: int = 2
         raise InputError(f"unknown consumer {consumer!r}; choose from {', '.join(CONSUMERS)}")
     if batch_packs < 1:
         raise InputError(f"batch_packs must be at least 1, got {batch_packs}")
-    library = {"trl": "trl", "hf": "transformers", "packcli": "torch"}[consumer]
+    library = {"trl": "trl", "hf": "transformers"}.get(consumer)  # packcli's loader needs nothing more
     import importlib.util
 
-    if importlib.util.find_spec(library) is None:
+    if library is not None and importlib.util.find_spec(library) is None:
         raise InputError(f"--consumer {consumer} runs {library}'s own code, and {library} is not installed",
                          "pip install 'packcli[dev]'")
     started = time.perf_counter()
