@@ -75,3 +75,11 @@ class Dtype(str, Enum):
     float32 = "float32"
     float16 = "float16"
     bfloat16 = "bfloat16"
+
+
+class Consumer(str, Enum):
+    """A trainer whose own collation ``verify --consumer`` runs on the packs (docs/training.md)."""
+
+    trl = "trl"
+    hf = "hf"
+    packcli = "packcli"

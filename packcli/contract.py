@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-CONTRACT_VERSION = 1
+CONTRACT_VERSION = 2  # 2: shards carry seq_lengths; the folder is a Hugging Face dataset (README.md card)
 IGNORE_INDEX = -100  # a label that carries no loss (HF and PyTorch's cross-entropy default)
 CONVENTIONS = {
     "labels": "unshifted",
@@ -25,6 +25,7 @@ CONVENTIONS = {
 MANIFEST_NAME = "manifest.json"
 SEAM_TABLE_NAME = "examples.parquet"
 REJECTS_NAME = "rejects.jsonl"
+CARD_NAME = "README.md"  # the dataset card: makes the artifact folder a Hugging Face dataset repository
 
 STATUSES = ("packed", "truncated", "dropped", "rejected")  # a record's fate, as the seam table spells it
 PACKED, TRUNCATED, DROPPED, REJECTED = range(4)  # the same, as the codes the pack job keeps per example

@@ -3,6 +3,7 @@
     python scripts/gpu_check.py                         # CUDA, every backend, bf16 + fp32
     python scripts/gpu_check.py --device cpu --backends sdpa,naive,hf:sdpa --dtypes float32
     python scripts/gpu_check.py --artifact packed/ --packs 4 --json bench-out/gpu_check.json
+    python scripts/gpu_check.py --backends loader:flash-attn --artifact packed/   # packcli.data into flash-attn
 
 Each (backend, dtype) is its own ``check_packs`` call inside one process, so one backend that is
 missing, unsupported or crashing becomes a row, not an aborted run. Cheap backends run first, the
@@ -11,6 +12,11 @@ pack (three 128-token examples: two shapes to compile, where the other packs nee
 hf:flex_attention took 214 s on one 7-example pack on CPU). The JSON is rewritten after every row,
 so a run killed by a timeout still leaves what it measured. Nothing is installed or downloaded.
 Logs go to stderr; the table is printed last, on stdout.
+
+The row ``loader:flash-attn`` is the training recipe's real path: packcli's loader
+(``collate_varlen`` with fixed shapes) feeding ``flash_attn_varlen_func`` directly; every example's
+attention output must equal its output alone. flash-attn is imported only for that row; without it
+the row says so (and, when the row was asked for by name, the run fails: no fallback kernel).
 
 Exit status: 0 when every seam-aware backend that ran passed and ``naive`` was caught; 1 otherwise;
 2 for a bad invocation (e.g. ``--device cuda`` without CUDA).
@@ -43,6 +49,7 @@ from packcli.verify.attention.model import ModelConfig  # noqa: E402
 from packcli.verify.run import packs_with_seams  # noqa: E402
 
 CORE = ("sdpa", "torch-varlen", "flash-attn", "naive")
+LOADER = "loader:flash-attn"
 HF_FAST = ("eager", "sdpa", "flash_attention_2")
 SLOW = ("flex",) + tuple(f"hf:flex_attention{'+' + v if v else ''}" for v in HF_VARIANTS)
 # Same total length for every pack: compiled flex then reuses its kernels across packs.
@@ -68,8 +75,63 @@ def fixture_packs(vocab: int, seed: int = 1234) -> list[PackArrays]:
 
 
 def default_backends(device: str) -> list[str]:
-    names = list(CORE) + [f"hf:{i}{'+' + v if v else ''}" for i in HF_FAST for v in HF_VARIANTS]
+    names = list(CORE) + [LOADER] + [f"hf:{i}{'+' + v if v else ''}" for i in HF_FAST for v in HF_VARIANTS]
     return names + list(SLOW)
+
+
+def loader_flash_attn(packs: list[PackArrays], device: str, dtype: str, seed: int) -> dict:
+    """packcli.data's collate_varlen (padded to fixed shapes, as for CUDA graphs) into the real
+    flash_attn_varlen_func; each example's output against the same kernel on that example alone.
+
+    Raises:
+        UnsupportedBackendError: not CUDA, not half precision, or flash-attn not installed.
+    """
+    if not device.startswith("cuda") or dtype not in ("bfloat16", "float16"):
+        raise UnsupportedBackendError(f"{LOADER}: flash-attn runs on CUDA in bfloat16/float16 only "
+                                      f"(got {device}, {dtype})")
+    try:
+        import flash_attn
+        from flash_attn import flash_attn_varlen_func
+    except ImportError as exc:
+        raise UnsupportedBackendError(f"{LOADER}: flash_attn is not importable ({exc}); pip install 'packcli[flash]'")
+    return dict(varlen_against_alone(packs, flash_attn_varlen_func, device, dtype, seed), flash_attn=flash_attn.__version__)
+
+
+def varlen_against_alone(packs: list[PackArrays], flash_attn_varlen_func, device: str, dtype: str, seed: int) -> dict:
+    """The loader row's measurement with any kernel of flash_attn_varlen_func's signature (the tests
+    run it on CPU with an sdpa stand-in)."""
+    import torch
+
+    from packcli.data import Pack, collate_varlen
+    from packcli.verify.attention.records import TOLERANCES
+
+    loader_packs = [Pack(p.input_ids, p.labels, p.position_ids, p.cu_seqlens, np.zeros(len(p.cu_seqlens) - 1, np.int64))
+                    for p in packs]
+    tokens = sum(len(p.input_ids) for p in loader_packs)
+    batch = collate_varlen(loader_packs, pad_to=tokens + 64, fixed_segments=sum(len(p.cu_seqlens) for p in packs) + 1,
+                           as_torch=True)
+    cu = batch["cu_seqlens"].to(device)
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    t, heads, kv_heads, dim = batch["input_ids"].shape[1], 8, 2, 64
+    torch_dtype = getattr(torch, dtype)
+    q = torch.randn(t, heads, dim, generator=gen).to(device, torch_dtype)
+    k, v = (torch.randn(t, kv_heads, dim, generator=gen).to(device, torch_dtype) for _ in range(2))
+    out = flash_attn_varlen_func(q, k, v, cu, cu, batch["max_seqlen"], batch["max_seqlen"], causal=True)
+    worst, examples = 0.0, 0
+    bounds = [int(x) for x in batch["cu_seqlens"].tolist()]
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        if b <= a or a >= tokens:
+            continue  # the empty segments that fix the shape, and the padding segment
+        one = torch.tensor([0, b - a], dtype=torch.int32, device=device)
+        alone = flash_attn_varlen_func(q[a:b], k[a:b], v[a:b], one, one, b - a, b - a, causal=True)
+        worst = max(worst, float((out[a:b] - alone).abs().max()))
+        examples += 1
+    # the control: the same kernel told the whole batch is one sequence must differ
+    whole = torch.tensor([0, t], dtype=torch.int32, device=device)
+    leak = float((flash_attn_varlen_func(q, k, v, whole, whole, t, t, causal=True)[:tokens] - out[:tokens]).abs().max())
+    atol = TOLERANCES[dtype].logits_atol  # the attention check's bound for this dtype (docs: records.py)
+    return {"ok": worst <= atol < leak, "atol": atol, "bitwise": worst == 0.0, "examples": examples, "tokens": tokens,
+            "padded_to": t, "max_diff_vs_alone": worst, "control_one_segment_diff": leak}
 
 
 def role(name: str) -> str:
@@ -108,6 +170,8 @@ def summarize(result) -> dict:
 def verdict(row: dict) -> str:
     if row["status"] != "ran":
         return row["status"]
+    if row["backend"] == LOADER:
+        return "PASS" if row["ok"] else "FAIL"
     leaked = not row["ok"]
     if row["role"] == "must-pass":
         return "FAIL" if leaked else "PASS"
@@ -124,7 +188,7 @@ def table(rows: list[dict]) -> str:
     head = ("backend", "dtype", "role", "verdict", "logits", "tol", "loss", "grad", "neigh", "rope", "seam", "s")
     lines = [head]
     for r in rows:
-        ran = r["status"] == "ran"
+        ran = r["status"] == "ran" and r["backend"] != LOADER  # the loader row has no model-level columns
         lines.append((r["backend"], r["dtype"], r["role"], verdict(r),
                       fmt(r.get("logits_max_diff")), fmt(r.get("logits_atol")), fmt(r.get("token_loss_max_diff")),
                       fmt(r.get("grad_rel_diff")) if ran else "-",
@@ -133,6 +197,8 @@ def table(rows: list[dict]) -> str:
                        + ("+L" if r["continued_logits_detected"] else "")) if ran else "-",
                       ("ok" if r["seam_label_control"] else "MISSED") if ran else "-",
                       f"{r['seconds']:.1f}" if ran else "-"))
+        if r["backend"] == LOADER and r["status"] == "ran":
+            lines[-1] = lines[-1][:4] + (fmt(r["max_diff_vs_alone"]), fmt(r["atol"]), "-", "-", "-", "-", "-", "-")
     widths = [max(len(str(line[i])) for line in lines) for i in range(len(head))]
     out = ["  ".join(str(c).ljust(w) for c, w in zip(line, widths)) for line in lines]
     out.insert(1, "  ".join("-" * w for w in widths))
@@ -196,6 +262,11 @@ def main(argv: list[str] | None = None) -> int:
             subset = packs[-1:] if name in SLOW else packs
             row["packs_checked"] = len(subset)
             try:
+                if name == LOADER:
+                    row.update(status="ran", seconds=0.0, **loader_flash_attn(subset, args.device, dtype, args.seed))
+                    rows.append(row)
+                    write_json(out, {"meta": {**meta, "finished": None}, "rows": rows, "reports": reports})
+                    continue
                 report = check_packs(subset, backends=[name], device=args.device, dtype=dtype, seed=args.seed,
                                      model_config=config, check_grads=grads)
                 row.update(status="ran", grads_checked=grads, **summarize(report.results[0]))
@@ -217,6 +288,8 @@ def main(argv: list[str] | None = None) -> int:
             first_line = r["reason"].splitlines()[0]
             print(f"gpu_check: {r['backend']} {r['dtype']}: {r['status']}: {first_line}", file=sys.stderr)
     bad = [r for r in rows if verdict(r) in ("FAIL", "MISSED") or (r["status"] == "error" and r["role"] != "trap")]
+    if args.backends and LOADER in names:  # asked for by name: unable to run is a failure, never a fallback
+        bad += [r for r in rows if r["backend"] == LOADER and r["status"] != "ran"]
     print(f"wrote {out}", file=sys.stderr)
     print(table(rows))
     return 1 if bad else 0

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Attention check on CUDA: every backend (flash-attn if importable, torch varlen, flex, sdpa, hf
-# variants, naive) in bf16 and fp32 on the fixture packs, in one call. Installs and downloads
+# variants, naive, and loader:flash-attn: packcli.data feeding flash_attn_varlen_func) in bf16 and
+# fp32 on the fixture packs, in one call. Installs and downloads
 # nothing. Prints a table last (stdout) and writes JSON.
 #
 #   scripts/gpu_check.sh                      # CUDA, defaults

@@ -71,7 +71,7 @@ def test_pack_contents(packed):
                               "messages[0].content", "invalid UTF-8", "no assistant turn to supervise; use --loss all "
                               "to train on the whole text"])
     table = pq.read_table(packed / "shard-00000.parquet")
-    assert table.column_names == ["input_ids", "labels", "position_ids", "cu_seqlens", "example_ids", "num_tokens",
+    assert table.column_names == ["input_ids", "labels", "position_ids", "cu_seqlens", "seq_lengths", "example_ids", "num_tokens",
                                   "num_supervised"]
 
 

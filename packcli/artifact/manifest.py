@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import platform
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -77,7 +78,39 @@ def read_manifest(directory: Path) -> dict:
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ContractError(f"{path}: not valid JSON ({exc})") from exc
     version = manifest.get("contract_version") if isinstance(manifest, dict) else None
+    if isinstance(version, int) and 0 < version < CONTRACT_VERSION:
+        raise ContractError(f"{path}: made by an older contract ({version}); this packcli reads contract "
+                            f"{CONTRACT_VERSION} (docs/contract.md, version history)",
+                            f"rebuild with: {rebuild_command(manifest, directory)}")
     if version != CONTRACT_VERSION:
         raise ContractError(f"{path}: contract version {version!r} is not supported (this packcli reads {CONTRACT_VERSION})",
                             "use the packcli version that wrote it, or re-pack with this one")
     return manifest
+
+
+def rebuild_command(manifest: dict, directory: str | Path) -> str:
+    """The ``packcli pack`` command that rebuilds an artifact from what its manifest pinned.
+
+    Reads only fields every contract version has had (inputs' paths, tokenizer and template sources,
+    loss policy, the seam settings), so it works on the old manifests it exists for.
+    """
+    config = manifest.get("config", {})
+    tokenizer = str(manifest.get("tokenizer", {}).get("source", "TOKENIZER"))
+    template = str(manifest.get("template", {}).get("source", "auto"))
+    if tokenizer.endswith("tokenizer.json") and template == "tokenizer_config.json":
+        tokenizer = str(Path(tokenizer).parent)  # the directory: its tokenizer_config.json holds the template
+    template = {"builtin:chatml": "chatml", "tokenizer_config.json": "auto"}.get(template, template)
+    args = ["packcli", "pack", *(str(i.get("path", "INPUT")) for i in manifest.get("inputs", [])), "-t", tokenizer,
+            "-o", str(directory), "--force"]
+    options = {"--template": template, "--loss": manifest.get("loss_policy"), "-c": config.get("capacity"),
+               "--strategy": config.get("strategy"), "--seed": config.get("seed"),
+               "--overlong": config.get("overlong"), "--format": config.get("input_format"),
+               "--packs-per-shard": config.get("packs_per_shard"),
+               "--window": config.get("window") if config.get("strategy") == "window" else None,
+               "--min-density": config.get("min_density"), "--max-displacement": config.get("max_displacement")}
+    for flag, value in options.items():
+        if value is not None and value != "auto":
+            args += [flag, str(value)]
+    args += [] if config.get("shuffle", True) else ["--no-shuffle"]
+    args += [] if config.get("shuffle_packs", True) else ["--no-shuffle-packs"]
+    return shlex.join(args)

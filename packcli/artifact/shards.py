@@ -7,8 +7,12 @@ fixed shapes. Column names match what HF/TRL padding-free training consumes.
     input_ids      | a0 a1 a2 a3     | b0 b1 b2     | c0 c1         |
     position_ids   | 0  1  2  3      | 0  1  2      | 0  1          |   reset at every seam
     labels         | -  a1 a2 a3     | -  -  b2     | -  c1         |   '-' = -100; first of each is -100
-    cu_seqlens     [0,               4,             7,              9]
+    cu_seqlens     [0,               4,             7,              9]     flash-attn / HF varlen boundaries
+    seq_lengths    [4,               3,             2]                      the same seams, as TRL reads them
     example_ids    [17, 3, 42]
+
+``seq_lengths`` is ``diff(cu_seqlens)``: redundant on purpose, because TRL's padding-free collator
+builds positions and boundaries only from a column of that name (docs/contract.md, "Consumers").
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ SCHEMA = pa.schema([
     pa.field("labels", pa.list_(pa.int32()), nullable=False),
     pa.field("position_ids", pa.list_(pa.int32()), nullable=False),
     pa.field("cu_seqlens", pa.list_(pa.int32()), nullable=False),
+    pa.field("seq_lengths", pa.list_(pa.int32()), nullable=False),
     pa.field("example_ids", pa.list_(pa.int64()), nullable=False),
     pa.field("num_tokens", pa.int32(), nullable=False),
     pa.field("num_supervised", pa.int32(), nullable=False),
@@ -80,6 +85,7 @@ def build_table(
         "labels": pa.ListArray.from_arrays(pa.array(row_offsets), pa.array(labels, pa.int32())),
         "position_ids": pa.ListArray.from_arrays(pa.array(row_offsets), pa.array(positions, pa.int32())),
         "cu_seqlens": pa.ListArray.from_arrays(pa.array(cu_offsets.astype(np.int32)), pa.array(cu, pa.int32())),
+        "seq_lengths": pa.ListArray.from_arrays(pa.array(ex_offsets), pa.array(example_lengths, pa.int32())),
         "example_ids": pa.ListArray.from_arrays(pa.array(ex_offsets), pa.array(example_ids, pa.int64())),
         "num_tokens": pa.array(np.diff(row_offsets), pa.int32()),
         "num_supervised": pa.array(np.asarray(supervised, dtype=np.int32), pa.int32()),
@@ -105,6 +111,7 @@ class FlatShard:
     positions: npt.NDArray[np.int32]
     row_offsets: npt.NDArray[np.int64]
     cu: list[npt.NDArray[np.int32]]
+    seq_lengths: list[npt.NDArray[np.int32]]
     example_ids: list[npt.NDArray[np.int64]]
     num_tokens: npt.NDArray[np.int32]
     num_supervised: npt.NDArray[np.int32]
@@ -126,12 +133,14 @@ def load_flat(table: pa.Table, name: str) -> FlatShard:
     labels, l_off = _flat(table["labels"])
     positions, p_off = _flat(table["position_ids"])
     cu_vals, cu_off = _flat(table["cu_seqlens"])
+    sl_vals, sl_off = _flat(table["seq_lengths"])
     ex_vals, ex_off = _flat(table["example_ids"])
     if not (np.array_equal(offsets, l_off) and np.array_equal(offsets, p_off)):
         raise ValueError("input_ids, labels and position_ids rows differ in length")
     return FlatShard(
         name=name, ids=ids, labels=labels, positions=positions, row_offsets=offsets,
         cu=[cu_vals[cu_off[r]:cu_off[r + 1]] for r in range(len(cu_off) - 1)],
+        seq_lengths=[sl_vals[sl_off[r]:sl_off[r + 1]] for r in range(len(sl_off) - 1)],
         example_ids=[ex_vals[ex_off[r]:ex_off[r + 1]] for r in range(len(ex_off) - 1)],
         num_tokens=table["num_tokens"].to_numpy(), num_supervised=table["num_supervised"].to_numpy(),
     )

@@ -72,13 +72,15 @@ def render_pack_summary(summary, *, as_json: bool) -> None:  # noqa: ANN001 - Pa
         console.err.print(f"{counts['rejected']} records rejected: see {summary.out}/rejects.jsonl", highlight=False)
 
 
-def render_verify(report, attention, *, as_json: bool) -> bool:  # noqa: ANN001
+def render_verify(report, attention, *, as_json: bool, consumers=()) -> bool:  # noqa: ANN001
     """Print a verify report; return whether everything held."""
-    ok = report.ok and (attention is None or attention.ok)
+    ok = report.ok and (attention is None or attention.ok) and all(c.ok for c in consumers)
     if as_json:
         data = report.to_dict()
         if attention is not None:
             data["attention"] = attention.to_dict()
+        if consumers:
+            data["consumers"] = [c.to_dict() for c in consumers]
         data["ok"] = ok
         console.print_json(data)
         return ok
@@ -91,6 +93,9 @@ def render_verify(report, attention, *, as_json: bool) -> bool:  # noqa: ANN001
     if attention is not None:
         for b in attention.results:
             table.add_row(f"attention:{b.backend}", f"{len(b.packs)} packs", "-", "[green]ok[/]" if b.ok else "[red]FAIL[/]")
+    for c in consumers:
+        table.add_row(c.result.name, f"{c.result.checked:,} batches", f"{c.result.count:,}",
+                      "[green]ok[/]" if c.ok else "[red]LEAKS[/]")
     console.out.print(table)
     for c in report.checks:
         for v in c.violations:
@@ -99,6 +104,8 @@ def render_verify(report, attention, *, as_json: bool) -> bool:  # noqa: ANN001
             console.out.print(f"  ... and {c.count - len(c.violations)} more {c.name} violations")
     if attention is not None:
         render_attention(attention)
+    for c in consumers:
+        render_consumer(c)
     console.out.print("[bold green]all invariants hold[/]" if ok else "[bold red]violations found[/]")
     console.out.print("")
     return ok
@@ -233,3 +240,15 @@ def render_attention(report) -> None:  # noqa: ANN001 - AttentionReport
             console.out.print(f"  {b.backend}: {line}", highlight=False, soft_wrap=True)
     for name, why in report.skipped:
         console.out.print(f"  skipped {name}: {why}", highlight=False)
+
+
+def render_consumer(report) -> None:  # noqa: ANN001 - ConsumerReport
+    """What ran, the first problems, and (when it leaks) why and what to change."""
+    versions = ", ".join(f"{k} {v}" for k, v in report.versions.items())
+    console.out.print(f"{report.result.name}: ran {report.runs} ({versions})", highlight=False, soft_wrap=True)
+    for v in report.result.violations:
+        console.out.print(f"  [red]{report.result.name}[/]: {v.message}", highlight=False, soft_wrap=True)
+    if report.result.count > len(report.result.violations):
+        console.out.print(f"  ... and {report.result.count - len(report.result.violations)} more")
+    if report.advice:
+        console.out.print(f"  [bold]why and what to change[/]: {report.advice}", highlight=False, soft_wrap=True)

@@ -7,10 +7,11 @@ from typing import Annotated, Optional
 
 import typer
 
-from packcli.choices import Dtype
+from packcli.choices import Consumer, Dtype
 from packcli.cli.options import INPUTS, OUTPUT, PERFORMANCE, Json
 
 ATTENTION = "Attention check (needs torch)"
+CONSUMER = "Consumer check (needs the consumer's library)"
 
 
 def verify(
@@ -33,6 +34,13 @@ def verify(
     packs: Annotated[int, typer.Option(help="Packs the attention check runs on.", rich_help_panel=ATTENTION)] = 4,
     grads: Annotated[bool, typer.Option(help="Compare gradients too (--no-grads: forward only).",
                                         rich_help_panel=ATTENTION)] = True,
+    consumer: Annotated[Optional[list[Consumer]], typer.Option(
+        help="Run this trainer's own collation on the packs and check what the model receives (repeatable): "
+        "trl (SFTTrainer's padding-free collator), hf (DataCollatorWithFlattening), packcli (PackDataset).",
+        show_default=False, rich_help_panel=CONSUMER)] = None,
+    consumer_packs: Annotated[Optional[int], typer.Option(
+        help="Packs the consumer check runs on (default: every pack).", show_default=False,
+        rich_help_panel=CONSUMER)] = None,
     max_violations: Annotated[int, typer.Option(help="Offending examples shown per check.",
                                                 rich_help_panel=OUTPUT)] = 20,
     seam_out: Annotated[Optional[str], typer.Option(
@@ -52,6 +60,8 @@ def verify(
       packcli verify packed/ --attention sdpa,hf --json
 
       packcli verify packed/ --attention naive          # negative control: must report a leak (exit 1)
+
+      packcli verify packed/ --consumer trl --consumer packcli   # what TRL's / packcli's collator gives the model
 
       packcli verify fixtures/packed --self-test
 
@@ -81,11 +91,17 @@ def verify(
 
             attn = attention_check(directory, [b.strip() for b in attention.split(",") if b.strip()],
                                    device=device, dtype=dtype.value, packs=packs, check_grads=grads)
+        consumers = []
+        for name in consumer or []:
+            from packcli.verify.consumer import check_consumer
+
+            consumers.append(check_consumer(directory, name.value, max_packs=consumer_packs,
+                                            max_violations=max_violations))
         if seam_out:
             from packcli.verify.report import write_seam_status
 
             write_seam_status(report, str(directory), seam_out)
     except PackcliError as exc:
         fail(exc)
-    ok = render_verify(report, attn, as_json=json_out)
+    ok = render_verify(report, attn, as_json=json_out, consumers=consumers)
     raise typer.Exit(0 if ok else 1)

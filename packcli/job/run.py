@@ -29,6 +29,7 @@ from functools import partial
 from pathlib import Path
 
 from packcli.artifact import manifest as mf
+from packcli.artifact.card import write_card
 from packcli.chat import ChatTemplate, Renderer, load_template, require_markers
 from packcli.config import OnError, PackConfig
 from packcli.engine import Engine
@@ -123,6 +124,7 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine) -> PackSummary
             manifest = build_manifest(tmp, index=index, fates=fates, plan=plan, config=config, files=files,
                                       tokenizer=tokenizer, template=template, shards=[r.info for r in results],
                                       rejects=rejects)
+            manifest["dataset_card"] = write_card(tmp, manifest)  # pinned, so verify covers the card too
             manifest = mf.finalize(manifest, {"tokenization": _tokenization_facts(tokenizer, units)})
             mf.write_manifest(manifest, tmp)
         _replace_dir(tmp, out)

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 
 from packcli.artifact import manifest as mf
 from packcli.artifact.shards import SCHEMA, load_flat, write_shard
-from packcli.contract import IGNORE_INDEX, MANIFEST_NAME, SEAM_TABLE_NAME, file_sha256
+from packcli.contract import CARD_NAME, IGNORE_INDEX, MANIFEST_NAME, SEAM_TABLE_NAME, file_sha256
 from packcli.verify.drift import resolve
 from packcli.verify.run import verify_artifact
 
@@ -62,20 +62,43 @@ def _rewrite_first_shard(directory: Path, mutate: Callable[[dict], None]) -> Non
     flat = load_flat(pq.read_table(path), path.name)
     row = next(r for r in range(flat.rows) if len(flat.cu[r]) > 2)  # a pack with a seam
     arrays = {"ids": flat.ids.copy(), "labels": flat.labels.copy(), "positions": flat.positions.copy(),
-              "cu": [c.copy() for c in flat.cu], "row": row, "start": int(flat.row_offsets[row])}
+              "cu": [c.copy() for c in flat.cu], "seq_lengths": [s.copy() for s in flat.seq_lengths],
+              "row": row, "start": int(flat.row_offsets[row])}
     mutate(arrays)
     table = pq.read_table(path)
     offsets = pa.array(flat.row_offsets.astype(np.int32))
     cu_off = np.concatenate([[0], np.cumsum([len(c) for c in arrays["cu"]])]).astype(np.int32)
-    table = table.set_column(1, "labels", pa.ListArray.from_arrays(offsets, pa.array(arrays["labels"], pa.int32())))
-    table = table.set_column(2, "position_ids", pa.ListArray.from_arrays(offsets, pa.array(arrays["positions"], pa.int32())))
-    table = table.set_column(3, "cu_seqlens", pa.ListArray.from_arrays(
-        pa.array(cu_off), pa.array(np.concatenate(arrays["cu"]).astype(np.int32), pa.int32())))
+    sl_off = np.concatenate([[0], np.cumsum([len(s) for s in arrays["seq_lengths"]])]).astype(np.int32)
     sup = [int(np.count_nonzero(arrays["labels"][flat.row_offsets[r]:flat.row_offsets[r + 1]] != IGNORE_INDEX))
            for r in range(flat.rows)]
-    table = table.set_column(6, "num_supervised", pa.array(sup, pa.int32()))
+    columns = {
+        "labels": pa.ListArray.from_arrays(offsets, pa.array(arrays["labels"], pa.int32())),
+        "position_ids": pa.ListArray.from_arrays(offsets, pa.array(arrays["positions"], pa.int32())),
+        "cu_seqlens": pa.ListArray.from_arrays(pa.array(cu_off), pa.array(np.concatenate(arrays["cu"]).astype(np.int32),
+                                                                          pa.int32())),
+        "seq_lengths": pa.ListArray.from_arrays(pa.array(sl_off), pa.array(
+            np.concatenate(arrays["seq_lengths"]).astype(np.int32), pa.int32())),
+        "num_supervised": pa.array(sup, pa.int32()),
+    }
+    for name, column in columns.items():
+        table = table.set_column(table.schema.get_field_index(name), name, column)
     write_shard(table.cast(SCHEMA), path)
     _reseal(directory)
+
+
+def _seq_lengths_off(d: Path, ws: Path) -> dict:
+    def mutate(a: dict) -> None:
+        lengths = a["seq_lengths"][a["row"]]
+        lengths[0] += 1  # TRL would cut the first seam one token late: the next example's first token leaks
+        lengths[1] -= 1
+    _rewrite_first_shard(d, mutate)
+    return {}
+
+
+def _card_edited(d: Path, ws: Path) -> dict:
+    path = d / CARD_NAME
+    path.write_text(path.read_text(encoding="utf-8").replace("max_length=None", "max_length=1024"), encoding="utf-8")
+    return {}
 
 
 def _byte_flip(d: Path, ws: Path) -> dict:
@@ -188,6 +211,8 @@ def _manifest_edited(d: Path, ws: Path) -> dict:
 FAULTS = (
     Fault("byte-flip", "one byte flipped in a shard", "integrity", "sha256 differs", _byte_flip),
     Fault("cu-shift", "a cu_seqlens entry shifted by one", "pack_layout", "position_ids not reset", _cu_shift),
+    Fault("seq-lengths-off", "seq_lengths (TRL's seams) disagree with cu_seqlens", "pack_layout",
+          "disagree with cu_seqlens", _seq_lengths_off),
     Fault("position-not-reset", "positions continue across a seam", "pack_layout", "position_ids not reset",
           _position_not_reset),
     Fault("seam-label", "the first label of an example left supervised", "pack_layout", "seam label supervised",
@@ -201,6 +226,7 @@ FAULTS = (
           "tokenizer changed", _tokenizer_swapped),
     Fault("template-edited", "the chat template edited after packing", "contract_drift", "template changed",
           _template_edited),
+    Fault("card-edited", "the dataset card's TRL settings edited", "integrity", "dataset card", _card_edited),
     Fault("manifest-edited", "a count in manifest.json edited", "integrity", "manifest.json was edited",
           _manifest_edited),
 )

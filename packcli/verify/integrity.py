@@ -1,7 +1,7 @@
 """Integrity: the artifact is what its manifest says, byte for byte.
 
 The manifest hash over its own fields, every shard's bytes, sha256, rows and schema, the seam table's
-hash, and no shard the manifest does not list. A shard that fails its hash is still read when it can
+and the dataset card's hashes, and no shard the manifest does not list. A shard that fails its hash is still read when it can
 be, so one corrupted byte does not hide a broken seam elsewhere.
 """
 
@@ -52,4 +52,9 @@ def check_integrity(directory: Path, manifest: dict, result: CheckResult) -> dic
     seam = directory / manifest["seam_table"]["name"]
     if not seam.is_file() or file_sha256(seam) != manifest["seam_table"]["sha256"]:
         result.fail(Violation(f"{seam.name} missing or its sha256 differs from the manifest"))
+    card = manifest.get("dataset_card")
+    if card is None:
+        result.fail(Violation("the manifest pins no dataset_card (README.md); the artifact is incomplete"))
+    elif not (directory / card["name"]).is_file() or file_sha256(directory / card["name"]) != card["sha256"]:
+        result.fail(Violation(f"{card['name']} (the dataset card) missing or its sha256 differs from the manifest"))
     return shards

@@ -1,7 +1,8 @@
 """The per-pack layout: what a trainer reads from one row is leak-free by construction.
 
-cu_seqlens well-formed; positions reset at every seam; the first label of every example ignored;
-every supervised label equal to its token; the stored counts right.
+cu_seqlens well-formed; seq_lengths (what TRL reads) naming the same seams; positions reset at every
+seam; the first label of every example ignored; every supervised label equal to its token; the stored
+counts right.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from packcli.verify.report import CheckResult, Violation
 
 
 def check_packs(shards: dict[str, FlatShard], capacity: int, result: CheckResult) -> None:
-    """Per pack: cu_seqlens well-formed; positions reset at every seam; first labels ignored;
-    every supervised label equals its token; stored counts match."""
+    """Per pack: cu_seqlens well-formed; seq_lengths == diff(cu_seqlens); positions reset at every
+    seam; first labels ignored; every supervised label equals its token; stored counts match."""
     for shard in shards.values():
         for r in range(shard.rows):
             result.checked += 1
@@ -27,6 +28,11 @@ def check_packs(shards: dict[str, FlatShard], capacity: int, result: CheckResult
                 result.fail(Violation(f"cu_seqlens {bad}", shard=shard.name, row=r))
                 continue
             lengths = np.diff(cu)
+            if not np.array_equal(shard.seq_lengths[r], lengths):
+                # TRL builds positions and varlen boundaries from seq_lengths alone: a disagreement is a leak there
+                result.fail(Violation(f"seq_lengths {shard.seq_lengths[r].tolist()[:12]} disagree with cu_seqlens "
+                                      f"(lengths {lengths.tolist()[:12]}): TRL would cut examples at other seams",
+                                      shard=shard.name, row=r))
             expected = np.arange(n) - np.repeat(cu[:-1].astype(np.int64), lengths)
             wrong = np.flatnonzero(pos != expected)
             if len(wrong):

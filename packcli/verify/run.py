@@ -84,7 +84,7 @@ def packs_with_seams(directory: str | Path, limit: int) -> list:  # list[PackArr
     from packcli.verify.attention import PackArrays
 
     chosen = []
-    for pack in iter_packs(directory):
+    for pack in iter_packs(directory, check_hashes=False):  # verify reports integrity itself
         if len(chosen) == limit:
             break
         if len(pack.cu_seqlens) > 2:

@@ -1,0 +1,101 @@
+"""Contract 2 on disk: seq_lengths beside cu_seqlens, the dataset card, older contracts refused."""
+
+from __future__ import annotations
+
+import shlex
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from conftest import FIXTURES, ROOT
+from typer.testing import CliRunner
+
+from packcli.artifact import manifest as mf
+from packcli.artifact.card import render_card
+from packcli.artifact.shards import load_flat
+from packcli.cli import app
+from packcli.contract import CARD_NAME, CONTRACT_VERSION, file_sha256
+from packcli.errors import ContractError
+
+V1 = FIXTURES / "packed-v1"
+
+
+def test_seq_lengths_are_the_seams(packed):
+    manifest = mf.read_manifest(packed)
+    for info in manifest["shards"]:
+        flat = load_flat(pq.read_table(packed / info["name"]), info["name"])
+        assert flat.rows
+        for r in range(flat.rows):
+            assert flat.seq_lengths[r].dtype == np.int32
+            assert np.array_equal(flat.seq_lengths[r], np.diff(flat.cu[r]))
+            assert int(flat.seq_lengths[r].sum()) == flat.num_tokens[r]
+
+
+def test_contract_1_is_refused_with_the_rebuild_command():
+    # fixtures/packed-v1 is the fixture artifact as packcli wrote it under contract 1
+    with pytest.raises(ContractError, match=r"made by an older contract \(1\)") as caught:
+        mf.read_manifest(V1)
+    assert CONTRACT_VERSION == 2 and caught.value.hint.startswith("rebuild with: packcli pack ")
+    from packcli.data import PackDataset, iter_packs
+
+    with pytest.raises(ContractError, match="older contract"):
+        next(iter_packs(V1))
+    with pytest.raises(ContractError, match="older contract"):
+        PackDataset(V1)
+
+
+def test_cli_on_contract_1_prints_one_line_and_exits(monkeypatch):
+    monkeypatch.delenv("PACKCLI_DEBUG", raising=False)
+    result = CliRunner().invoke(app, ["verify", str(V1)])
+    assert result.exit_code == ContractError.exit_code != 0
+    assert "made by an older contract (1)" in result.output and "rebuild with: packcli pack" in result.output
+    assert "Traceback" not in result.output and isinstance(result.exception, SystemExit)
+
+
+def test_rebuild_command_rebuilds_the_same_packs(tmp_path, monkeypatch):
+    """The hint is a working command: run from the repository root, it makes a contract-2 artifact with
+    the very packs of the old one (contract 2 only added a column)."""
+    monkeypatch.chdir(ROOT)
+    out = tmp_path / "rebuilt"
+    command = mf.rebuild_command(mf.json.loads((V1 / "manifest.json").read_text()), out)
+    args = shlex.split(command)
+    assert args[:2] == ["packcli", "pack"]
+    result = CliRunner().invoke(app, args[1:] + ["--json"])
+    assert result.exit_code == 0, result.output
+    old = mf.json.loads((V1 / "manifest.json").read_text())
+    new = mf.read_manifest(out)
+    assert new["contract_version"] == 2 and new["counts"] == old["counts"]
+    for a, b in zip(old["shards"], new["shards"]):
+        t_old, t_new = pq.read_table(V1 / a["name"]), pq.read_table(out / b["name"])
+        for column in ("input_ids", "labels", "position_ids", "cu_seqlens", "example_ids"):
+            assert t_old[column].equals(t_new[column]), column
+
+
+def test_card_is_pinned_and_describes_the_artifact(packed):
+    manifest = mf.read_manifest(packed)
+    card = manifest["dataset_card"]
+    assert card["name"] == CARD_NAME and card["sha256"] == file_sha256(packed / CARD_NAME)
+    text = (packed / CARD_NAME).read_text(encoding="utf-8")
+    assert text == render_card(manifest)  # written from the hashed fields alone: reproducible
+    assert text.startswith("---\nconfigs:\n- config_name: default\n") and 'path: "shard-*.parquet"' in text
+    counts = manifest["counts"]
+    for fact in (f"{counts['packs']:,}", f"{counts['supervised_tokens']:,}", f"packing contract {CONTRACT_VERSION}",
+                 "padding_free=True", "max_length=None", '"skip_prepare_dataset": True', "load_dataset("):
+        assert fact in text, fact
+
+
+def test_load_dataset_reads_the_folder(packed, tmp_path, monkeypatch):
+    """The folder is a Hugging Face dataset repository: load_dataset(out_dir) gets the packs and only them."""
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    datasets = pytest.importorskip("datasets")
+    from packcli.data import iter_packs
+
+    ds = datasets.load_dataset(str(packed), split="train", cache_dir=str(tmp_path / "cache"))
+    packs = list(iter_packs(packed))
+    assert len(ds) == len(packs) == mf.read_manifest(packed)["counts"]["packs"]
+    assert {"input_ids", "labels", "seq_lengths", "cu_seqlens"} <= set(ds.column_names)
+    assert "example_id" not in ds.column_names  # examples.parquet is not a split
+    for i in (0, len(ds) - 1):
+        assert ds[i]["input_ids"] == packs[i].input_ids.tolist()
+        assert ds[i]["seq_lengths"] == np.diff(packs[i].cu_seqlens).tolist()
