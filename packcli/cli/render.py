@@ -185,13 +185,13 @@ def render_artifact_stats(stats, *, as_json: bool, plot) -> None:  # noqa: ANN00
 def render_attention(report) -> None:  # noqa: ANN001 - AttentionReport
     """Per backend: the largest differences against the unpacked control, and the controls."""
     table = Table(title="attention: packed vs each example alone", title_justify="left")
-    # max |logit diff|, max per-token loss diff, max relative gradient diff (q_proj), against the control
-    for col in ("backend", "dtype", "logit Δ", "loss Δ", "grad Δ", "neighbour", "cont. pos.", "result"):
+    # max |logit diff|, max per-token loss diff, max q_proj gradient diff as a fraction of its bound (ok <= 1)
+    for col in ("backend", "dtype", "logit Δ", "loss Δ", "grad Δ/bound", "neighbour", "cont. pos.", "result"):
         table.add_column(col, justify="right" if "Δ" in col else "left", no_wrap=True)
     for b in report.results:
         logit = max((max(p.logits_max_diff) for p in b.packs), default=0.0)
         loss = max((p.token_loss_max_diff for p in b.packs), default=0.0)
-        grads = [p.grad_weight_rel_diff for p in b.packs if p.grad_weight_rel_diff is not None]
+        grads = [p.grad_weight_max_diff / p.grad_weight_bound for p in b.packs if p.grad_weight_bound]
         neighbour = [p.neighbour for p in b.packs if p.neighbour is not None]
         table.add_row(b.backend, b.dtype, f"{logit:.2e}", f"{loss:.2e}", f"{max(grads):.2e}" if grads else "-",
                       ("same" if not any(n.moved for n in neighbour) else "[red]MOVED[/]") if neighbour else "-",
