@@ -13,6 +13,7 @@ def render_pack_summary(summary, *, as_json: bool) -> None:  # noqa: ANN001 - Pa
     if as_json:
         console.print_json({"out": str(summary.out), "manifest_sha256": m["manifest_sha256"], "counts": counts,
                             "metrics": metrics, "stage_seconds": summary.stage_seconds, "units": summary.units,
+                            "resumed_units": summary.resumed_units,
                             "shards": [s["name"] for s in m["shards"]], "tokenization": m["unhashed"]["tokenization"]})
         return
     table = Table(title=f"packed -> {summary.out}", show_header=False, title_justify="left")
@@ -29,6 +30,8 @@ def render_pack_summary(summary, *, as_json: bool) -> None:  # noqa: ANN001 - Pa
     table.add_row("displacement mean / max", f"{metrics['displacement_mean']:.1f} / {metrics['displacement_max']:.0f}")
     table.add_row("strategy", f"{m['config']['strategy']} (window {m['config']['window']})")
     table.add_row("shards", str(len(m["shards"])))
+    if summary.resumed_units:
+        table.add_row("units resumed", f"{summary.resumed_units:,} of {summary.units:,}")
     tok = m["unhashed"]["tokenization"]
     table.add_row("tokenizer backend", f"{tok['backend']} {tok['version']} (guard checked "
                   f"{tok['guard']['checked']:,} of {tok['guard']['examples']:,})" if tok["guard"]["examples"]
@@ -178,7 +181,7 @@ def render_artifact_stats(stats, *, as_json: bool, plot) -> None:  # noqa: ANN00
     console.out.print(_kv_table("identity", [
         ("manifest", ident["manifest_sha256"][:16]), ("contract", str(ident["contract_version"])),
         ("tokenizer", ident["tokenizer_sha256"][:16]), ("template", f"{ident['template_sha256'][:16]} "
-                                                                    f"({ident['template_source']})"),
+                                                                    f"({ident['template_origin']})"),
         ("loss", ident["loss_policy"]), *((k, v) for k, v in ident["versions"].items())]))
 
 
