@@ -9,6 +9,7 @@ tests, a point costs one environment lookup.
 
 The points: ``unit`` (a unit's spills written, its sidecar not yet: a half-finished unit),
 ``unit@worker`` / ``unit@driver`` (the same, only in a spawned worker / in the driver process),
+``unit-00002`` (the same, at that unit only),
 ``shard`` (a shard file written, the seam table and manifest not yet), ``rename`` (the artifact
 complete in its temporary folder, not yet moved to ``--out``), ``swap`` (with ``--force``: the old
 ``--out`` moved aside, the new one not yet in place).
@@ -22,15 +23,16 @@ import time
 from pathlib import Path
 
 
-def pause_at(point: str) -> None:
-    """Hold here if a test asked for ``point`` (or ``point@worker``/``point@driver`` for this process)."""
+def pause_at(point: str, detail: str = "") -> None:
+    """Hold here if a test asked for ``point``, ``point@worker``/``point@driver`` (this process's role),
+    or ``detail`` (e.g. a unit's name, to hold at that unit only)."""
     wanted = os.environ.get("PACKCLI_PAUSE_AT")
     if not wanted:
         return
     role = "worker" if multiprocessing.parent_process() is not None else "driver"
     names = set(wanted.split(","))
-    for name in (point, f"{point}@{role}"):
-        if name in names:
+    for name in (point, f"{point}@{role}", detail):
+        if name and name in names:
             _hold(Path(os.environ["PACKCLI_PAUSE_DIR"]) / name)
 
 

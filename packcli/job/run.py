@@ -162,7 +162,11 @@ def _tokenization_hash(tokenizer: LoadedTokenizer, template: ChatTemplate, confi
 @functools.cache
 def code_digest() -> str:
     """sha256 over packcli's own files (every module and template, by path), once per process."""
-    root = Path(__file__).resolve().parent.parent
+    return source_digest(Path(__file__).resolve().parent.parent)
+
+
+def source_digest(root: Path) -> str:
+    """sha256 over the ``.py`` and ``.jinja`` files under ``root``: their relative paths and bytes."""
     digest = hashlib.sha256()
     for path in sorted(p for p in root.rglob("*") if p.suffix in (".py", ".jinja") and p.is_file()):
         digest.update(path.relative_to(root).as_posix().encode() + b"\0")

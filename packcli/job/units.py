@@ -224,7 +224,7 @@ def run_unit(job: UnitJob, spec: UnitSpec) -> UnitIndex:
                 flush()
         if batch:
             flush()
-    pause_at("unit")  # spills written, sidecar not yet: what a kill mid-unit leaves
+    pause_at("unit", spec.name)  # spills written, sidecar not yet: what a kill mid-unit leaves
     index = UnitIndex(np.asarray(eids, np.int64), np.asarray(lines, np.int32), np.asarray(status, np.int8), reasons,
                       np.asarray(lengths, np.int64), np.asarray(sup, np.int64),
                       {k: v - before[k] for k, v in preparer.seconds.items()},
