@@ -64,7 +64,8 @@ def cases() -> list[tuple[list[str], list[str]]]:
             (["pack", NOT_JSONL, "-t", TOKENIZER, "-o", "out"], []),
             (["pack", "nothing-*.jsonl", "-t", TOKENIZER, "-o", "out"], []),
             (["pack", CORPUS, "-o", "out"], []),  # inputs without a tokenizer
-            (PACK, ["--bogus-option"])]
+            (PACK, ["--bogus-option"]),
+            (PACK, ["-c", "2000000"])]  # 2,048 packs of 2M tokens: more than a shard's int32 offsets hold
     # stats
     each(STATS, "--capacity", "0", "-1", HUGE, "abc")
     each(STATS, "--seed", "-1", "abc")

@@ -279,3 +279,16 @@ def test_the_lock_is_released_when_the_run_fails(tmp_path):
     pack_corpus(config(out))
     assert leftovers(tmp_path) == []
     assert json.loads((out / MANIFEST_NAME).read_text())["contract_version"] == 2
+
+
+def test_an_out_filled_after_the_first_check_is_not_overwritten(tmp_path, monkeypatch):
+    """--out is checked again once the lock is held: a run that finished between this run's first
+    check and its lock (the window is simulated by skipping the first check) is not replaced without --force."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "keep.txt").write_text("the other run's artifact")
+    monkeypatch.setattr(PackConfig, "check_files", lambda self: None)
+    with pytest.raises(InputError, match="exists and is not empty"):
+        pack_corpus(config(out))
+    assert (out / "keep.txt").read_text() == "the other run's artifact"
+    assert leftovers(tmp_path) == [], "nothing started: no lock left, no work folder"

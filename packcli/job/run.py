@@ -74,7 +74,7 @@ def pack_corpus(config: PackConfig, progress: Progress = NO_PROGRESS, engine: En
     config.check_files()  # every path, before a worker starts or a byte is read
     engine = engine or LocalEngine()
     try:
-        with Workspace(config.out) as space:
+        with Workspace(config.out, force=config.force) as space:
             # The engine's workers (if any) load the tokenizer while this process does.
             with engine.session(warm=partial(warm_tokenizer, config.tokenizer, config.tokenizer_backend.value,
                                              config.paranoid_tokenizer)):

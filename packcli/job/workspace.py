@@ -8,8 +8,9 @@
         old-XXXXXXXX/               with --force, the previous OUT while the new one moves in
 
 One run per ``--out`` at a time: the lock is exclusive and not waited for, so a second run fails at
-once, before it touches anything. Holding it, a run owns everything under the work folder, so
-whatever a dead run left there (its ``tmp-*``, ``old-*``) is cleared; units are kept, to resume. The
+once, before it touches anything. Holding it, a run checks ``--out`` again (a run that finished in
+the meantime may have filled it) and owns everything under the work folder, so whatever a dead run
+left there (its ``tmp-*``, ``old-*``) is cleared; units are kept, to resume. The
 lock is released by the kernel when its holder dies (``kill -9`` included), and the lock file is
 removed by its holder while still locked, so no two runs can ever hold locks on different files.
 
@@ -27,7 +28,8 @@ import tempfile
 from pathlib import Path
 from types import TracebackType
 
-from packcli.errors import PackcliError
+from packcli.checks import output_dir_problems, raise_all
+from packcli.errors import InputError, PackcliError
 from packcli.job.pause import pause_at
 
 
@@ -52,8 +54,9 @@ def current_umask() -> int:
 class Workspace:
     """The lock, the work folder and the temporary artifact of one run into ``out`` (a context manager)."""
 
-    def __init__(self, out: Path) -> None:
+    def __init__(self, out: Path, *, force: bool = False) -> None:
         self.out = Path(out)
+        self.force = force
         self.lock_path = self.out.parent / f".packcli-lock-{self.out.name}"
         self.work = self.out.parent / f".packcli-work-{self.out.name}"
         self._fd: int | None = None
@@ -62,6 +65,8 @@ class Workspace:
         self.out.parent.mkdir(parents=True, exist_ok=True)
         self._lock()
         try:
+            # Again, now that no other run can: one that finished since the caller's check may have filled it.
+            raise_all(output_dir_problems("--out", self.out, force=self.force), error=InputError)
             self.work.mkdir(exist_ok=True)
             for stale in [*self.work.glob("tmp-*"), *self.work.glob("old-*")]:  # a dead run's: we hold the lock
                 shutil.rmtree(stale) if stale.is_dir() and not stale.is_symlink() else stale.unlink()
