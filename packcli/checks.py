@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import glob
 import math
+import numbers
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -26,7 +27,7 @@ def int_problems(flag: str, value: int | None, low: int, high: int = MAX_INT32) 
     """``value`` must be an int in ``low..high`` (None: not given, nothing to check)."""
     if value is None:
         return []
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not low <= value <= high:
         return [f"{flag} must be an integer from {low:,} to {high:,}, got {value!r}"]
     return []
 
@@ -36,7 +37,7 @@ def float_problems(flag: str, value: float | None, low: float, high: float = mat
     """``value`` must be a finite number in ``[low, high]`` (``(low, high]`` with ``low_open``)."""
     if value is None:
         return []
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) \
             or not (low < value if low_open else low <= value) or not value <= high:
         allowed = (f"in {'(' if low_open else '['}{low:g}, {high:g}]" if math.isfinite(high)
                    else f"{'>' if low_open else '>='} {low:g}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import os
 
+import numpy as np
 import pytest
 
 from packcli.checks import (
@@ -18,7 +19,7 @@ from packcli.checks import (
 
 
 @pytest.mark.parametrize("value,ok", [(1, True), (MAX_INT32, True), (0, False), (MAX_INT32 + 1, False),
-                                      (True, False), (1.0, False), (None, True)])
+                                      (True, False), (1.0, False), (None, True), (np.int64(7), True)])
 def test_int_bounds_are_inclusive_and_bools_are_not_ints(value, ok):
     assert (int_problems("--n", value, 1) == []) is ok
 

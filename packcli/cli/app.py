@@ -34,7 +34,6 @@ EXIT_CODES = ("Exit codes: 0 success; 1 a violation, an unmet budget, a bad reco
 INTERNAL_ERROR = 3
 
 
-
 class _OneLineErrors(TyperGroup):
     """typer's group, with click's usage errors ("'abc' is not a valid integer", "No such option")
     printed like every other error: one line and a hint, exit 2, instead of a multi-line panel."""
