@@ -9,7 +9,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 _EXPORTS = {
     "pack_lengths": "packcli.pack",
@@ -22,6 +22,7 @@ _EXPORTS = {
     "verify_artifact": "packcli.verify",
     "iter_packs": "packcli.data",
     "collate_varlen": "packcli.data",
+    "collate_flattening": "packcli.data",
 }
 __all__ = ["__version__", *_EXPORTS]
 

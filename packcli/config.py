@@ -18,9 +18,25 @@ from packcli.choices import (
     Overlong,
     Strategy,
 )
-from packcli.errors import PackcliError
+from packcli.checks import (
+    MAX_INT32,
+    MAX_SEED,
+    float_problems,
+    input_problems,
+    int_problems,
+    output_dir_problems,
+    raise_all,
+    template_problems,
+    tokenizer_problems,
+)
+from packcli.errors import InputError, PackcliError
 
-__all__ = ["OnError", "Overlong", "PackConfig"]
+__all__ = ["OnError", "Overlong", "PackConfig", "DEFAULT_MAX_REJECT_FRACTION"]
+
+# Records lost (rejected, or dropped as over-long) beyond this fraction fail the run: when most
+# records do not make it, the template, the format or the capacity is wrong, and a run that trains
+# on the few survivors would hide that. A run that packs nothing fails whatever the budget.
+DEFAULT_MAX_REJECT_FRACTION = 0.5
 
 
 @dataclass(frozen=True)
@@ -43,6 +59,7 @@ class PackConfig:
     on_error: OnError = OnError.skip
     min_density: float | None = None
     max_displacement: float | None = None
+    max_reject_fraction: float = DEFAULT_MAX_REJECT_FRACTION
     packs_per_shard: int = 2048
     batch_records: int = 4096
     lines_per_unit: int = 10_000
@@ -66,27 +83,42 @@ class PackConfig:
         problems = []
         if not self.inputs:
             problems.append("no input files given")
-        if self.capacity < 2:
-            problems.append(f"--capacity must be at least 2, got {self.capacity}")
-        if self.window is not None and self.window < 1:
-            problems.append(f"--window must be positive, got {self.window}")
-        if self.min_density is not None and not 0 < self.min_density <= 1:
-            problems.append(f"--min-density must be in (0, 1], got {self.min_density}")
-        if self.max_displacement is not None and self.max_displacement < 0:
-            problems.append(f"--max-displacement must be >= 0, got {self.max_displacement}")
-        if self.packs_per_shard < 1:
-            problems.append(f"--packs-per-shard must be positive, got {self.packs_per_shard}")
-        if self.lines_per_unit < 1:
-            problems.append(f"--unit-lines must be positive, got {self.lines_per_unit}")
-        if self.batch_records < 1:
-            problems.append(f"batch size must be positive, got {self.batch_records}")
+        if not self.tokenizer:
+            problems.append("no tokenizer given (--tokenizer)")
+        problems += int_problems("--capacity", self.capacity, 2)
+        problems += int_problems("--window", self.window, 1)
+        problems += int_problems("--seed", self.seed, 0, MAX_SEED)
+        problems += float_problems("--min-density", self.min_density, 0, 1, low_open=True)
+        problems += float_problems("--max-displacement", self.max_displacement, 0)
+        problems += float_problems("--max-reject-fraction", self.max_reject_fraction, 0, 1)
+        problems += int_problems("--packs-per-shard", self.packs_per_shard, 1)
+        problems += int_problems("--unit-lines", self.lines_per_unit, 1)
+        problems += int_problems("batch_records", self.batch_records, 1)
+        if not problems and self.capacity * self.packs_per_shard > MAX_INT32:
+            # A shard's list columns have int32 offsets: its tokens must fit, packs full or not.
+            problems.append(f"--capacity {self.capacity:,} x --packs-per-shard {self.packs_per_shard:,} tokens do "
+                            f"not fit one shard (at most {MAX_INT32:,}); lower --packs-per-shard")
         problems += choice_problems
         if problems:
             raise PackcliError("invalid configuration: " + "; ".join(problems))
+
+    def file_problems(self) -> list[str]:
+        """What is wrong with the paths: the inputs, the tokenizer and a template file must exist,
+        and ``out`` must be writable. Reads the filesystem, never writes."""
+        return (input_problems(self.inputs) + tokenizer_problems("--tokenizer", self.tokenizer)
+                + template_problems(self.template) + output_dir_problems("--out", self.out, force=self.force))
+
+    def check_files(self) -> None:
+        """`file_problems`, raised: `packcli.job.pack_corpus` calls it before any work.
+
+        Raises:
+            InputError: every path problem at once (exit 2).
+        """
+        raise_all(self.file_problems(), error=InputError)
 
     def seam_settings(self) -> dict:
         """The settings that decide where seams fall and what carries loss (pinned in the manifest)."""
         data = asdict(self)
         keep = ("capacity", "loss", "input_format", "strategy", "window", "seed", "shuffle", "shuffle_packs",
-                "overlong", "min_density", "max_displacement", "packs_per_shard")
+                "overlong", "min_density", "max_displacement", "max_reject_fraction", "packs_per_shard")
         return {k: (v.value if isinstance(v, Enum) else v) for k, v in data.items() if k in keep}

@@ -7,6 +7,13 @@ traceback.
 
 from __future__ import annotations
 
+import errno
+
+# The machine said no while packcli wrote or read: not a bug, and not the user's option either.
+SYSTEM_REFUSALS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quota exceeded",
+                   errno.EFBIG: "file too large for this filesystem or `ulimit -f`", errno.EROFS: "read-only filesystem",
+                   errno.EACCES: "permission denied", errno.EPERM: "operation not permitted"}
+
 
 class PackcliError(Exception):
     """A user error: what happened (with the value), and what to do about it."""
@@ -43,6 +50,28 @@ class BudgetError(PackcliError):
     """A density or displacement budget was not met; nothing was written."""
 
     exit_code = 1
+
+
+class WorkerError(PackcliError):
+    """A worker process died mid-task (killed, or out of memory); nothing was written."""
+
+    exit_code = 1
+
+
+class SystemRefusal(PackcliError):
+    """The system refused to write (disk full, quota, file size limit, permission); nothing was published."""
+
+    exit_code = 1
+
+
+def refusal(exc: BaseException, where: str) -> SystemRefusal | None:
+    """A `SystemRefusal` naming ``where`` for an OSError in `SYSTEM_REFUSALS`, else None (anything else is a bug)."""
+    if not isinstance(exc, OSError) or exc.errno not in SYSTEM_REFUSALS:
+        return None
+    path = f" ({exc.filename})" if exc.filename else ""
+    return SystemRefusal(f"{where}: {SYSTEM_REFUSALS[exc.errno]}{path}; nothing was written there",
+                         "free space (or raise the limit) where it and its work folder live, and run again: "
+                         "finished units are reused")
 
 
 class ContractError(PackcliError):

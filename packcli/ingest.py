@@ -12,6 +12,7 @@ import glob
 import gzip
 import io
 import json
+import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -78,14 +79,12 @@ class InputFile:
 
 
 def expand_inputs(patterns: Sequence[str | Path]) -> list[Path]:
-    """Expand paths and globs into a sorted, de-duplicated list of existing files.
-
-    Sorted so that the same set of files gives the same example order and IDs on any machine.
+    """Expand paths and globs into a sorted list of existing files, each file once (however it is named).
 
     Raises:
         InputError: a pattern matches nothing, or a path is a directory.
     """
-    found: set[Path] = set()
+    found: dict[str, Path] = {}
     for pattern in patterns:
         text = str(pattern)
         matches = sorted(glob.glob(text, recursive=True)) if glob.has_magic(text) else [text]
@@ -95,13 +94,23 @@ def expand_inputs(patterns: Sequence[str | Path]) -> list[Path]:
             path = Path(match)
             if path.is_dir():
                 raise InputError(f"{path}: is a directory", "pass the JSONL files inside it, e.g. 'DIR/*.jsonl'")
-            found.add(path)
-    return sorted(found, key=lambda p: str(p))
+            found.setdefault(os.path.realpath(path), path)
+    return sorted(found.values(), key=lambda p: str(p))
 
 
 def describe_input(path: Path) -> InputFile:
     """Size and sha256 of the file as stored (compressed bytes for .gz/.zst)."""
     return InputFile(path=path, size=path.stat().st_size, sha256=file_sha256(path))
+
+
+def describe_inputs(patterns: Sequence[str | Path]) -> list[InputFile]:
+    """The input files in the order ``pack`` reads them: by base name, then content (sha256).
+
+    Never by directory, so the same files give the same example order, seam table and manifest
+    wherever they sit; the paths stay in the manifest's provenance only.
+    """
+    files = [describe_input(p) for p in expand_inputs(patterns)]
+    return sorted(files, key=lambda f: (f.path.name, f.sha256, str(f.path)))
 
 
 def open_binary(path: str | Path) -> IO[bytes]:

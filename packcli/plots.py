@@ -7,6 +7,8 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+PLOT_SUFFIXES = (".png", ".pdf", ".svg")  # what --plot may name: formats matplotlib writes without extras
+
 
 def plot_stats(path: Path, *, lengths: npt.NDArray[np.int64], capacity: int | None, quantiles: dict[str, float],
                fill: npt.NDArray[np.float64] | None = None, supervised_fill: npt.NDArray[np.float64] | None = None,
@@ -80,8 +82,14 @@ def plot_stats(path: Path, *, lengths: npt.NDArray[np.int64], capacity: int | No
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    path = Path(path)
+    partial = path.with_name(f".{path.name}.partial")  # the plot appears whole, or not at all
+    try:
+        fig.savefig(partial, dpi=110, format=path.suffix.lstrip(".").lower())
+        partial.replace(path)
+    finally:
+        plt.close(fig)
+        partial.unlink(missing_ok=True)
     return path
 
 

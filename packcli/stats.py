@@ -232,7 +232,7 @@ def artifact_stats(directory: str | Path) -> ArtifactStats:
     lengths = seam["length"].filter(in_packs).to_numpy().astype(np.int64)
     identity = {"manifest_sha256": manifest["manifest_sha256"], "contract_version": manifest["contract_version"],
                 "tokenizer_sha256": manifest["tokenizer"]["sha256"], "template_sha256": manifest["template"]["sha256"],
-                "template_source": manifest["template"]["source"], "loss_policy": manifest["loss_policy"],
+                "template_origin": manifest["template"]["origin"], "loss_policy": manifest["loss_policy"],
                 "config": manifest["config"], "versions": manifest["versions"]}
     return ArtifactStats(str(directory), identity, manifest["counts"], manifest["metrics"], shards,
                          fill=np.concatenate(fills) if fills else np.zeros(0),

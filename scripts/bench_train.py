@@ -464,6 +464,8 @@ def time_pack(corpus: Path, args: argparse.Namespace, out_dir: Path) -> dict:
     summary, hwm = out_dir.parent / f"{out_dir.name}.pack.json", out_dir.parent / f"{out_dir.name}.hwm"
     cli = ["pack", str(corpus), "-t", str(args.tokenizer), "-o", str(out_dir), "-c", str(args.capacity),
            "--strategy", args.strategy, "--template", args.template, "--force", "--json"]
+    if args.quick:  # the smoke run's 256-token capacity drops most conversations, knowingly: machinery, not numbers
+        cli += ["--max-reject-fraction", "1"]
     with summary.open("w") as handle:
         child = run_measured([sys.executable, "-c", PACKCLI_WITH_HWM, str(hwm), *cli], stdout=handle)
     if child.returncode:

@@ -145,15 +145,18 @@ def role(name: str) -> str:
 def summarize(result) -> dict:
     packs = result.packs
     worst = lambda xs: max(xs) if xs else None  # noqa: E731
-    grads = [max(max(p.grad_embed_rel_diff), p.grad_weight_rel_diff) for p in packs if p.grad_embed_rel_diff]
+    # each gradient difference as a fraction of its bound (atol + rtol x max |control grad|): ok <= 1
+    grads = [max(max(p.grad_embed_max_diff) / p.grad_embed_bound, p.grad_weight_max_diff / p.grad_weight_bound)
+             for p in packs if p.grad_embed_max_diff]
     mass = [max(p.cross_segment_mass) for p in packs if p.cross_segment_mass]
     return {
         "ok": result.ok,
         "logits_max_diff": worst([max(p.logits_max_diff) for p in packs]),
         "logits_atol": result.tolerance.logits_atol,
         "token_loss_max_diff": worst([p.token_loss_max_diff for p in packs]),
-        "grad_rel_diff": worst(grads),
+        "grad_diff_over_bound": worst(grads),
         "grad_rtol": result.tolerance.grad_rtol,
+        "grad_atol": result.tolerance.grad_atol,
         "neighbour_max_diff": worst([p.neighbour.max_logit_diff for p in packs if p.neighbour]),
         "neighbour_bitwise": all(p.neighbour.bitwise_equal for p in packs if p.neighbour),
         "rotary_reset_ok": all(p.rotary.reset_phase_max_diff <= result.tolerance.rotary_atol for p in packs),
@@ -191,7 +194,7 @@ def table(rows: list[dict]) -> str:
         ran = r["status"] == "ran" and r["backend"] != LOADER  # the loader row has no model-level columns
         lines.append((r["backend"], r["dtype"], r["role"], verdict(r),
                       fmt(r.get("logits_max_diff")), fmt(r.get("logits_atol")), fmt(r.get("token_loss_max_diff")),
-                      fmt(r.get("grad_rel_diff")) if ran else "-",
+                      fmt(r.get("grad_diff_over_bound")) if ran else "-",
                       (("=" if r["neighbour_bitwise"] else fmt(r["neighbour_max_diff"])) if ran else "-"),
                       (("ok" if r["rotary_reset_ok"] and r["continued_detected"] else "BAD")
                        + ("+L" if r["continued_logits_detected"] else "")) if ran else "-",
@@ -202,7 +205,8 @@ def table(rows: list[dict]) -> str:
     widths = [max(len(str(line[i])) for line in lines) for i in range(len(head))]
     out = ["  ".join(str(c).ljust(w) for c, w in zip(line, widths)) for line in lines]
     out.insert(1, "  ".join("-" * w for w in widths))
-    legend = ("neigh: '=' other examples' logits bitwise unchanged when example 0 is mutated, else max move; "
+    legend = ("grad: largest gradient difference over its bound (atol + rtol x max |control grad|), ok <= 1; "
+              "neigh: '=' other examples' logits bitwise unchanged when example 0 is mutated, else max move; "
               "rope: phase restarts at seams and continued positions are seen ('+L': also in the logits); "
               "seam: a supervised seam label is caught by the loss comparison")
     return "\n".join(out + ["", legend])

@@ -26,7 +26,8 @@ def test_bare_pack_packs_the_bundled_corpus(tmp_path):
     data = json.loads(proc.stdout)
     assert data["counts"]["packs"] > 0 and data["counts"]["records"] > 200
     manifest = json.loads((tmp_path / "p" / "manifest.json").read_text())
-    assert all(not i["path"].startswith("/") for i in manifest["inputs"]), "relative paths keep manifests portable"
+    assert all("/" not in i["name"] for i in manifest["inputs"]), "the hashed manifest names files, not places"
+    assert len(manifest["unhashed"]["provenance"]["inputs"]) == len(manifest["inputs"])
 
 
 def test_pack_json_and_verify_exit_codes(tmp_path, corpus_files, tokenizer_dir):
@@ -47,10 +48,10 @@ def test_pack_json_and_verify_exit_codes(tmp_path, corpus_files, tokenizer_dir):
 @pytest.mark.parametrize("args,message", [
     (["pack", "missing.jsonl", "-t", FIXTURES / "tokenizer"], "missing.jsonl: no such file"),
     (["pack", FIXTURES / "corpus" / "text.jsonl", "-t", "/nonexistent/tok.json"], "no such file"),
-    (["pack", FIXTURES / "corpus" / "text.jsonl", "-t", FIXTURES / "tokenizer", "-c", "0"], "--capacity must be at least 2"),
+    (["pack", FIXTURES / "corpus" / "text.jsonl", "-t", FIXTURES / "tokenizer", "-c", "0"], "--capacity must be an integer from 2 to"),
     (["pack", FIXTURES / "corpus" / "text.jsonl", "-t", FIXTURES / "tokenizer", "--tokenizer-backend", "quick"],
      "'quick' is not one of"),
-    (["verify", "/nonexistent-dir"], "not a packcli artifact"),
+    (["verify", "/nonexistent-dir"], "DIRECTORY /nonexistent-dir: no such directory"),
     (["stats", "missing.jsonl", "-t", FIXTURES / "tokenizer"], "missing.jsonl: no such file"),
     (["stats", FIXTURES / "corpus" / "text.jsonl", "-t", FIXTURES / "corpus" / "text.jsonl"], "not a valid tokenizer.json"),
 ])
@@ -86,3 +87,67 @@ def test_help_lists_commands_and_examples():
     result = run("--help")
     assert all(cmd in result.stdout for cmd in ("pack", "verify", "stats"))
     assert "Examples" in run("pack", "--help").stdout
+
+
+@pytest.mark.parametrize("command", ["pack", "stats"])
+def test_inputs_without_a_tokenizer_are_a_usage_error(command, tmp_path, monkeypatch):
+    """The bundled 2,816-token tokenizer is the no-argument demo's; a user's data needs the model's."""
+    monkeypatch.chdir(tmp_path)
+    result = run(command, FIXTURES / "corpus" / "text.jsonl")
+    assert result.exit_code == 2
+    assert "--tokenizer is required with input files" in result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_error_text_is_not_read_as_markup(packed, monkeypatch):
+    """rich markup would turn pip install 'packcli[torch]' into pip install 'packcli'."""
+    import packcli.verify.attention as attention
+    from packcli.verify.attention import TorchMissingError
+
+    def no_torch():
+        raise TorchMissingError("the attention check needs torch: pip install 'packcli[torch]'")
+
+    monkeypatch.setattr(attention, "require_torch", no_torch)
+    result = run("verify", packed, "--attention", "sdpa")
+    assert result.exit_code == 2
+    assert "pip install 'packcli[torch]'" in result.stderr and "[bold" not in result.stderr
+
+
+def test_help_strings_survive_rich_markup():
+    """Every help text, as typer renders it (rich markup on), keeps its brackets: a bare ``[x]`` in a
+    help string is eaten as a style tag; an escaped one shows. Covers every option of every command."""
+    import typer.main
+    from rich.text import Text
+
+    group = typer.main.get_command(app)
+    for name, command in group.commands.items():
+        texts = [command.help or "", command.epilog or ""] + [p.help or "" for p in command.params]
+        for text in texts:
+            assert Text.from_markup(text).plain == text.replace("\\[", "["), (name, text)
+    assert "packcli[ray]" in " ".join(run("pack", "--help").stdout.split())
+
+
+def test_every_command_documents_its_exit_codes():
+    readme = (ROOT / "README.md").read_text()
+    assert "## Exit codes" in readme
+    for command in ("pack", "verify", "stats"):
+        text = " ".join(run(command, "--help").stdout.split())
+        assert "Exit codes: 0 success; 1" in text and "3 an internal error" in text
+
+
+def test_an_internal_error_is_exit_3_with_one_line(tmp_path, monkeypatch):
+    """A bug is not a violation (exit 1) nor a usage error (exit 2): its own code, a short line, no traceback."""
+    import packcli.job
+
+    def broken(*args, **kwargs):
+        raise ZeroDivisionError("division by zero")
+
+    monkeypatch.setattr(packcli.job, "pack_corpus", broken)
+    args = ("pack", FIXTURES / "corpus" / "text.jsonl", "-t", FIXTURES / "tokenizer", "-o", tmp_path / "o")
+    result = run(*args)
+    assert result.exit_code == 3
+    lines = result.stderr.strip().split("\n")
+    assert lines == ["error: internal error: ZeroDivisionError: division by zero",
+                     "  hint: this is a bug in packcli, please report it; PACKCLI_DEBUG=1 shows the traceback"]
+    monkeypatch.setenv("PACKCLI_DEBUG", "1")
+    assert isinstance(run(*args).exception, ZeroDivisionError)  # the traceback, for the bug report

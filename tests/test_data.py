@@ -106,3 +106,13 @@ def test_a_shard_failing_its_hash_is_refused(packed_copy):
     path.write_bytes(bytes(data))
     with pytest.raises(ContractError, match="shard-00001.parquet: sha256 differs from the manifest"):
         list(iter_packs(packed_copy))
+
+
+def test_the_public_api_exports_both_collators_and_ships_type_hints():
+    from pathlib import Path
+
+    import packcli
+
+    assert {"collate_varlen", "collate_flattening"} <= set(packcli.__all__)
+    assert packcli.collate_flattening is __import__("packcli.data").data.collate_flattening
+    assert (Path(packcli.__file__).parent / "py.typed").is_file()  # PEP 561: listed as package data, present

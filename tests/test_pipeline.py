@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
-import sys
-import time
+from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -35,12 +32,15 @@ def test_round_trip_equals_unpacked_tokenization(packed, tokenizer):
     shards = {i["name"]: load_flat(pq.read_table(packed / i["name"]), i["name"]) for i in manifest["shards"]}
     tpl = load_template("auto", tokenizer.config)
     prep = Preparer(Renderer(tpl, "auto", bos_token=tokenizer.bos_token, eos_token=tokenizer.eos_token), tokenizer)
-    by_line = {(r["source"], r["line"]): r for r in seam}
+    by_line = {(r["input"], r["line"]): r for r in seam}
     total = 0
+    paths = manifest["unhashed"]["provenance"]["inputs"]
     for fi, entry in enumerate(manifest["inputs"]):
-        batch = [(fi, line, raw) for line, raw in read_lines(ROOT / entry["path"], fi)]
+        assert Path(paths[fi]).name == entry["name"]
+        batch = [(fi, line, raw) for line, raw in read_lines(ROOT / paths[fi], fi)]
         for (_, line, _), out in zip(batch, prep.prepare(batch)):
-            row = by_line.pop((entry["path"], line))
+            row = by_line.pop((fi, line))
+            assert row["source"] == entry["name"]
             total += 1
             if isinstance(out, str):
                 assert row["status"] == "rejected" and row["reason"] == out
@@ -65,7 +65,7 @@ def test_pack_contents(packed):
     rejects = [json.loads(l) for l in (packed / REJECTS_NAME).read_text().splitlines()]
     assert len(rejects) == manifest["counts"]["rejected"]
     # broken.jsonl: one line per bad case (fixtures/README.md); an empty assistant message is valid.
-    reasons = sorted(r["reason"].split(":")[0].split(" at byte")[0] for r in rejects if r["source"].endswith("broken.jsonl"))
+    reasons = sorted(r["reason"].split(":")[0].split(" at byte")[0] for r in rejects if r["source"] == "broken.jsonl")
     assert reasons == sorted(["malformed JSON", "expected a JSON object, got array", "no known field (messages, "
                               "conversations, prompt/completion, text); keys", "messages", "messages[0].role",
                               "messages[0].content", "invalid UTF-8", "no assistant turn to supervise; use --loss all "
@@ -117,28 +117,6 @@ def test_failure_mid_write_leaves_nothing(tmp_path, corpus_files, tokenizer_dir,
     assert not list(tmp_path.rglob("manifest.json"))
 
 
-def test_killed_run_leaves_no_valid_directory(tmp_path, tokenizer_dir):
-    """SIGKILL mid-run: no --out directory, and any temp directory has no manifest."""
-    big = tmp_path / "big.jsonl"
-    line = (FIXTURES / "corpus" / "openai.jsonl").read_text(encoding="utf-8").split("\n")[0]
-    big.write_text((line + "\n") * 60000, encoding="utf-8")
-    out = tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, "-m", "packcli", "pack", str(big), "-t", str(tokenizer_dir), "-o", str(out)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 60
-    while time.time() < deadline and not list(tmp_path.glob(".packcli-tmp-*")):
-        time.sleep(0.05)
-    time.sleep(0.5)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    assert not out.exists()
-    leftovers = list(tmp_path.glob(".packcli-tmp-*"))
-    assert leftovers, "the run was killed before it started writing; make the input bigger"
-    assert all(not (d / MANIFEST_NAME).exists() for d in leftovers)
-    with pytest.raises(InputError, match="not a packcli artifact"):
-        mf.read_manifest(leftovers[0])
-
-
 def test_on_error_fail_names_file_and_line(tmp_path, tokenizer_dir):
     with pytest.raises(RecordError, match=r"broken.jsonl:\d+: "):
         pack_corpus(config([FIXTURES / "corpus" / "broken.jsonl"], tokenizer_dir, tmp_path / "o", on_error="fail"))
@@ -180,3 +158,124 @@ def test_manifest_pins_everything(packed):
     assert all(len(i["sha256"]) == 64 and i["size"] > 0 for i in m["inputs"])
     assert m["tokenizer"]["sha256"] and m["template"]["text"]
     assert {"capacity", "strategy", "window", "seed", "shuffle", "overlong"} <= set(m["config"])
+
+
+def _copy_inputs(root: Path, corpus_files) -> tuple[list[str], str, str]:
+    """The fixture corpus, tokenizer and a template file, copied under ``root`` (file names kept)."""
+    import shutil
+
+    data = root / "data"
+    data.mkdir(parents=True)
+    inputs = [str(shutil.copy(f, data)) for f in corpus_files]
+    tok = shutil.copytree(FIXTURES / "tokenizer", root / "tok")
+    template = root / "chat.jinja"
+    template.write_text(json.loads((FIXTURES / "tokenizer" / "tokenizer_config.json").read_text())["chat_template"])
+    return inputs, str(tok), str(template)
+
+
+def test_the_same_content_from_two_directories_gives_the_same_hash_and_bytes(tmp_path, corpus_files, monkeypatch):
+    """Hashes name content, not places: two copies of the corpus, tokenizer and template in different
+    directories (one given by absolute paths, one relative) pack to the same manifest_sha256 and
+    byte-identical shards, examples.parquet and rejects.jsonl; verify passes for either, from where
+    pack ran, or from elsewhere with --source-root (found by name and sha256)."""
+    from conftest import artifact_bytes
+
+    from packcli.verify import verify_artifact
+
+    a_in, a_tok, a_tpl = _copy_inputs(tmp_path / "a", corpus_files)
+    b_root = tmp_path / "b" / "deeper" / "still"
+    b_in, b_tok, b_tpl = _copy_inputs(b_root, corpus_files)
+    a = pack_corpus(PackConfig(inputs=tuple(a_in), tokenizer=a_tok, template=a_tpl, out=tmp_path / "a" / "out",
+                               capacity=512, packs_per_shard=8))
+    monkeypatch.chdir(b_root)
+    rel = [str(Path(p).relative_to(b_root)) for p in b_in]
+    b = pack_corpus(PackConfig(inputs=tuple(reversed(rel)), tokenizer="tok", template="chat.jinja", out=Path("out"),
+                               capacity=512, packs_per_shard=8))
+    assert a.manifest["manifest_sha256"] == b.manifest["manifest_sha256"]
+    assert artifact_bytes(tmp_path / "a" / "out", a.manifest) == artifact_bytes(b_root / "out", b.manifest)
+    assert a.manifest["template"]["origin"] == "file:chat.jinja"
+    assert a.manifest["unhashed"]["provenance"]["tokenizer"] == a_tok
+    assert b.manifest["unhashed"]["provenance"]["inputs"][0].startswith("data/")
+
+    assert verify_artifact(b_root / "out").ok  # relative provenance, from the directory pack ran in
+    monkeypatch.chdir(tmp_path)
+    assert verify_artifact(tmp_path / "a" / "out").ok  # absolute provenance, from anywhere
+    # b's relative paths do not resolve from here; --source-root b finds them by path, a by name and sha256
+    assert verify_artifact(b_root / "out", source_root=b_root).ok
+    moved = tmp_path / "elsewhere"
+    (tmp_path / "a").rename(moved)
+    with pytest.raises(InputError, match=r"(?s)not found.*--source-root"):
+        verify_artifact(moved / "out")
+    report = verify_artifact(moved / "out", source_root=moved)
+    assert report.ok, [v.message for c in report.checks for v in c.violations]
+
+
+def test_every_seam_row_names_its_input_by_index_and_base_name(packed):
+    m = mf.read_manifest(packed)
+    seam = pq.read_table(packed / SEAM_TABLE_NAME)
+    assert seam.schema.field("input").type == "int32"
+    names = [i["name"] for i in m["inputs"]]
+    assert all(names[k] == s for k, s in zip(seam["input"].to_pylist(), seam["source"].to_pylist()))
+    assert names == sorted(names)  # ordered by name (then content), never by directory
+    assert {"inputs", "tokenizer", "template"} <= set(m["unhashed"]["provenance"])
+    assert "source" not in m["tokenizer"] and "source" not in m["template"] and "path" not in m["inputs"][0]
+    assert m["unhashed"]["created"].endswith("+00:00")
+
+
+RAISING_TEMPLATE = "{{ raise_exception('this template refuses every record') }}"
+
+
+def test_a_template_that_raises_on_every_record_fails_and_writes_nothing(tmp_path, tokenizer_dir):
+    """Nothing to train on is never a success: 'packed 0, rejected 120' fails before anything is written,
+    with the reason and its count, whatever --max-reject-fraction allows."""
+    from packcli.errors import BudgetError
+
+    template = tmp_path / "raises.jinja"
+    template.write_text(RAISING_TEMPLATE)
+    out = tmp_path / "o"
+    with pytest.raises(BudgetError) as info:
+        pack_corpus(config([FIXTURES / "corpus" / "openai.jsonl"], tokenizer_dir, out, template=str(template),
+                           loss="all", max_reject_fraction=1.0))
+    message = str(info.value)
+    assert message.startswith("no example was packed, nothing written: 120 x ")
+    assert "this template refuses every record" in message and "(e.g. openai.jsonl:1)" in message
+    assert not out.exists() and not list((tmp_path / ".packcli-work-o").glob("tmp-*"))
+
+
+def test_the_cli_fails_a_run_that_packs_nothing_with_exit_1(tmp_path, tokenizer_dir):
+    from typer.testing import CliRunner
+
+    from packcli.cli import app
+
+    template = tmp_path / "raises.jinja"
+    template.write_text(RAISING_TEMPLATE)
+    result = CliRunner().invoke(app, ["pack", str(FIXTURES / "corpus" / "openai.jsonl"), "-t", str(tokenizer_dir),
+                                      "--template", str(template), "--loss", "all", "-o", str(tmp_path / "o")])
+    assert result.exit_code == 1
+    assert result.stderr.startswith("error: no example was packed, nothing written: 120 x")
+    assert not (tmp_path / "o").exists()
+
+
+def test_rejects_beyond_the_budget_fail_with_the_top_reasons(tmp_path, tokenizer_dir):
+    """broken.jsonl: 8 of its 20 records are rejected (40%): within the default 0.5, over 0.3."""
+    from packcli.errors import BudgetError
+
+    broken = FIXTURES / "corpus" / "broken.jsonl"
+    ok = pack_corpus(config([broken], tokenizer_dir, tmp_path / "ok"))
+    assert ok.manifest["counts"]["rejected"] == 8 and ok.manifest["counts"]["records"] == 20
+    with pytest.raises(BudgetError) as info:
+        pack_corpus(config([broken], tokenizer_dir, tmp_path / "o", max_reject_fraction=0.3))
+    message = str(info.value)
+    assert message.startswith("8 of 20 records (40.0%) were rejected or dropped, more than --max-reject-fraction 0.3")
+    assert message.count(" x ") == 3 and "and 5 other reasons" in message and "(e.g. broken.jsonl:" in message
+    assert "--max-reject-fraction" in info.value.hint
+    assert not (tmp_path / "o").exists()
+
+
+def test_over_long_drops_count_against_the_budget(tmp_path, corpus_files, tokenizer_dir):
+    """A capacity far below the lengths drops most examples: the run fails instead of training on the rest."""
+    from packcli.errors import BudgetError
+
+    with pytest.raises(BudgetError, match=r"were rejected or dropped.*x longer than --capacity \(e\.g\. "):
+        pack_corpus(config(corpus_files, tokenizer_dir, tmp_path / "o", capacity=64))
+    assert not (tmp_path / "o").exists()

@@ -98,10 +98,7 @@ def test_structure_only_without_tokenizer(packed_copy, tmp_path):
 
     path = packed_copy / "manifest.json"
     data = json.loads(path.read_text())
-    data["tokenizer"]["source"] = str(tmp_path / "gone.json")
-    from packcli.artifact import manifest as mf
-
-    data["manifest_sha256"] = mf.manifest_hash(data)
+    data["unhashed"]["provenance"]["tokenizer"] = str(tmp_path / "gone.json")  # unhashed: no reseal needed
     path.write_text(json.dumps(data))
     from packcli.errors import InputError
 

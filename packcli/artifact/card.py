@@ -52,7 +52,7 @@ or is supervised by another.
 | supervised tokens | {supervised:,} |
 | capacity | {config["capacity"]:,} tokens per pack |
 | loss policy | {manifest["loss_policy"]} |
-| tokenizer | `{manifest["tokenizer"]["source"]}` (sha256 `{manifest["tokenizer"]["sha256"][:16]}`) |
+| tokenizer | sha256 `{manifest["tokenizer"]["sha256"][:16]}` |
 | contract version | {CONTRACT_VERSION} |
 
 Columns: `input_ids`, `labels` (unshifted, -100 = no loss, the first label of every example is -100),

@@ -1,7 +1,10 @@
 """The seam table (``examples.parquet``: one row per input record, in input order) and ``rejects.jsonl``.
 
 The seam table is how every token is traced back to exactly one record and one loss decision: a
-packed example names its shard, row and offset; a dropped, truncated or rejected one says why.
+packed example names its shard, row and offset; a dropped, truncated or rejected one says why. A
+record is named by ``input`` (its file's index in the manifest's ``inputs``) and ``line``; ``source``
+is that file's base name, for people: no column holds a location, so the table's bytes do not
+depend on where the files were.
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 SEAM_TABLE_SCHEMA = pa.schema([
-    ("example_id", pa.int64()), ("source", pa.string()), ("line", pa.int32()), ("status", pa.string()),
+    ("example_id", pa.int64()), ("input", pa.int32()), ("source", pa.string()), ("line", pa.int32()),
+    ("status", pa.string()),
     ("reason", pa.string()), ("shard", pa.string()), ("row", pa.int32()), ("offset", pa.int32()),
     ("length", pa.int32()), ("original_length", pa.int32()), ("supervised", pa.int32()),
     ("supervised_lost", pa.int32()), ("token_hash", pa.string()),
@@ -28,11 +32,12 @@ def write_seam_table(path: Path, columns: dict[str, object]) -> None:
     pq.write_table(table, path, compression="zstd", write_statistics=False)
 
 
-def write_rejects(path: Path, rejects: Iterable[tuple[str, int, str]]) -> int:
-    """Write (source, line, reason) per rejected record, one JSON object a line; return how many."""
+def write_rejects(path: Path, rejects: Iterable[tuple[int, str, int, str]]) -> int:
+    """Write (input, source, line, reason) per rejected record, one JSON object a line; return how many."""
     count = 0
     with open(path, "w", encoding="utf-8") as handle:
-        for source, line, reason in rejects:
-            handle.write(json.dumps({"source": source, "line": line, "reason": reason}, ensure_ascii=False) + "\n")
+        for index, source, line, reason in rejects:
+            handle.write(json.dumps({"input": index, "source": source, "line": line, "reason": reason},
+                                    ensure_ascii=False) + "\n")
             count += 1
     return count

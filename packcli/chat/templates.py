@@ -33,6 +33,14 @@ class ChatTemplate:
         return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
 
     @property
+    def origin(self) -> str:
+        """Where it came from, in a location-free word (the manifest hashes it): ``builtin:chatml``,
+        ``tokenizer_config.json`` (the tokenizer's own), or ``file:NAME``."""
+        if self.source in ("builtin:chatml", "tokenizer_config.json"):
+            return self.source
+        return f"file:{Path(self.source).name}"
+
+    @property
     def has_generation_markers(self) -> bool:
         return bool(GENERATION_MARKER.search(self.text))
 

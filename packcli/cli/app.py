@@ -1,43 +1,120 @@
-"""The typer app: one command per module, and the one place a user error becomes a message and an exit code.
+"""The typer app: one command per module, and the one place an error becomes a message and an exit code.
 
-Exit codes: 0 success; 1 a violation, a failed budget or a bad record under ``--on-error fail``;
-2 a usage error or missing input. Set ``PACKCLI_DEBUG=1`` to see tracebacks of user errors.
+Exit codes (`EXIT_CODES`, also at the end of every command's ``--help``):
+
+    0  success
+    1  the run failed on the data or the machine: a verify violation, an unmet budget, a bad record
+       under ``--on-error fail``, a worker that died, a full disk
+    2  a usage error: a bad option value, a missing input, an --out another run is writing; nothing ran
+    3  an internal error: a bug in packcli (``PACKCLI_DEBUG=1`` shows the traceback)
+
+Messages are printed with rich markup off, so ``pip install 'packcli[torch]'`` keeps its brackets.
 """
 
 from __future__ import annotations
 
 import atexit
+import functools
 import gc
 import os
-from typing import NoReturn
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
 
 import typer
+from rich.text import Text
+from typer.core import TyperGroup
 
 from packcli.cli import console
-from packcli.errors import PackcliError
+from packcli.errors import PackcliError, refusal
+
+EXIT_CODES = ("Exit codes: 0 success; 1 a violation, an unmet budget, a bad record under --on-error fail, a "
+              "dead worker or a full disk; 2 a usage error (nothing ran); 3 an internal error (a bug: "
+              "PACKCLI_DEBUG=1 shows the traceback).")
+INTERNAL_ERROR = 3
+
+
+class _OneLineErrors(TyperGroup):
+    """typer's group, with click's usage errors ("'abc' is not a valid integer", "No such option")
+    printed like every other error: one line and a hint, exit 2, instead of a multi-line panel."""
+
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            result = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except typer.TyperException as exc:  # click's ClickException, as typer ships it
+            ctx = getattr(exc, "ctx", None)
+            if type(exc).__name__ == "NoArgsIsHelpError" and ctx is not None:  # bare `packcli`: the help
+                typer.echo(ctx.get_help())
+            else:
+                _print_error(exc.format_message(), f"see `{ctx.command_path if ctx else 'packcli'} --help`")
+            sys.exit(getattr(exc, "exit_code", 2))
+        except typer.Abort:
+            _print_error("aborted")
+            sys.exit(1)
+        sys.exit(result if isinstance(result, int) else 0)
+
 
 app = typer.Typer(
-    name="packcli", no_args_is_help=True, add_completion=False, rich_markup_mode="rich",
-    help="Pack chat data into leak-free training buffers, and prove it.",
+    name="packcli", no_args_is_help=True, add_completion=False, rich_markup_mode="rich", cls=_OneLineErrors,
+    help="Pack chat data into leak-free training buffers, and prove it.", epilog=EXIT_CODES,
 )
+
+
+def _print_error(message: str, hint: str | None = None) -> None:
+    """``error: message`` and ``  hint: hint`` on stderr; the texts are never read as rich markup."""
+    console.err.print(Text.assemble(("error:", "bold red"), " ", message), highlight=False, soft_wrap=True)
+    if hint:
+        console.err.print(Text(f"  hint: {hint}"), highlight=False, soft_wrap=True)
 
 
 def fail(exc: PackcliError) -> NoReturn:
     """Print a user error on one line (and its hint on the next) and exit with its code."""
     if os.environ.get("PACKCLI_DEBUG"):
         raise exc
-    console.err.print(f"[bold red]error:[/] {exc.message}", highlight=False, markup=True, soft_wrap=True)
-    if exc.hint:
-        console.err.print(f"  hint: {exc.hint}", highlight=False, markup=False, soft_wrap=True)
+    _print_error(exc.message, exc.hint)
     raise typer.Exit(exc.exit_code)
+
+
+def guarded(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Run a command so that nothing escapes as a traceback: a `PackcliError` is its one-line message
+    and exit code; an OSError the system raised (disk full, no permission) is exit 1 with the path;
+    anything else is a bug: one line that says so, exit 3. ``PACKCLI_DEBUG=1`` re-raises."""
+
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except PackcliError as exc:
+            fail(exc)
+        except (typer.Exit, typer.Abort, typer.TyperException):
+            raise  # typer's own exits and usage errors (exit 2) already carry their code
+        except OSError as exc:
+            known = refusal(exc, "packcli " + command.__name__)
+            if known is None or os.environ.get("PACKCLI_DEBUG"):
+                _internal_error(exc)
+            fail(known)
+        except Exception as exc:  # noqa: BLE001 - a bug: reported on one line, with the way to see more
+            _internal_error(exc)
+
+    return run
+
+
+def _internal_error(exc: BaseException) -> NoReturn:
+    if os.environ.get("PACKCLI_DEBUG"):
+        raise exc
+    _print_error(f"internal error: {type(exc).__name__}: {exc}",
+                 "this is a bug in packcli, please report it; PACKCLI_DEBUG=1 shows the traceback")
+    raise typer.Exit(INTERNAL_ERROR) from None
 
 
 def _register() -> None:
     from packcli.cli import pack, stats, verify
 
-    app.command()(pack.pack)
-    app.command()(verify.verify)
-    app.command()(stats.stats)
+    for command in (pack.pack, verify.verify, stats.stats):
+        app.command(epilog=EXIT_CODES)(guarded(command))
 
 
 _register()

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 
 from packcli.choices import (
     BackendChoice,
@@ -28,19 +28,27 @@ from packcli.cli.options import (
     Template,
     Tokenizer,
 )
+from packcli.config import DEFAULT_MAX_REJECT_FRACTION
 from packcli.errors import PackcliError
 
 
 def default_inputs(inputs: list[str] | None, tokenizer: str | None) -> tuple[tuple[str, ...], str]:
-    """The inputs and tokenizer given, or the bundled demo corpus and tokenizer."""
+    """The inputs and tokenizer given, or, with neither, the bundled demo corpus and tokenizer.
+
+    The bundled tokenizer is a 2,816-token test tokenizer: packing a user's data with it would give
+    tokens no model reads, so inputs without ``--tokenizer`` are a usage error, not a default.
+
+    Raises:
+        PackcliError: inputs without a tokenizer.
+    """
     from packcli.bundled import DEFAULT_INPUTS, DEFAULT_TOKENIZER, bundled
 
-    def shown(path: str) -> str:  # relative paths keep manifests identical across checkouts
-        rel = os.path.relpath(path)
-        return rel if not rel.startswith("..") else path
-
-    paths = tuple(inputs) if inputs else tuple(shown(bundled(p)) for p in DEFAULT_INPUTS)
-    return paths, tokenizer or shown(bundled(DEFAULT_TOKENIZER))
+    if inputs and not tokenizer:
+        raise PackcliError("--tokenizer is required with input files (the bundled tokenizer is for the demo only)",
+                           "pass -t DIR_OR_TOKENIZER_JSON, the tokenizer of the model you will train")
+    if inputs:
+        return tuple(inputs), tokenizer
+    return tuple(bundled(p) for p in DEFAULT_INPUTS), tokenizer or bundled(DEFAULT_TOKENIZER)
 
 
 def pack(
@@ -68,6 +76,10 @@ def pack(
     max_displacement: Annotated[Optional[float], typer.Option(
         help="Fail (write nothing) above this mean displacement (examples).", show_default=False,
         rich_help_panel=PACKING)] = None,
+    max_reject_fraction: Annotated[float, typer.Option(
+        help="Fail (write nothing) when more than this fraction of records is rejected or dropped as over-long: "
+        "losing most records means a wrong template, format or capacity. A run that packs nothing always fails.",
+        rich_help_panel=INPUTS)] = DEFAULT_MAX_REJECT_FRACTION,
     out: Annotated[Path, typer.Option("--out", "-o", help="Output directory (written atomically).",
                                       rich_help_panel=OUTPUT)] = Path("packed"),
     force: Annotated[bool, typer.Option(help="Replace a non-empty --out.", rich_help_panel=OUTPUT)] = False,
@@ -77,7 +89,8 @@ def pack(
     workers: Annotated[Optional[int], typer.Option(
         help="Processes (default: one per CPU, one per GiB free), or Ray workers. Same bytes either way.",
         show_default=False, rich_help_panel=PERFORMANCE)] = None,
-    engine: Annotated[EngineName, typer.Option(help="local, or ray to run on a Ray cluster (packcli[ray]).",
+    engine: Annotated[EngineName, typer.Option(help=f"local, or ray to run on a Ray cluster "
+                                               f"({escape('packcli[ray]')}).",
                                                rich_help_panel=PERFORMANCE)] = EngineName.local,
     ray_address: Annotated[Optional[str], typer.Option(help="Ray cluster to join ('auto': the current one).",
                                                        show_default=False, rich_help_panel=PERFORMANCE)] = None,
@@ -95,7 +108,7 @@ def pack(
 
     Examples:
 
-      packcli pack                                   # bundled corpus and tokenizer -> ./packed
+      packcli pack                                   # the demo: bundled corpus and test tokenizer -> ./packed
 
       packcli pack data/*.jsonl -t tok/ -c 8192 -o out/
 
@@ -105,24 +118,30 @@ def pack(
 
       packcli pack big/*.jsonl -t tok/ --engine ray --ray-address auto --shared-fs -o /mnt/out
     """
+    from packcli.checks import int_problems, raise_all
     from packcli.cli import console
-    from packcli.cli.app import fail
     from packcli.cli.render import render_pack_summary
     from packcli.config import PackConfig
     from packcli.engine import make_engine
+    from packcli.engine.pool import MAX_LOCAL_WORKERS
     from packcli.job import pack_corpus
 
+    paths, tok = default_inputs(inputs, tokenizer)
+    problems = int_problems("--workers", workers, 1, MAX_LOCAL_WORKERS if engine is EngineName.local else 100_000)
+    if engine is EngineName.local and (ray_address or shared_fs):
+        problems.append("--ray-address and --shared-fs need --engine ray")
     try:
-        paths, tok = default_inputs(inputs, tokenizer)
         config = PackConfig(
             inputs=paths, tokenizer=tok, out=out, capacity=capacity, template=template, loss=loss,
             input_format=input_format, strategy=strategy, window=window, seed=seed, shuffle=shuffle,
             shuffle_packs=shuffle_packs, overlong=overlong, on_error=on_error, min_density=min_density,
-            max_displacement=max_displacement, packs_per_shard=packs_per_shard, force=force, lines_per_unit=unit_lines,
+            max_displacement=max_displacement, max_reject_fraction=max_reject_fraction,
+            packs_per_shard=packs_per_shard, force=force, lines_per_unit=unit_lines,
             tokenizer_backend=tokenizer_backend, paranoid_tokenizer=paranoid_tokenizer,
         )
-        runner = make_engine(engine, workers=workers, address=ray_address, out=str(out), shared_fs=shared_fs)
-        summary = pack_corpus(config, progress=console.RichProgress(enabled=not json_out), engine=runner)
-    except PackcliError as exc:
-        fail(exc)
+    except PackcliError as exc:  # the values' problems and the engine's, at once
+        raise_all([exc.message, *problems])
+    raise_all(problems + config.file_problems())
+    runner = make_engine(engine, workers=workers, address=ray_address, out=str(out), shared_fs=shared_fs)
+    summary = pack_corpus(config, progress=console.RichProgress(enabled=not json_out), engine=runner)
     render_pack_summary(summary, as_json=json_out)

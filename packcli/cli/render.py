@@ -45,6 +45,7 @@ def render_pack_summary(summary, *, as_json: bool) -> None:  # noqa: ANN001 - Pa
     if as_json:
         console.print_json({"out": str(summary.out), "manifest_sha256": m["manifest_sha256"], "counts": counts,
                             "metrics": metrics, "stage_seconds": summary.stage_seconds, "units": summary.units,
+                            "resumed_units": summary.resumed_units,
                             "shards": [s["name"] for s in m["shards"]], "tokenization": m["unhashed"]["tokenization"]})
         return
     table = Table(title=f"packed -> {summary.out}", show_header=False, title_justify="left")
@@ -61,6 +62,8 @@ def render_pack_summary(summary, *, as_json: bool) -> None:  # noqa: ANN001 - Pa
     table.add_row("displacement mean / max", f"{metrics['displacement_mean']:.1f} / {metrics['displacement_max']:.0f}")
     table.add_row("strategy", f"{m['config']['strategy']} (window {m['config']['window']})")
     table.add_row("shards", str(len(m["shards"])))
+    if summary.resumed_units:
+        table.add_row("units resumed", f"{summary.resumed_units:,} of {summary.units:,}")
     tok = m["unhashed"]["tokenization"]
     table.add_row("tokenizer backend", f"{tok['backend']} {tok['version']} (guard checked "
                   f"{tok['guard']['checked']:,} of {tok['guard']['examples']:,})" if tok["guard"]["examples"]
@@ -215,20 +218,20 @@ def render_artifact_stats(stats, *, as_json: bool, plot) -> None:  # noqa: ANN00
     console.out.print(_kv_table("identity", [
         ("manifest", ident["manifest_sha256"][:16]), ("contract", str(ident["contract_version"])),
         ("tokenizer", ident["tokenizer_sha256"][:16]), ("template", f"{ident['template_sha256'][:16]} "
-                                                                    f"({ident['template_source']})"),
+                                                                    f"({ident['template_origin']})"),
         ("loss", ident["loss_policy"]), *((k, v) for k, v in ident["versions"].items())]))
 
 
 def render_attention(report) -> None:  # noqa: ANN001 - AttentionReport
     """Per backend: the largest differences against the unpacked control, and the controls."""
     table = Table(title="attention: packed vs each example alone", title_justify="left")
-    # max |logit diff|, max per-token loss diff, max relative gradient diff (q_proj), against the control
-    for col in ("backend", "dtype", "logit Δ", "loss Δ", "grad Δ", "neighbour", "cont. pos.", "result"):
+    # max |logit diff|, max per-token loss diff, max q_proj gradient diff as a fraction of its bound (ok <= 1)
+    for col in ("backend", "dtype", "logit Δ", "loss Δ", "grad Δ/bound", "neighbour", "cont. pos.", "result"):
         table.add_column(col, justify="right" if "Δ" in col else "left", no_wrap=True)
     for b in report.results:
         logit = max((max(p.logits_max_diff) for p in b.packs), default=0.0)
         loss = max((p.token_loss_max_diff for p in b.packs), default=0.0)
-        grads = [p.grad_weight_rel_diff for p in b.packs if p.grad_weight_rel_diff is not None]
+        grads = [p.grad_weight_max_diff / p.grad_weight_bound for p in b.packs if p.grad_weight_bound]
         neighbour = [p.neighbour for p in b.packs if p.neighbour is not None]
         table.add_row(b.backend, b.dtype, f"{logit:.2e}", f"{loss:.2e}", f"{max(grads):.2e}" if grads else "-",
                       ("same" if not any(n.moved for n in neighbour) else "[red]MOVED[/]") if neighbour else "-",

@@ -25,8 +25,8 @@ def stats(
     max_displacement: Annotated[Optional[float], typer.Option(
         help="Mean displacement budget (examples). Default: 1% of examples, at least 1000.", show_default=False,
         rich_help_panel=PACKING)] = None,
-    plot: Annotated[Optional[Path], typer.Option(help="Write a PNG: lengths, pack fill, capacity sweep.",
-                                                 show_default=False, rich_help_panel=OUTPUT)] = None,
+    plot: Annotated[Optional[Path], typer.Option(help="Write a plot (.png, .pdf or .svg): lengths, pack fill, "
+                                                 "capacity sweep.", show_default=False, rich_help_panel=OUTPUT)] = None,
     json_out: Json = False,
 ) -> None:
     """Length quantiles and a what-if sweep over capacities and strategies, or an artifact's density.
@@ -39,20 +39,43 @@ def stats(
 
       packcli stats packed/ --json                       # an artifact: density, remainder, identity
     """
-    from packcli.cli.app import fail
+    from packcli.checks import (
+        MAX_INT32,
+        MAX_SEED,
+        float_problems,
+        input_problems,
+        int_problems,
+        output_file_problems,
+        raise_all,
+        template_problems,
+        tokenizer_problems,
+    )
     from packcli.cli.pack import default_inputs
     from packcli.cli.render import render_artifact_stats, render_length_stats
-    from packcli.errors import PackcliError
+    from packcli.plots import PLOT_SUFFIXES
     from packcli.stats import DEFAULT_CAPACITIES, artifact_stats, length_stats
 
-    try:
-        if len(inputs) == 1 and Path(inputs[0]).is_dir():
-            result = artifact_stats(inputs[0])
-            render_artifact_stats(result, as_json=json_out, plot=plot)
-            return
-        paths, tok = default_inputs(inputs, tokenizer)
-        result = length_stats(paths, tok, template=template, loss=loss, capacities=tuple(capacity or DEFAULT_CAPACITIES),
-                              seed=seed, min_density=min_density, max_displacement=max_displacement)
-    except PackcliError as exc:
-        fail(exc)
+    problems = output_file_problems("--plot", plot, PLOT_SUFFIXES)
+    if len(inputs) == 1 and Path(inputs[0]).is_dir():
+        given = [flag for flag, value in (("--tokenizer", tokenizer), ("--capacity", capacity),
+                                          ("--max-displacement", max_displacement)) if value is not None]
+        given += [flag for flag, value, default in (("--template", template, "auto"), ("--loss", loss, LossPolicy.auto),
+                                                    ("--seed", seed, 0), ("--min-density", min_density, 0.95))
+                  if value != default]
+        if given:
+            problems.append(f"{', '.join(given)}: for raw inputs; {inputs[0]} is a packed artifact, whose "
+                            "settings are its manifest's")
+        raise_all(problems)
+        render_artifact_stats(artifact_stats(inputs[0]), as_json=json_out, plot=plot)
+        return
+    paths, tok = default_inputs(inputs, tokenizer)
+    for c in capacity or []:
+        problems += int_problems("--capacity", c, 2, MAX_INT32)
+    problems += int_problems("--seed", seed, 0, MAX_SEED)
+    problems += float_problems("--min-density", min_density, 0, 1, low_open=True)
+    problems += float_problems("--max-displacement", max_displacement, 0)
+    problems += input_problems(paths) + tokenizer_problems("--tokenizer", tok) + template_problems(template)
+    raise_all(problems)
+    result = length_stats(paths, tok, template=template, loss=loss, capacities=tuple(capacity or DEFAULT_CAPACITIES),
+                          seed=seed, min_density=min_density, max_displacement=max_displacement)
     render_length_stats(result, as_json=json_out, plot=plot)

@@ -21,8 +21,9 @@ def verify(
         rich_help_panel=INPUTS)] = None,
     template: Annotated[Optional[str], typer.Option(help="Template to check against (default: as pinned).",
                                                     show_default=False, rich_help_panel=INPUTS)] = None,
-    source_root: Annotated[Optional[Path], typer.Option(help="Resolve relative source paths from here.",
-                                                        show_default=False, rich_help_panel=INPUTS)] = None,
+    source_root: Annotated[Optional[Path], typer.Option(
+        help="Where the sources, tokenizer and template are: their paths as given to pack, relative to here, "
+        "or found under here by name (and checked by sha256).", show_default=False, rich_help_panel=INPUTS)] = None,
     reconstruct: Annotated[bool, typer.Option(help="Re-tokenize every source record and compare.")] = True,
     self_test: Annotated[bool, typer.Option(
         "--self-test", help="Corrupt copies of the artifact; show that each fault is caught.")] = False,
@@ -31,7 +32,8 @@ def verify(
         "torch-varlen, flash-attn.", show_default=False, rich_help_panel=ATTENTION)] = None,
     device: Annotated[str, typer.Option(help="cpu, cuda or cuda:N.", rich_help_panel=ATTENTION)] = "cpu",
     dtype: Annotated[Dtype, typer.Option(help="Precision of both sides.", rich_help_panel=ATTENTION)] = Dtype.float32,
-    packs: Annotated[int, typer.Option(help="Packs the attention check runs on.", rich_help_panel=ATTENTION)] = 4,
+    packs: Annotated[int, typer.Option(help="Packs (with a seam) the attention check runs on.",
+                                       rich_help_panel=ATTENTION)] = 4,
     grads: Annotated[bool, typer.Option(help="Compare gradients too (--no-grads: forward only).",
                                         rich_help_panel=ATTENTION)] = True,
     consumer: Annotated[Optional[list[Consumer]], typer.Option(
@@ -68,40 +70,69 @@ def verify(
       packcli verify packed/ --seam-out seams.csv --max-violations 100000
     """
     from packcli.cli import console
-    from packcli.cli.app import fail
     from packcli.cli.render import render_self_test, render_verify
-    from packcli.errors import PackcliError
     from packcli.verify import verify_artifact
 
-    try:
-        if self_test:
-            import tempfile
+    backends = [b.strip() for b in attention.split(",") if b.strip()] if attention is not None else None
+    _check_options(directory, tokenizer=tokenizer, template=template, source_root=source_root, backends=backends,
+                   device=device, dtype=dtype, packs=packs, grads=grads, max_violations=max_violations,
+                   seam_out=seam_out, workers=workers, self_test=self_test, consumer_packs=consumer_packs)
+    if self_test:
+        import tempfile
 
-            from packcli.verify.faults import run_self_test
+        from packcli.verify.faults import run_self_test
 
-            with tempfile.TemporaryDirectory(prefix="packcli-selftest-") as ws:
-                results = run_self_test(directory, ws, source_root=source_root)
-            raise typer.Exit(render_self_test(results, as_json=json_out))
-        report = verify_artifact(directory, tokenizer=tokenizer, template=template, source_root=source_root,
-                                 reconstruct=reconstruct, max_violations=max_violations,
-                                 progress=console.RichProgress(enabled=not json_out), workers=workers)
-        attn = None
-        if attention:
-            from packcli.verify.run import attention_check
+        with tempfile.TemporaryDirectory(prefix="packcli-selftest-") as ws:
+            results = run_self_test(directory, ws, source_root=source_root)
+        raise typer.Exit(render_self_test(results, as_json=json_out))
+    report = verify_artifact(directory, tokenizer=tokenizer, template=template, source_root=source_root,
+                             reconstruct=reconstruct, max_violations=max_violations,
+                             progress=console.RichProgress(enabled=not json_out), workers=workers)
+    attn = None
+    if backends:
+        from packcli.verify.run import attention_check
 
-            attn = attention_check(directory, [b.strip() for b in attention.split(",") if b.strip()],
-                                   device=device, dtype=dtype.value, packs=packs, check_grads=grads)
-        consumers = []
-        for name in consumer or []:
-            from packcli.verify.consumer import check_consumer
+        attn = attention_check(directory, backends, device=device, dtype=dtype.value, packs=packs, check_grads=grads)
+    consumers = []
+    for name in consumer or []:
+        from packcli.verify.consumer import check_consumer
 
-            consumers.append(check_consumer(directory, name.value, max_packs=consumer_packs,
-                                            max_violations=max_violations))
-        if seam_out:
-            from packcli.verify.report import write_seam_status
+        consumers.append(check_consumer(directory, name.value, max_packs=consumer_packs, max_violations=max_violations))
+    if seam_out:
+        from packcli.verify.report import write_seam_status
 
-            write_seam_status(report, str(directory), seam_out)
-    except PackcliError as exc:
-        fail(exc)
+        write_seam_status(report, str(directory), seam_out)
     ok = render_verify(report, attn, as_json=json_out, consumers=consumers)
     raise typer.Exit(0 if ok else 1)
+
+
+def _check_options(directory: Path, *, tokenizer: str | None, template: str | None, source_root: Path | None,
+                   backends: list[str] | None, device: str, dtype: Dtype, packs: int, grads: bool,
+                   max_violations: int, seam_out: str | None, workers: int | None, self_test: bool,
+                   consumer_packs: int | None) -> None:
+    """Every option, before the artifact is read: a typo in --attention must not wait for reconstruction."""
+    from packcli.checks import (
+        directory_problems,
+        int_problems,
+        output_file_problems,
+        raise_all,
+        template_problems,
+        tokenizer_problems,
+    )
+    from packcli.engine.pool import MAX_LOCAL_WORKERS
+
+    problems = directory_problems("DIRECTORY", directory) + directory_problems("--source-root", source_root)
+    problems += tokenizer_problems("--tokenizer", tokenizer) + template_problems(template)
+    problems += int_problems("--packs", packs, 1, 1_000_000) + int_problems("--max-violations", max_violations, 0)
+    problems += int_problems("--workers", workers, 1, MAX_LOCAL_WORKERS)
+    problems += int_problems("--consumer-packs", consumer_packs, 1)
+    problems += output_file_problems("--seam-out", seam_out, (".parquet", ".csv"))
+    if self_test and (backends is not None or seam_out):
+        problems.append("--self-test runs its own checks; leave out --attention and --seam-out")
+    if backends is not None and not backends:
+        problems.append("--attention names no backend")
+    raise_all(problems)
+    if backends:
+        from packcli.verify.attention import resolve_backends
+
+        resolve_backends(backends, device=device, dtype=dtype.value, check_grads=grads)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
-from packcli.engine.pool import SharedPool
+from packcli.engine.pool import MAX_LOCAL_WORKERS, SharedPool
 from packcli.errors import PackcliError
 from packcli.job.spill import SpillLayout
 from packcli.job.units import UnitIndex, UnitJob, UnitSpec, run_unit
@@ -26,8 +26,8 @@ class LocalEngine:
     name = "local"
 
     def __init__(self, workers: int | None = None) -> None:
-        if workers is not None and workers < 1:
-            raise PackcliError(f"--workers must be at least 1, got {workers}")
+        if workers is not None and not 1 <= workers <= MAX_LOCAL_WORKERS:
+            raise PackcliError(f"--workers must be from 1 to {MAX_LOCAL_WORKERS}, got {workers}")
         self.workers = workers or 1
         self._pool: SharedPool | None = None
 

@@ -23,11 +23,12 @@ from concurrent.futures.process import BrokenProcessPool
 from multiprocessing import get_context
 from typing import TypeVar
 
-from packcli.errors import PackcliError
+from packcli.errors import WorkerError
 
 C, I, R = TypeVar("C"), TypeVar("I"), TypeVar("R")
 THREAD_VARIABLES = ("RAYON_NUM_THREADS", "FASTOKENS_BPE_THREADS")  # tokenizers and fastokens read these
 WORKER_MEMORY = 1 << 30  # what one more worker may take (a Qwen3-sized tokenizer in both libraries and a batch)
+MAX_LOCAL_WORKERS = 1024  # processes on one machine: a typo's 10**9 would start handing out warm-up calls
 
 
 def usable_cpus() -> int:
@@ -73,6 +74,11 @@ def _leave_now() -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
+
+
+def _label(item: object, index: int) -> str:
+    """How an error names an item: its ``label`` (a unit's file and first line, a shard's name), else its index."""
+    return str(getattr(item, "label", f"item {index}"))
 
 
 class SharedPool:
@@ -164,7 +170,12 @@ class SharedPool:
         if failed:
             error = failed[min(failed)]
             if isinstance(error, BrokenProcessPool):
-                raise PackcliError("a worker process died (killed for memory?)",
-                                   "run with fewer --workers: each holds its own tokenizer (about 1 GB)") from error
+                # Every item the workers held fails alike; the dead worker held one of them.
+                held = [_label(items[k], k) for k, e in sorted(failed.items())
+                        if k >= 0 and isinstance(e, BrokenProcessPool)]
+                raise WorkerError(f"a worker process died (killed, or out of memory?) while working on "
+                                  f"{' or '.join(held)}; nothing was written",
+                                  "run again (finished units are reused); if it recurs, use fewer --workers: "
+                                  "each holds its own tokenizer (about 1 GB)") from error
             raise error  # type: ignore[misc]
         return [results[k] for k in range(len(items))]

@@ -7,14 +7,17 @@ pure function of the lengths and the pinned configuration, so ``verify`` can re-
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
 from packcli.config import Overlong, PackConfig
-from packcli.contract import DROPPED, IGNORE_INDEX, PACKED, TRUNCATED, shard_name
+from packcli.contract import DROPPED, IGNORE_INDEX, PACKED, REJECTED, TRUNCATED, shard_name
 from packcli.errors import BudgetError
+from packcli.ingest import InputFile
 from packcli.job.spill import SpillReader
 from packcli.job.units import ExampleIndex
 from packcli.job.write import ShardTask
@@ -55,6 +58,35 @@ def apply_overlong(index: ExampleIndex, spill: SpillReader, capacity: int, overl
         status[i], fates.used_len[i], fates.used_sup[i] = DROPPED, 0, 0
         fates.reasons[i] = reason
     return fates
+
+
+def check_losses(index: ExampleIndex, fates: Fates, files: Sequence[InputFile], max_fraction: float) -> None:
+    """Fail (before anything is written) when no example is packed, or when the records rejected or
+    dropped as over-long exceed ``max_fraction`` of all records; the message gives the most common
+    reasons with their counts and one place each occurs.
+
+    Raises:
+        BudgetError: the run would train on nothing, or on what is left of a wrong template, format or capacity.
+    """
+    records = len(fates.status)
+    lost = np.flatnonzero((fates.status == REJECTED) | (fates.status == DROPPED))
+    packed = records - len(lost)
+    if packed and len(lost) <= max_fraction * records:
+        return
+    reasons: Counter[str] = Counter()
+    first: dict[str, str] = {}
+    for i in lost.tolist():
+        # over-long drops differ only in their length: one reason for all of them
+        reason = "longer than --capacity" if fates.status[i] == DROPPED else fates.reasons[i]
+        reasons[reason] += 1
+        first.setdefault(reason, f"{files[index.file_index[i]].path.name}:{index.line[i]}")
+    top = "; ".join(f"{count} x {reason} (e.g. {first[reason]})" for reason, count in reasons.most_common(3))
+    more = f"; and {len(reasons) - 3} other reasons" if len(reasons) > 3 else ""
+    what = ("no example was packed" if not packed else
+            f"{len(lost):,} of {records:,} records ({len(lost) / records:.1%}) were rejected or dropped, more "
+            f"than --max-reject-fraction {max_fraction:g}")
+    raise BudgetError(f"{what}, nothing written: {top}{more}",
+                      "fix the records, the --template/--format or the --capacity; or raise --max-reject-fraction")
 
 
 def plan_packs(fates: Fates, config: PackConfig) -> PackPlan:

@@ -12,17 +12,18 @@ made here, and each shard is then a task (`packcli.job.write`) that reads its ex
 with `packcli.job.spill.SpillReader` (``pread``, no memory map, so the shuffled reads do not grow RSS
 with the corpus). The engine runs both the units and the shard tasks.
 
-Atomic: everything is written into a temporary directory beside ``--out`` and renamed into place
-only after the manifest is written; an interrupted run leaves a ``.packcli-tmp-*`` directory that
-has no manifest and that ``verify`` refuses.
+Atomic and exclusive (`packcli.job.workspace`): one run per ``--out`` at a time (a lock beside it);
+the artifact is written into a temporary folder inside the work folder and renamed into place only
+after its manifest is written. A run killed at any moment leaves no ``--out`` or the previous one,
+and the next run clears what it left.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import shutil
-import tempfile
 import time
 from dataclasses import dataclass
 from functools import partial
@@ -33,12 +34,13 @@ from packcli.artifact.card import write_card
 from packcli.chat import ChatTemplate, Renderer, load_template, require_markers
 from packcli.config import OnError, PackConfig
 from packcli.engine import Engine
-from packcli.errors import InputError
-from packcli.ingest import describe_input, expand_inputs
-from packcli.job.plan import apply_overlong, lay_out_shards, plan_packs
+from packcli.errors import InputError, refusal
+from packcli.ingest import describe_inputs
+from packcli.job.plan import apply_overlong, check_losses, lay_out_shards, plan_packs
 from packcli.job.spill import SpillLayout, SpillReader
 from packcli.job.units import ExampleIndex, UnitIndex, UnitJob, plan_units
-from packcli.job.write import build_manifest, write_records
+from packcli.job.workspace import Workspace
+from packcli.job.write import build_manifest, provenance, write_records
 from packcli.prepare import Preparer, share_preparer
 from packcli.progress import NO_PROGRESS, Progress
 from packcli.tokenizer.load import LoadedTokenizer, cached_tokenizer, warm_tokenizer
@@ -52,6 +54,7 @@ class PackSummary:
     manifest: dict
     stage_seconds: dict[str, float]
     units: int
+    resumed_units: int  # units a previous run of the same code and configuration had finished
 
 
 def pack_corpus(config: PackConfig, progress: Progress = NO_PROGRESS, engine: Engine | None = None) -> PackSummary:
@@ -63,40 +66,47 @@ def pack_corpus(config: PackConfig, progress: Progress = NO_PROGRESS, engine: En
         engine: runs the tokenization units and the shard writing; the local engine by default.
 
     Raises:
-        PackcliError: bad configuration, inputs, tokenizer or template; a record under
-            ``--on-error fail``; an unmet budget. Nothing is left at ``config.out`` in every case.
+        PackcliError: bad configuration, inputs, tokenizer or template; another run writing
+            ``config.out``; a record under ``--on-error fail``; an unmet budget; a worker that died.
+            Nothing is left at ``config.out`` in every case (a previous artifact there stays whole).
+        SystemRefusal: the disk filled up or refused a write (nothing is left at ``config.out`` either).
     """
+    config.check_files()  # every path, before a worker starts or a byte is read
     if engine is None:
         from packcli.engine.local import LocalEngine  # here: the engines import this package's units
 
         engine = LocalEngine()
-    # The engine's workers (if any) load the tokenizer while this process does.
-    with engine.session(warm=partial(warm_tokenizer, config.tokenizer, config.tokenizer_backend.value,
-                                     config.paranoid_tokenizer)):
-        return _pack(config, progress, engine)
+    try:
+        with Workspace(config.out, force=config.force) as space:
+            # The engine's workers (if any) load the tokenizer while this process does.
+            with engine.session(warm=partial(warm_tokenizer, config.tokenizer, config.tokenizer_backend.value,
+                                             config.paranoid_tokenizer)):
+                summary = _pack(config, progress, engine, space)
+            space.discard_work()
+    except OSError as exc:  # a full disk is the machine's answer, not a bug: say where
+        known = refusal(exc, f"--out {config.out}")
+        if known is None:
+            raise
+        raise known from exc
+    return summary
 
 
-def _pack(config: PackConfig, progress: Progress, engine: Engine) -> PackSummary:
+def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspace) -> PackSummary:
     timings: dict[str, float] = {}
     tokenizer = cached_tokenizer(config.tokenizer, backend=config.tokenizer_backend, paranoid=config.paranoid_tokenizer)
     template = load_template(config.template, tokenizer.config)
     require_markers(template, config.loss)
     renderer = Renderer(template, config.loss, bos_token=tokenizer.bos_token, eos_token=tokenizer.eos_token)
-    files = [describe_input(p) for p in expand_inputs(config.inputs)]
-    out = Path(config.out)
-    _check_out(out, config.force)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    work = out.parent / f".packcli-work-{out.name}"  # unit spills; kept after a failure so a re-run resumes
-    work.mkdir(exist_ok=True)
+    files = describe_inputs(config.inputs)
     job = UnitJob(tokenizer=config.tokenizer, tokenizer_sha256=tokenizer.sha256, template=config.template,
                   paranoid_tokenizer=config.paranoid_tokenizer, tokenizer_backend=config.tokenizer_backend.value,
                   tokenizer_backend_resolved=tokenizer.backend_name,
                   tokenizer_backend_version=tokenizer.backend_version, loss=config.loss.value,
                   input_format=config.input_format.value, batch_records=config.batch_records,
-                  fail_fast=config.on_error is OnError.fail, work_dir=str(work),
+                  fail_fast=config.on_error is OnError.fail, work_dir=str(space.work),
                   config_hash=_tokenization_hash(tokenizer, template, config))
     share_preparer(job, Preparer(renderer, tokenizer, config.input_format))
-    tmp = Path(tempfile.mkdtemp(prefix=f".packcli-tmp-{out.name}-", dir=out.parent))
+    tmp = space.new_artifact_dir()
     try:
         with progress.running():
             specs = plan_units(files, config.lines_per_unit)
@@ -109,10 +119,11 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine) -> PackSummary
             index = ExampleIndex.merge(specs, units, len(files))
             if not len(index.ids):
                 raise InputError("no records found in the inputs (all files empty?)", "check the input paths")
-            layout = SpillLayout.of(work, specs, [int(u.lengths.sum()) for u in units])
+            layout = SpillLayout.of(space.work, specs, [int(u.lengths.sum()) for u in units])
             with SpillReader(layout) as spill:  # here: over-long examples; the shards: the engine's tasks
                 t0 = time.perf_counter()
                 fates = apply_overlong(index, spill, config.capacity, config.overlong)
+                check_losses(index, fates, files, config.max_reject_fraction)
                 plan = plan_packs(fates, config)
                 timings["pack_s"] = time.perf_counter() - t0
                 t0 = time.perf_counter()
@@ -125,29 +136,46 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine) -> PackSummary
                                       tokenizer=tokenizer, template=template, shards=[r.info for r in results],
                                       rejects=rejects)
             manifest["dataset_card"] = write_card(tmp, manifest)  # pinned, so verify covers the card too
-            manifest = mf.finalize(manifest, {"tokenization": _tokenization_facts(tokenizer, units)})
+            manifest = mf.finalize(manifest, {"tokenization": _tokenization_facts(tokenizer, units),
+                                              "provenance": provenance(config, files, template)})
             mf.write_manifest(manifest, tmp)
-        _replace_dir(tmp, out)
+        space.publish(tmp)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     finally:
         share_preparer(job, None)
-    shutil.rmtree(work, ignore_errors=True)
-    return PackSummary(out=out, manifest=manifest, stage_seconds=timings, units=len(specs))
+    return PackSummary(out=config.out, manifest=manifest, stage_seconds=timings, units=len(specs),
+                       resumed_units=sum(u.resumed for u in units))
 
 
 def _tokenization_hash(tokenizer: LoadedTokenizer, template: ChatTemplate, config: PackConfig) -> str:
     """Everything that decides a unit's tokens: a re-run may reuse units only when this matches.
 
-    The backend is in it although both backends must give the same tokens: after a mismatch the
-    advice is to re-run with the reference, and that re-run must not reuse the fast backend's units.
+    The code is in it as the digest of packcli's own source (`code_digest`), not its version
+    number: a version stays the same over many commits, and units left by older code must not be
+    mixed into an artifact that newer code claims to have made. The backend is in it although both
+    backends must give the same tokens: after a mismatch the advice is to re-run with the
+    reference, and that re-run must not reuse the fast backend's units.
     """
-    from packcli import __version__
-
-    key = [__version__, tokenizer.sha256, template.sha256, config.loss.value, config.input_format.value,
+    key = [code_digest(), tokenizer.sha256, template.sha256, config.loss.value, config.input_format.value,
            config.on_error.value, config.lines_per_unit, tokenizer.backend_name, tokenizer.backend_version]
     return hashlib.sha256(json.dumps(key).encode()).hexdigest()
+
+
+@functools.cache
+def code_digest() -> str:
+    """sha256 over packcli's own files (every module and template, by path), once per process."""
+    return source_digest(Path(__file__).resolve().parent.parent)
+
+
+def source_digest(root: Path) -> str:
+    """sha256 over the ``.py`` and ``.jinja`` files under ``root``: their relative paths and bytes."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.suffix in (".py", ".jinja") and p.is_file()):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
 
 
 def _tokenization_facts(tokenizer: LoadedTokenizer, units: list[UnitIndex]) -> dict:
@@ -163,19 +191,3 @@ def _tokenization_facts(tokenizer: LoadedTokenizer, units: list[UnitIndex]) -> d
         facts["note"] = ("offsets differed from tokenizers on a checked example, so tokenizers encoded the rest "
                          "of that unit (and of its process)")
     return facts
-
-
-def _check_out(out: Path, force: bool) -> None:
-    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
-        raise InputError(f"{out}: exists and is not empty", "choose another --out, or pass --force to replace it")
-
-
-def _replace_dir(tmp: Path, out: Path) -> None:
-    """Move the finished artifact into place; an old one is removed only after the new one is whole."""
-    if out.exists():
-        trash = out.with_name(f".packcli-old-{out.name}-{tmp.name[-8:]}")
-        out.rename(trash)
-        tmp.rename(out)
-        shutil.rmtree(trash) if trash.is_dir() else trash.unlink()
-    else:
-        tmp.rename(out)

@@ -25,6 +25,7 @@ import numpy.typing as npt
 from packcli.contract import PACKED, REJECTED, example_id
 from packcli.errors import PackcliError, RecordError
 from packcli.ingest import InputFile, open_binary, read_errors
+from packcli.job.pause import pause_at
 from packcli.job.spill import spill_paths
 from packcli.prepare import Preparer, preparer_for
 from packcli.tokenizer.load import cached_tokenizer
@@ -46,6 +47,11 @@ class UnitSpec:
     def name(self) -> str:
         return f"unit-{self.index:05d}"
 
+    @property
+    def label(self) -> str:
+        """How an error names the unit: ``unit-00003 (data.jsonl from line 20001)``."""
+        return f"{self.name} ({Path(self.path).name} from line {self.first_line})"
+
 
 @dataclass(frozen=True)
 class UnitIndex:
@@ -59,6 +65,7 @@ class UnitIndex:
     supervised: npt.NDArray[np.int64]
     seconds: dict[str, float]
     guard: dict[str, int]  # the tokenizer guard's counters for this unit (`LoadedTokenizer.guard_counts`)
+    resumed: bool = False  # read back from a finished unit of an earlier run
 
 
 @dataclass(frozen=True)
@@ -217,6 +224,7 @@ def run_unit(job: UnitJob, spec: UnitSpec) -> UnitIndex:
                 flush()
         if batch:
             flush()
+    pause_at("unit", spec.name)  # spills written, sidecar not yet: what a kill mid-unit leaves
     index = UnitIndex(np.asarray(eids, np.int64), np.asarray(lines, np.int32), np.asarray(status, np.int8), reasons,
                       np.asarray(lengths, np.int64), np.asarray(sup, np.int64),
                       {k: v - before[k] for k, v in preparer.seconds.items()},
@@ -248,4 +256,5 @@ def _load_sidecar(spec: UnitSpec, work_dir: Path, config_hash: str) -> UnitIndex
         return None
     return UnitIndex(np.asarray(data["example_ids"], np.int64), np.asarray(data["lines"], np.int32),
                      np.asarray(data["status"], np.int8), data["reasons"], lengths,
-                     np.asarray(data["supervised"], np.int64), {k: 0.0 for k in data["seconds"]}, data["guard"])
+                     np.asarray(data["supervised"], np.int64), {k: 0.0 for k in data["seconds"]}, data["guard"],
+                     resumed=True)

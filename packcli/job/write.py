@@ -33,6 +33,7 @@ from packcli.contract import (
     token_hash,
 )
 from packcli.ingest import InputFile
+from packcli.job.pause import pause_at
 from packcli.job.spill import SpillLayout, SpillReader
 
 if TYPE_CHECKING:
@@ -55,6 +56,11 @@ class ShardTask:
     examples_per_pack: npt.NDArray[np.int64]
     example_ids: npt.NDArray[np.int64]
 
+    @property
+    def label(self) -> str:
+        """How an error names the task."""
+        return shard_name(self.index)
+
 
 @dataclass(frozen=True)
 class ShardResult:
@@ -71,6 +77,7 @@ def write_shard_task(layout: SpillLayout, task: ShardTask) -> ShardResult:
         ids, labels = reader.gather(task.spill_offsets, task.lengths)
     table = build_table(ids, labels, task.lengths, task.examples_per_pack, task.example_ids)
     info = write_shard(table, Path(task.path))
+    pause_at("shard")  # a shard on disk, the rest of the artifact not: what a kill mid-write leaves
     bounds = np.concatenate([[0], np.cumsum(task.lengths)]).tolist()
     hashes = [token_hash(ids[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
     del table
@@ -95,24 +102,35 @@ def write_records(directory: Path, index: ExampleIndex, fates: Fates, layout: Sh
     full_len = np.asarray(index.length, dtype=np.int64)
     for i in np.flatnonzero(fates.status == DROPPED).tolist():
         thash[i] = token_hash(spill.read(index.spill_offset[i], full_len[i])[0])
-    sources = [str(f.path) for f in files]
+    names = [f.path.name for f in files]  # location-free: the manifest's ``inputs[i].name``
     supervised = np.asarray(index.supervised, dtype=np.int64)
     write_seam_table(directory / SEAM_TABLE_NAME, {
-        "example_id": index.ids, "source": [sources[fi] for fi in index.file_index], "line": index.line,
+        "example_id": index.ids, "input": index.file_index, "source": [names[fi] for fi in index.file_index],
+        "line": index.line,
         "status": [STATUSES[s] for s in fates.status], "reason": fates.reasons,
         "shard": [shard_name(k) if k >= 0 else None for k in layout.shard.tolist()],
         "row": layout.row, "offset": layout.offset, "length": fates.used_len, "original_length": full_len,
         "supervised": fates.used_sup, "supervised_lost": supervised - fates.used_sup, "token_hash": thash,
     })
     rejected = np.flatnonzero(fates.status == REJECTED).tolist()
-    return write_rejects(directory / REJECTS_NAME,
-                         ((sources[index.file_index[i]], int(index.line[i]), index.reason[i]) for i in rejected))
+    return write_rejects(directory / REJECTS_NAME, ((int(index.file_index[i]), names[index.file_index[i]],
+                                                     int(index.line[i]), index.reason[i]) for i in rejected))
+
+
+def provenance(config: PackConfig, files: Sequence[InputFile], template: ChatTemplate) -> dict:
+    """Where the inputs, tokenizer and template were, as given to ``pack`` (the manifest's unhashed part):
+    where ``verify`` looks first, relative to its working directory or ``--source-root``."""
+    return {"inputs": [str(f.path) for f in files], "tokenizer": config.tokenizer, "template": template.source}
 
 
 def build_manifest(directory: Path, *, index: ExampleIndex, fates: Fates, plan: PackPlan, config: PackConfig,
                    files: Sequence[InputFile], tokenizer: LoadedTokenizer, template: ChatTemplate,
                    shards: Sequence[ShardInfo], rejects: int) -> dict:
-    """The manifest's hashed fields: what shaped every seam, and what the artifact holds."""
+    """The manifest's hashed fields: what shaped every seam, and what the artifact holds.
+
+    Content only, never a location: inputs by base name, size and sha256, the tokenizer and template by
+    sha256, so the same data packed from two directories has the same hash (`provenance` has the paths).
+    """
     n = len(index.ids)
     status, used_len, used_sup = fates.status, fates.used_len, fates.used_sup
     full_len = np.asarray(index.length, dtype=np.int64)
@@ -127,13 +145,12 @@ def build_manifest(directory: Path, *, index: ExampleIndex, fates: Fates, plan: 
     metrics["supervised_density"] = sup_tokens / (plan.num_packs * config.capacity) if plan.num_packs else 0.0
     seam_table = directory / SEAM_TABLE_NAME
     return {
-        "tokenizer": {"source": tokenizer.source, "sha256": tokenizer.sha256, "bos_token": tokenizer.bos_token,
-                      "eos_token": tokenizer.eos_token},
-        "template": {"source": template.source, "sha256": template.sha256, "text": template.text},
+        "tokenizer": {"sha256": tokenizer.sha256, "bos_token": tokenizer.bos_token, "eos_token": tokenizer.eos_token},
+        "template": {"origin": template.origin, "sha256": template.sha256, "text": template.text},
         "loss_policy": config.loss.value,
         "conventions": CONVENTIONS,
         "config": {**config.seam_settings(), "window": plan.window},
-        "inputs": [{"path": str(f.path), "size": f.size, "sha256": f.sha256, "records": index.records_per_file[i]}
+        "inputs": [{"name": f.path.name, "size": f.size, "sha256": f.sha256, "records": index.records_per_file[i]}
                    for i, f in enumerate(files)],
         "counts": counts,
         "metrics": metrics,

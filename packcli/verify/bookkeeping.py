@@ -28,8 +28,16 @@ def check_global(shards: dict[str, FlatShard], seam: pa.Table, manifest: dict, r
     counts = {s: 0 for s in STATUSES}
     seen = set()
     tokens = supervised = 0
+    inputs = manifest["inputs"]
+    per_input = [0] * len(inputs)
     for i, eid in enumerate(rows["example_id"]):
         status = rows["status"][i]
+        k = rows["input"][i]
+        if not 0 <= k < len(inputs) or rows["source"][i] != inputs[k]["name"]:
+            result.fail(Violation(f"seam table names input {k} ({rows['source'][i]}), which the manifest's inputs "
+                                  "do not hold", example_id=eid, line=rows["line"][i]))
+        else:
+            per_input[k] += 1
         counts[status] = counts.get(status, 0) + 1
         if eid in seen:
             result.fail(Violation("example appears twice in the seam table", example_id=eid,
@@ -61,6 +69,10 @@ def check_global(shards: dict[str, FlatShard], seam: pa.Table, manifest: dict, r
     for key, value in actual.items():
         if mc.get(key) != value:
             result.fail(Violation(f"count {key}: manifest says {mc.get(key)}, the artifact has {value}"))
+    for k, pinned in enumerate(inputs):
+        if pinned["records"] != per_input[k]:
+            result.fail(Violation(f"input {k} ({pinned['name']}): manifest says {pinned['records']} records, the "
+                                  f"seam table has {per_input[k]}"))
     if sum(counts.values()) != mc.get("records"):
         result.fail(Violation(f"packed + truncated + dropped + rejected = {sum(counts.values())} != "
                               f"{mc.get('records')} input records"))

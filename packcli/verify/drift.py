@@ -1,4 +1,7 @@
-"""Contract drift: the tokenizer and template that reconstruction will use still hash as pinned."""
+"""Contract drift: the tokenizer and template that reconstruction will use still hash as pinned.
+
+Where they are comes from `packcli.verify.locate` (the manifest pins content, not locations).
+"""
 
 from __future__ import annotations
 
@@ -10,12 +13,8 @@ from packcli.chat import load_template
 from packcli.choices import BackendChoice
 from packcli.errors import InputError
 from packcli.tokenizer import LoadedTokenizer, load_tokenizer
+from packcli.verify.locate import find_template_file, find_tokenizer
 from packcli.verify.report import CheckResult, Violation
-
-
-def resolve(path: str, source_root: Path | None) -> Path:
-    p = Path(path)
-    return source_root / p if source_root is not None and not p.is_absolute() else p
 
 
 def check_drift(manifest: dict, result: CheckResult, *, tokenizer: str | None, template: str | None,
@@ -26,44 +25,48 @@ def check_drift(manifest: dict, result: CheckResult, *, tokenizer: str | None, t
     else None for the one that drifted or could not be found.
     """
     pinned_tok, pinned_tpl = manifest["tokenizer"], manifest["template"]
-    tok_path = Path(tokenizer) if tokenizer else resolve(pinned_tok["source"], source_root)
+    tok_path = Path(tokenizer) if tokenizer else find_tokenizer(manifest, source_root)
     loaded = None
     result.checked += 1
-    if tok_path.exists():
+    if tok_path is not None and tok_path.exists():
         loaded = load_tokenizer(tok_path, backend=BackendChoice.tokenizers)  # the reference, always: a fast-path error cannot pass
         if loaded.sha256 != pinned_tok["sha256"]:
             result.fail(Violation(f"tokenizer changed: {tok_path} has sha256 {loaded.sha256[:16]}, "
                                   f"the manifest pins {pinned_tok['sha256'][:16]}"))
             loaded = None
     elif tokenizer or require_tokenizer:
-        raise InputError(f"tokenizer {tok_path}: not found (reconstruction re-tokenizes with it)",
-                         "pass --tokenizer, or --no-reconstruct to check the structure only")
+        raise InputError(f"tokenizer {tok_path or '(no path recorded)'}: not found (reconstruction re-tokenizes "
+                         "with it)",
+                         "pass --tokenizer or --source-root, or --no-reconstruct to check the structure only")
     text = pinned_tpl["text"]
     result.checked += 1
     if hashlib.sha256(text.encode()).hexdigest() != pinned_tpl["sha256"]:
         result.fail(Violation("template text in the manifest does not match its sha256"))
         text = None
-    current = _current_template(pinned_tpl["source"], template, tok_path, source_root)
+    current, where = _current_template(manifest, template, tok_path, source_root)
     if current is not None and hashlib.sha256(current.encode()).hexdigest() != pinned_tpl["sha256"]:
-        where = template or pinned_tpl["source"]
         result.fail(Violation(f"template changed: {where} no longer hashes to the pinned "
                               f"{pinned_tpl['sha256'][:16]}"))
         text = None
     return loaded, text
 
 
-def _current_template(source: str, override: str | None, tok_path: Path, source_root: Path | None) -> str | None:
-    """The template text as it is now, where the manifest says it came from (None if not found)."""
+def _current_template(manifest: dict, override: str | None, tok_path: Path | None,
+                      source_root: Path | None) -> tuple[str | None, str]:
+    """The template text as it is now where the manifest says it came from (None if not found), and that place."""
+    origin = manifest["template"]["origin"]
     if override:
-        return load_template(override).text
-    if source == "builtin:chatml":
-        return resources.files("packcli").joinpath("templates/chatml.jinja").read_text(encoding="utf-8")
-    if source == "tokenizer_config.json":
+        return load_template(override).text, override
+    if origin == "builtin:chatml":
+        return resources.files("packcli").joinpath("templates/chatml.jinja").read_text(encoding="utf-8"), origin
+    if origin == "tokenizer_config.json":
+        if tok_path is None:
+            return None, origin
         config_path = (tok_path if tok_path.is_dir() else tok_path.parent) / "tokenizer_config.json"
         if config_path.is_file():
-            return load_template(str(config_path)).text
-        return None
-    path = resolve(source, source_root)
-    if path.is_file():
-        return load_template(str(path)).text
-    return None
+            return load_template(str(config_path)).text, str(config_path)
+        return None, str(config_path)
+    path = find_template_file(manifest, source_root)
+    if path is not None and path.is_file():
+        return load_template(str(path)).text, str(path)
+    return None, origin

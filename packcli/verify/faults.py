@@ -21,7 +21,8 @@ import pyarrow.parquet as pq
 from packcli.artifact import manifest as mf
 from packcli.artifact.shards import SCHEMA, load_flat, write_shard
 from packcli.contract import CARD_NAME, IGNORE_INDEX, MANIFEST_NAME, SEAM_TABLE_NAME, file_sha256
-from packcli.verify.drift import resolve
+from packcli.errors import InputError
+from packcli.verify.locate import find_source, find_template_file, find_tokenizer
 from packcli.verify.run import verify_artifact
 
 
@@ -187,16 +188,16 @@ def _template_edited(d: Path, ws: Path) -> dict:
     manifest = json.loads((d / MANIFEST_NAME).read_text())
     edited = ws / "edited.jinja"
     edited.write_text(manifest["template"]["text"].replace("<|im_start|>", "<|im_start|> ", 1) + " ")
-    source = manifest["template"]["source"]
-    if source == "tokenizer_config.json":
+    origin = manifest["template"]["origin"]
+    if origin == "tokenizer_config.json":
         config_path = ws / "tokenizer" / "tokenizer_config.json"
         config = json.loads(config_path.read_text())
         config["chat_template"] = edited.read_text()
         config_path.write_text(json.dumps(config, ensure_ascii=False))
         return {}
-    if source.startswith("builtin:"):
+    if origin.startswith("builtin:"):
         return {"template": str(edited)}  # the user points verify at their edited copy
-    shutil.copyfile(edited, Path(source))
+    shutil.copyfile(edited, Path(manifest["unhashed"]["provenance"]["template"]))  # the workspace's copy
     return {}
 
 
@@ -239,20 +240,29 @@ def prepare_workspace(artifact: Path, workspace: Path, *, source_root: Path | No
     manifest = mf.read_manifest(artifact)
     copy = workspace / "artifact"
     shutil.copytree(artifact, copy)
-    tok_src = resolve(manifest["tokenizer"]["source"], source_root)
+    tok_src = find_tokenizer(manifest, source_root)
+    if tok_src is None or not tok_src.exists():
+        raise InputError(f"tokenizer {tok_src or '(no path recorded)'}: not found; the self-test copies it",
+                         "pass --source-root")
+    if tok_src.is_dir():  # the directory pack was given: its tokenizer.json(.gz)
+        tok_src = next(tok_src / n for n in ("tokenizer.json", "tokenizer.json.gz") if (tok_src / n).is_file())
     tok_dir = workspace / "tokenizer"
     tok_dir.mkdir()
     shutil.copyfile(tok_src, tok_dir / tok_src.name)
     if (tok_src.parent / "tokenizer_config.json").is_file():
         shutil.copyfile(tok_src.parent / "tokenizer_config.json", tok_dir / "tokenizer_config.json")
-    template_source = manifest["template"]["source"]
+    is_file = manifest["template"]["origin"].startswith("file:")
+    template_file = find_template_file(manifest, source_root) if is_file else None
+    sources = [find_source(manifest, k, source_root) for k in range(len(manifest["inputs"]))]
 
-    def edit(m: dict) -> None:
-        m["tokenizer"]["source"] = str(tok_dir / tok_src.name)
-        if template_source not in ("tokenizer_config.json",) and not template_source.startswith("builtin:"):
+    def edit(m: dict) -> None:  # provenance is unhashed: the copy's manifest hash stays the original's
+        where = m["unhashed"]["provenance"]
+        where["tokenizer"] = str(tok_dir / tok_src.name)
+        where["inputs"] = [str(p.absolute()) if p is not None else None for p in sources]  # read, never written
+        if template_file is not None:
             target = workspace / "template.jinja"
-            shutil.copyfile(resolve(template_source, source_root), target)
-            m["template"]["source"] = str(target)
+            shutil.copyfile(template_file, target)
+            where["template"] = str(target)
     _reseal(copy, edit)
     return copy
 

@@ -33,7 +33,7 @@ from packcli.job.units import UnitSpec, iter_unit_lines, plan_units
 from packcli.prepare import Preparer, preparer_for, share_preparer
 from packcli.progress import NO_PROGRESS, Progress
 from packcli.tokenizer.load import LoadedTokenizer, cached_tokenizer
-from packcli.verify.drift import resolve
+from packcli.verify.locate import find_source
 from packcli.verify.report import CheckResult, Violation
 
 BATCH = 2048  # lines per Preparer call
@@ -78,24 +78,25 @@ def check_reconstruction(manifest: dict, seam: pa.Table, shards: dict[str, FlatS
     """
     config = manifest["config"]
     job = ReconstructJob(tokenizer=tokenizer.source, tokenizer_sha256=tokenizer.sha256, template_text=template_text,
-                         template_source=manifest["template"]["source"], loss=manifest["loss_policy"],
+                         template_source=manifest["template"]["origin"], loss=manifest["loss_policy"],
                          input_format=config["input_format"], bos_token=manifest["tokenizer"]["bos_token"],
                          eos_token=manifest["tokenizer"]["eos_token"], capacity=config["capacity"])
     preparer = job.build_preparer(tokenizer)
     rows = seam.to_pydict()
-    by_line = {(rows["source"][i], rows["line"][i]): i for i in range(len(rows["example_id"]))}
-    files, pinned_path = [], {}
-    for pinned in manifest["inputs"]:
-        path = resolve(pinned["path"], source_root)
-        if not path.is_file():
-            raise InputError(f"source {path}: no such file (named by the manifest)",
-                             "run verify from the directory pack ran in, or pass --source-root")
+    by_line = {(rows["input"][i], rows["line"][i]): i for i in range(len(rows["example_id"]))}
+    files, kept = [], []  # the sources found unchanged, and their index in the manifest's inputs
+    for k, pinned in enumerate(manifest["inputs"]):
+        path = find_source(manifest, k, source_root)
+        if path is None or not path.is_file():
+            raise InputError(f"source {path or pinned['name']}: no such file (input {k} of the manifest, "
+                             f"{pinned['name']}, sha256 {pinned['sha256'][:16]})",
+                             "run verify from the directory pack ran in, or pass --source-root (searched by name)")
         described = describe_input(path)
         if described.sha256 != pinned["sha256"]:
-            result.fail(Violation("source file changed since packing (sha256 differs)", source=pinned["path"]))
+            result.fail(Violation(f"source file changed since packing (sha256 differs): {path}", source=pinned["name"]))
             continue
         files.append(described)
-        pinned_path[str(described.path)] = pinned["path"]
+        kept.append(k)
     specs = plan_units(files, UNIT_LINES)
     progress.start("reconstruct", "reconstructing", total=manifest["counts"]["records"])
     compare = _Comparer(preparer, rows, shards, config["capacity"], result)
@@ -107,11 +108,12 @@ def check_reconstruction(manifest: dict, seam: pa.Table, shards: dict[str, FlatS
         progress.advance("reconstruct", len(outcomes))
 
     for spec, outcomes in zip(specs, _outcomes(job, preparer, specs, workers, advance)):
-        source = pinned_path[spec.path]
+        k = kept[spec.file_index]
+        source = manifest["inputs"][k]["name"]
         differing: dict[int, tuple] = {}
         for line, outcome in outcomes:
             result.checked += 1
-            i = by_line.pop((source, line), None)
+            i = by_line.pop((k, line), None)
             if i is None:
                 result.fail(Violation("record has no seam-table row (dropped without a record)", source=source,
                                       line=line))
@@ -119,7 +121,9 @@ def check_reconstruction(manifest: dict, seam: pa.Table, shards: dict[str, FlatS
                 differing[line] = span
         if differing:
             compare.explain(spec, differing)
-    for (source, line) in by_line:
+    names = [pinned["name"] for pinned in manifest["inputs"]]
+    for (k, line) in by_line:
+        source = names[k] if 0 <= k < len(names) else f"input {k}"
         result.fail(Violation("seam table names a line that is not a record in the source", source=source, line=line))
 
 

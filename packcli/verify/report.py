@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -87,10 +88,16 @@ def write_seam_status(report: VerifyReport, directory: str, path: str) -> int:
     table = pq.read_table(f"{directory}/{SEAM_TABLE_NAME}")
     status = [first.get(eid, "ok") for eid in table["example_id"].to_pylist()]
     table = table.append_column("verify", pa.array(status, pa.string()))
-    if path.endswith(".csv"):
-        import pyarrow.csv as pacsv
+    target = Path(path)
+    partial = target.with_name(f".{target.name}.partial")  # the file appears whole, or not at all
+    try:
+        if target.name.lower().endswith(".csv"):
+            import pyarrow.csv as pacsv
 
-        pacsv.write_csv(table, path)
-    else:
-        pq.write_table(table, path)
+            pacsv.write_csv(table, str(partial))
+        else:
+            pq.write_table(table, str(partial))
+        partial.replace(target)
+    finally:
+        partial.unlink(missing_ok=True)
     return sum(s != "ok" for s in status)

@@ -63,7 +63,7 @@ from packcli.verify.attention.runners import HfRunner, TinyRunner
 __all__ = [
     "IGNORE_INDEX", "PackArrays", "Tolerance", "TOLERANCES", "AttentionReport", "BackendResult",
     "PackResult", "UnsupportedBackendError", "TorchMissingError", "check_packs", "require_torch",
-    "CORE_BACKENDS", "HF_VARIANTS",
+    "CORE_BACKENDS", "HF_VARIANTS", "resolve_backends",
 ]
 
 
@@ -88,6 +88,47 @@ def _versions(name: str, device: str, runner: Any) -> dict[str, str]:
     if name not in CORE_BACKENDS and not name.startswith("hf:"):
         v["custom_backend"] = type(runner.backend).__qualname__
     return v
+
+
+def resolve_backends(backends: Sequence[str | AttentionBackend], *, device: str = "cpu", dtype: str = "float32",
+                     reduction: Reduction = "token_mean", check_grads: bool = True
+                     ) -> tuple[list[str], dict[str, AttentionBackend], list[tuple[str, str]]]:
+    """Check a backend request before anything runs (``packcli verify`` calls it before verifying).
+
+    Returns:
+        The built-in names to run, the custom backends by name, and the ``hf`` expansions skipped here
+        with their reasons.
+
+    Raises:
+        UnsupportedBackendError: every unknown name and impossible backend/device/dtype, at once.
+        TorchMissingError: torch is not installed.
+    """
+    torch = require_torch()
+    custom = {b.name: b for b in backends if not isinstance(b, str)}
+    named = [b for b in backends if isinstance(b, str)]
+    names = expand_names(named)
+    problems = validate_names(names, device, dtype)
+    problems += [f"custom backend name {n!r} clashes with a built-in backend name" for n in custom
+                 if n in CORE_BACKENDS or n.startswith("hf")]
+    if not names and not custom:
+        problems.append("no backend named")
+    if reduction not in ("token_mean", "example_mean"):
+        problems.append(f"reduction {reduction!r} is not token_mean or example_mean")
+    if not problems and device.startswith("cuda") and not torch.cuda.is_available():
+        problems.append(f"device {device!r} requested but torch {torch.__version__} sees no CUDA device; "
+                        "use --device cpu")
+    skipped: list[tuple[str, str]] = []
+    if not problems:
+        for name in list(names):
+            reason = unsupported_reason(name, device, dtype, check_grads)
+            if reason and "hf" in named and name.startswith("hf:") and name not in named:
+                skipped.append((name, reason))  # expanded from bare "hf": listed, not silently dropped
+                names.remove(name)
+            elif reason:
+                problems.append(f"backend {name!r} cannot run on device={device} dtype={dtype}: {reason}")
+    if problems:
+        raise UnsupportedBackendError("; ".join(problems), "run `packcli verify --help` for the backend matrix")
+    return names, custom, skipped
 
 
 def check_packs(packs: Sequence[PackArrays], *, backends: Sequence[str | AttentionBackend], device: str = "cpu",
@@ -118,29 +159,8 @@ def check_packs(packs: Sequence[PackArrays], *, backends: Sequence[str | Attenti
     if not packs or not any(len(p.cu_seqlens) > 2 for p in packs):
         raise ValueError("the attention check needs at least one pack with two or more examples (a seam)")
     cfg = model_config or ModelConfig()
-    custom = {b.name: b for b in backends if not isinstance(b, str)}
-    named = [b for b in backends if isinstance(b, str)]
-    names = expand_names(named)
-    problems = validate_names(names, device, dtype)
-    problems += [f"custom backend name {n!r} clashes with a built-in backend name" for n in custom
-                 if n in CORE_BACKENDS or n.startswith("hf")]
-    if reduction not in ("token_mean", "example_mean"):
-        problems.append(f"reduction {reduction!r} is not token_mean or example_mean")
-    if not problems and device.startswith("cuda") and not torch.cuda.is_available():
-        problems.append(f"device {device!r} requested but torch {torch.__version__} sees no CUDA device; "
-                        "use --device cpu")
-    skipped: list[tuple[str, str]] = []
-    if not problems:
-        for name in list(names):
-            reason = unsupported_reason(name, device, dtype, check_grads)
-            if reason and "hf" in named and name.startswith("hf:") and name not in named:
-                skipped.append((name, reason))  # expanded from bare "hf": listed, not silently dropped
-                names.remove(name)
-            elif reason:
-                problems.append(f"backend {name!r} cannot run on device={device} dtype={dtype}: {reason}")
-    if problems:
-        raise UnsupportedBackendError("; ".join(problems), "run `packcli verify --help` for the backend matrix")
-
+    names, custom, skipped = resolve_backends(backends, device=device, dtype=dtype, reduction=reduction,
+                                              check_grads=check_grads)
     torch_dtype = getattr(torch, dtype)
     tol = TOLERANCES[dtype]
     tensors = [to_tensors(p, cfg.vocab_size, device) for p in packs]

@@ -122,10 +122,8 @@ def run_control(runner: Any, p: PackTensors, reduction: Reduction, grads: bool) 
                     torch.cat(g_embed).float() if grads else None, g_weight)
 
 
-def _rel(diff: Any, ref: Any) -> float:
-    den = float(ref.abs().max()) if ref.numel() else 0.0
-    num = float(diff.abs().max()) if diff.numel() else 0.0
-    return num / den if den > 0 else (0.0 if num == 0 else float("inf"))
+def _max_abs(x: Any) -> float:
+    return float(x.abs().max()) if x.numel() else 0.0
 
 
 def _per_example_max(a: Any, b: Any, spans: list[tuple[int, int]]) -> list[float]:
@@ -182,18 +180,22 @@ def check_pack(runner: Any, ctrl: Control, p: PackTensors, index: int, tol: Tole
         if not (math.isnan(a) and math.isnan(b)) and not abs(a - b) <= tol.loss_atol:
             ev.append(f"{label} loss: packed {a:.6g} vs control {b:.6g}")
 
-    g_embed_rel: tuple[float, ...] | None = None
-    g_weight_rel: float | None = None
-    if grads:
+    g_embed_diff: tuple[float, ...] | None = None
+    g_weight_diff = g_embed_bound = g_weight_bound = None
+    if grads:  # |diff| <= atol + rtol * max |control|: no division, so a zero control gradient is no alarm
         ge = torch.zeros_like(emb) if g_embed is None else g_embed
         diff = ge.float() - ctrl.grad_embed
-        g_embed_rel = tuple(_rel(diff[s:e], ctrl.grad_embed) for s, e in spans)
-        ev += [f"example {j}: input-embedding grad differs by {r:.3g} (relative) > {tol.grad_rtol:g}"
-               for j, r in enumerate(g_embed_rel) if r > tol.grad_rtol]
+        g_embed_diff = tuple(_max_abs(diff[s:e]) for s, e in spans)
+        g_embed_bound = tol.grad_bound(_max_abs(ctrl.grad_embed))
+        ev += [f"example {j}: input-embedding grad differs by {d:.3g} > {g_embed_bound:.3g} "
+               f"({tol.grad_atol:g} + {tol.grad_rtol:g} x max |control grad|)"
+               for j, d in enumerate(g_embed_diff) if d > g_embed_bound]
         gw = torch.zeros_like(ctrl.grad_weight) if g_weight is None else g_weight.float()
-        g_weight_rel = _rel(gw - ctrl.grad_weight, ctrl.grad_weight)
-        if g_weight_rel > tol.grad_rtol:
-            ev.append(f"layer-0 q_proj grad differs by {g_weight_rel:.3g} (relative) > {tol.grad_rtol:g}")
+        g_weight_diff = _max_abs(gw - ctrl.grad_weight)
+        g_weight_bound = tol.grad_bound(_max_abs(ctrl.grad_weight))
+        if g_weight_diff > g_weight_bound:
+            ev.append(f"layer-0 q_proj grad differs by {g_weight_diff:.3g} > {g_weight_bound:.3g} "
+                      f"({tol.grad_atol:g} + {tol.grad_rtol:g} x max |control grad|)")
 
     with torch.no_grad():
         baseline = runner.packed(runner.embed(p.ids), p.pos, p.cu, p.max_seqlen).float()
@@ -245,7 +247,8 @@ def check_pack(runner: Any, ctrl: Control, p: PackTensors, index: int, tol: Tole
         ev += [f"example {j}: {m:.3g} of its attention probability (mean over layers, heads, queries) "
                f"lands on keys of other examples" for j, m in enumerate(mass) if m > 0]
     return PackResult(index, tuple(e - s for s, e in spans), tuple(logit_diffs), token_loss_diff, tuple(mismatches),
-                      tuple(ex_diffs), (tm_p, tm_c), (em_p, em_c), g_embed_rel, g_weight_rel, neighbour, rotary,
+                      tuple(ex_diffs), (tm_p, tm_c), (em_p, em_c), g_embed_diff, g_embed_bound, g_weight_diff,
+                      g_weight_bound, neighbour, rotary,
                       seam_control, mass, not ev, tuple(f"pack {index}: {e}" for e in ev))
 
 

@@ -1,0 +1,151 @@
+"""Checks of what a user passes (numbers, input paths, output paths), made before any work starts.
+
+Each function returns the problems it finds as one-line strings that name the option, the value and
+what is allowed, so a command can collect every problem and report them all at once (`raise_all`).
+They read the filesystem (does it exist, can it be written) but never write to it: a failed check
+leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import glob
+import math
+import numbers
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from packcli.errors import PackcliError
+
+MAX_INT32 = 2**31 - 1  # token counts, offsets and line numbers are int32 in the artifact
+MAX_SEED = 2**63 - 1  # a seed a reader of the manifest can hold in an int64
+INPUT_SUFFIXES = (".jsonl", ".json", ".ndjson")
+COMPRESSED_SUFFIXES = ("", ".gz", ".zst")
+
+
+def int_problems(flag: str, value: int | None, low: int, high: int = MAX_INT32) -> list[str]:
+    """``value`` must be an int in ``low..high`` (None: not given, nothing to check)."""
+    if value is None:
+        return []
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not low <= value <= high:
+        return [f"{flag} must be an integer from {low:,} to {high:,}, got {value!r}"]
+    return []
+
+
+def float_problems(flag: str, value: float | None, low: float, high: float = math.inf, *,
+                   low_open: bool = False) -> list[str]:
+    """``value`` must be a finite number in ``[low, high]`` (``(low, high]`` with ``low_open``)."""
+    if value is None:
+        return []
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) \
+            or not (low < value if low_open else low <= value) or not value <= high:
+        allowed = (f"in {'(' if low_open else '['}{low:g}, {high:g}]" if math.isfinite(high)
+                   else f"{'>' if low_open else '>='} {low:g}")
+        return [f"{flag} must be a finite number {allowed}, got {value!r}"]
+    return []
+
+
+def input_problems(patterns: Sequence[str | Path]) -> list[str]:
+    """Every input names at least one readable JSONL file (plain, .gz or .zst); a glob must match one."""
+    problems = []
+    for pattern in patterns:
+        text = str(pattern)
+        matches = sorted(glob.glob(text, recursive=True)) if glob.has_magic(text) else [text]
+        if not matches:
+            problems.append(f"{text}: no file matches")
+        for match in matches:
+            path = Path(match)
+            if not path.exists():
+                problems.append(f"{path}: no such file")
+            elif path.is_dir():
+                problems.append(f"{path}: is a directory; pass the JSONL files inside it, e.g. '{path}/*.jsonl'")
+            elif not is_jsonl_name(path.name):
+                problems.append(f"{path}: not a JSONL file name ({', '.join(jsonl_names())})")
+            elif not os.access(path, os.R_OK):
+                problems.append(f"{path}: not readable")
+    return problems
+
+
+def is_jsonl_name(name: str) -> bool:
+    return name.lower().endswith(tuple(jsonl_names()))
+
+
+def jsonl_names() -> list[str]:
+    return [s + c for s in INPUT_SUFFIXES for c in COMPRESSED_SUFFIXES]
+
+
+def tokenizer_problems(flag: str, path: str | Path | None) -> list[str]:
+    """A tokenizer.json(.gz) file, or a directory holding one."""
+    if path is None:
+        return []
+    p = Path(path)
+    if p.is_dir():
+        if not any((p / name).is_file() for name in ("tokenizer.json", "tokenizer.json.gz")):
+            return [f"{flag} {p}: no tokenizer.json in this directory"]
+        return []
+    if not p.is_file():
+        return [f"{flag} {p}: no such file or directory"]
+    return []
+
+
+def template_problems(spec: str | None) -> list[str]:
+    """``auto``, ``chatml``, or a template file that exists."""
+    if spec is None or spec in ("auto", "chatml"):
+        return []
+    if not Path(spec).is_file():
+        return [f"--template {spec}: no such file (use auto, chatml, a .jinja file or a tokenizer_config.json)"]
+    return []
+
+
+def directory_problems(flag: str, path: str | Path | None) -> list[str]:
+    """An existing directory (to read from)."""
+    if path is None:
+        return []
+    if not Path(path).is_dir():
+        return [f"{flag} {path}: no such directory"]
+    return []
+
+
+def output_file_problems(flag: str, path: str | Path | None, suffixes: Iterable[str]) -> list[str]:
+    """A file packcli may create or replace: a known suffix, not a directory, in a writable directory."""
+    if path is None:
+        return []
+    p = Path(path)
+    allowed = tuple(suffixes)
+    problems = []
+    if not p.name.lower().endswith(allowed):
+        problems.append(f"{flag} {p}: the name must end in {' or '.join(allowed)}")
+    if p.is_dir():
+        problems.append(f"{flag} {p}: is a directory")
+    parent = p.parent
+    if not parent.is_dir():
+        problems.append(f"{flag} {p}: the directory {parent} does not exist")
+    elif not os.access(parent, os.W_OK | os.X_OK):
+        problems.append(f"{flag} {p}: the directory {parent} is not writable")
+    return problems
+
+
+def output_dir_problems(flag: str, path: str | Path, *, force: bool) -> list[str]:
+    """A directory packcli will create (or, with ``force``, replace): its nearest existing ancestor
+    must be a writable directory, and an existing non-empty one needs ``force``."""
+    p = Path(path)
+    if p.exists():
+        if not p.is_dir() and not force:
+            return [f"{flag} {p}: exists and is a file (pass --force to replace it)"]
+        if p.is_dir() and any(p.iterdir()) and not force:
+            return [f"{flag} {p}: exists and is not empty (choose another {flag}, or pass --force to replace it)"]
+    ancestor = p.absolute().parent
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        return [f"{flag} {p}: {ancestor} is not a directory"]
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        return [f"{flag} {p}: cannot write in {ancestor}"]
+    return []
+
+
+def raise_all(problems: Sequence[str], hint: str | None = None, *,
+              error: type[PackcliError] = PackcliError) -> None:
+    """Raise one ``error`` (a usage error, exit 2) naming every problem, or return when there are none."""
+    if problems:
+        raise error("; ".join(problems), hint)

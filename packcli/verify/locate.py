@@ -1,0 +1,93 @@
+"""Finding the files a manifest pins: its sources, tokenizer and template, wherever they are now.
+
+The hashed manifest names content only (a base name, a size, a sha256); where the files were when
+``pack`` ran is in ``unhashed.provenance``. A file is looked for at that path (relative paths from
+``--source-root``, else from the working directory), then, with ``--source-root``, under it by name.
+What is found is always checked against the pinned hash by the caller, so a wrong guess is a
+violation ("changed since packing"), never a silent substitute.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+from pathlib import Path
+
+from packcli.contract import file_sha256
+
+TOKENIZER_NAMES = ("tokenizer.json", "tokenizer.json.gz")
+
+
+def provenance(manifest: dict) -> dict:
+    """The paths ``pack`` read, as it was given them (empty where the manifest has none)."""
+    return manifest.get("unhashed", {}).get("provenance", {})
+
+
+def at(path: str | None, root: Path | None) -> Path | None:
+    """``path`` as ``pack`` was given it, resolved from ``root`` (else the working directory)."""
+    if not path:
+        return None
+    p = Path(path)
+    return root / p if root is not None and not p.is_absolute() else p
+
+
+def find_source(manifest: dict, index: int, root: Path | None) -> Path | None:
+    """Input ``index`` of the manifest: at its provenance path, else the file under ``root`` with its
+    name, size and sha256 (None if neither is there)."""
+    pinned = manifest["inputs"][index]
+    paths = provenance(manifest).get("inputs", [])
+    here = at(paths[index] if index < len(paths) else None, root)
+    if here is not None and here.is_file():
+        return here
+    if root is not None:
+        for candidate in sorted(root.rglob(pinned["name"])):
+            if candidate.is_file() and candidate.stat().st_size == pinned["size"] \
+                    and file_sha256(candidate) == pinned["sha256"]:
+                return candidate
+    return here
+
+
+def find_tokenizer(manifest: dict, root: Path | None) -> Path | None:
+    """The tokenizer at its provenance path, else a tokenizer.json(.gz) under ``root`` with the pinned sha256."""
+    here = at(provenance(manifest).get("tokenizer"), root)
+    if here is not None and here.exists():
+        return here
+    if root is not None:
+        for name in TOKENIZER_NAMES:
+            for candidate in sorted(root.rglob(name)):
+                if candidate.is_file() and _tokenizer_sha256(candidate) == manifest["tokenizer"]["sha256"]:
+                    return candidate
+    return here
+
+
+def find_template_file(manifest: dict, root: Path | None) -> Path | None:
+    """A ``file:NAME`` template at its provenance path, else a file under ``root`` with its name and text."""
+    pinned = manifest["template"]
+    here = at(provenance(manifest).get("template"), root)
+    if here is not None and here.is_file():
+        return here
+    name = pinned["origin"].removeprefix("file:")
+    if root is not None:
+        for candidate in sorted(root.rglob(name)):
+            if candidate.is_file() and _template_sha256(candidate) == pinned["sha256"]:
+                return candidate
+    return here
+
+
+def _tokenizer_sha256(path: Path) -> str | None:
+    """As `packcli.tokenizer.load_tokenizer` pins it: over the decompressed JSON (None: unreadable)."""
+    try:
+        raw = path.read_bytes()
+        return hashlib.sha256(gzip.decompress(raw) if path.name.endswith(".gz") else raw).hexdigest()
+    except (OSError, EOFError):
+        return None
+
+
+def _template_sha256(path: Path) -> str | None:
+    from packcli.chat import load_template
+    from packcli.errors import InputError
+
+    try:
+        return load_template(str(path)).sha256
+    except (InputError, UnicodeDecodeError):
+        return None
