@@ -7,6 +7,7 @@ user never waits for tokenization to learn that ``--capacity`` was zero.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from datetime import date
 from enum import Enum
 from pathlib import Path
 
@@ -32,6 +33,7 @@ class PackConfig:
     out: Path
     capacity: int = 4096
     template: str = "auto"
+    template_date: str = "2024-07-26"  # the date strftime_now formats (ISO): the same text on every run
     loss: LossPolicy = LossPolicy.auto
     input_format: Format = Format.auto
     strategy: Strategy = Strategy.window
@@ -78,6 +80,10 @@ class PackConfig:
             problems.append(f"--packs-per-shard must be positive, got {self.packs_per_shard}")
         if self.lines_per_unit < 1:
             problems.append(f"--unit-lines must be positive, got {self.lines_per_unit}")
+        try:
+            date.fromisoformat(self.template_date)
+        except (TypeError, ValueError):
+            problems.append(f"--template-date must be a date as YYYY-MM-DD, got {self.template_date!r}")
         if self.batch_records < 1:
             problems.append(f"batch size must be positive, got {self.batch_records}")
         problems += choice_problems
@@ -88,5 +94,5 @@ class PackConfig:
         """The settings that decide where seams fall and what carries loss (pinned in the manifest)."""
         data = asdict(self)
         keep = ("capacity", "loss", "input_format", "strategy", "window", "seed", "shuffle", "shuffle_packs",
-                "overlong", "min_density", "max_displacement", "packs_per_shard")
+                "overlong", "min_density", "max_displacement", "packs_per_shard", "template_date")
         return {k: (v.value if isinstance(v, Enum) else v) for k, v in data.items() if k in keep}

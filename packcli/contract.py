@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-CONTRACT_VERSION = 1
+CONTRACT_VERSION = 2
 IGNORE_INDEX = -100  # a label that carries no loss (HF and PyTorch's cross-entropy default)
 CONVENTIONS = {
     "labels": "unshifted",

@@ -81,7 +81,7 @@ def worker(args: argparse.Namespace) -> dict:
     load_s, load_cpu_s = time.perf_counter() - t0, _cpu() - c0
 
     t0 = time.perf_counter()
-    tpl = load_template(str(template), tok.config)
+    tpl = load_template(str(template), tok)
     renderer = Renderer(tpl, LossPolicy.auto, bos_token=tok.bos_token, eos_token=tok.eos_token)
     rendered = []
     for line, raw in read_lines(args.corpus, 0):

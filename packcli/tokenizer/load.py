@@ -23,6 +23,10 @@ if TYPE_CHECKING:
     from packcli.tokenizer.fast.load import FastLoad
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.json.gz")
+# Where transformers looks for a tokenizer's chat templates (`find_chat_templates`).
+CHAT_TEMPLATE_FILE = "chat_template.jinja"
+CHAT_TEMPLATE_DIR = "additional_chat_templates"
+TOKENIZER_SOURCE = "tokenizer:"  # a template source relative to the tokenizer's directory
 
 
 @dataclass(frozen=True)
@@ -31,6 +35,7 @@ class LoadedTokenizer:
 
     ``tokenizer`` is always the reference ``tokenizers.Tokenizer``; ``backend`` is what `encode_batch`
     runs (``backend_name``/``backend_version`` pin it; ``backend_reason`` says why it was chosen).
+    ``chat_templates`` are the tokenizer's own templates by name (`find_chat_templates`).
     """
 
     tokenizer: object = field(repr=False)
@@ -43,6 +48,7 @@ class LoadedTokenizer:
     backend_reason: str = "requested"
     paranoid: bool = False
     guard: GuardStats = field(default_factory=GuardStats, repr=False, compare=False)
+    chat_templates: dict[str, tuple[str, str]] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.backend is None:
@@ -61,6 +67,10 @@ class LoadedTokenizer:
     @property
     def backend_version(self) -> str:
         return self.backend.version
+
+    def has_added_token(self, text: str) -> bool:
+        """Whether ``text`` is one of the tokenizer's added tokens (encoded as one id wherever it appears)."""
+        return any(token.content == text for token in self.tokenizer.get_added_tokens_decoder().values())
 
     @property
     def guard_checked(self) -> int:
@@ -122,7 +132,7 @@ def load_tokenizer(path: str | Path, *, backend: BackendChoice | str = BackendCh
     return LoadedTokenizer(
         tokenizer=tokenizer, source=str(file), sha256=hashlib.sha256(raw).hexdigest(),
         bos_token=_token_text(config, "bos_token"), eos_token=_token_text(config, "eos_token"), config=config,
-        backend=chosen, backend_reason=reason, paranoid=paranoid,
+        backend=chosen, backend_reason=reason, paranoid=paranoid, chat_templates=find_chat_templates(file.parent),
     )
 
 
@@ -177,6 +187,43 @@ def _find_tokenizer_file(path: Path) -> Path:
     if not path.is_file():
         raise InputError(f"tokenizer {path}: no such file", "pass a tokenizer.json file or its directory")
     return path
+
+
+def find_chat_templates(directory: Path) -> dict[str, tuple[str, str]]:
+    """A tokenizer directory's chat templates, ``{name: (text, source)}``, where transformers finds them.
+
+    ``chat_template.jinja`` (named ``default``) and ``additional_chat_templates/NAME.jinja`` when
+    either exists: transformers then ignores the config's entry. Otherwise ``chat_template`` in
+    ``tokenizer_config.json``: a string (``default``) or a list of ``{name, template}``. A source reads
+    ``tokenizer:FILE``: relative to the tokenizer's directory, so it names the same file on any machine.
+
+    Raises:
+        InputError: a template file that cannot be read, or a config entry of the wrong shape.
+    """
+    found: dict[str, tuple[str, str]] = {}
+    try:
+        if (directory / CHAT_TEMPLATE_FILE).is_file():
+            found["default"] = ((directory / CHAT_TEMPLATE_FILE).read_text(encoding="utf-8"),
+                                TOKENIZER_SOURCE + CHAT_TEMPLATE_FILE)
+        if (directory / CHAT_TEMPLATE_DIR).is_dir():
+            for path in sorted((directory / CHAT_TEMPLATE_DIR).glob("*.jinja")):
+                found[path.stem] = (path.read_text(encoding="utf-8"), f"{TOKENIZER_SOURCE}{CHAT_TEMPLATE_DIR}/{path.name}")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{directory}: cannot read a chat template ({exc})") from exc
+    if found:
+        return found
+    config = _read_config(directory / "tokenizer_config.json") or {}
+    entry = config.get("chat_template")
+    source = TOKENIZER_SOURCE + "tokenizer_config.json"
+    if entry is None:
+        return {}
+    if isinstance(entry, str):
+        return {"default": (entry, source)}
+    if isinstance(entry, list) and all(isinstance(t, dict) and isinstance(t.get("name"), str)
+                                       and isinstance(t.get("template"), str) for t in entry):
+        return {t["name"]: (t["template"], source) for t in entry}
+    raise InputError(f"{directory / 'tokenizer_config.json'}: chat_template is neither a string nor a list of "
+                     "{name, template}", "fix the config, or pass a .jinja file with --template")
 
 
 def _read_config(path: Path) -> dict | None:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import hashlib
-from importlib import resources
 from pathlib import Path
 
 from packcli.chat import load_template
+from packcli.chat.templates import BUILTIN_CHATML, builtin_chatml
 from packcli.choices import BackendChoice
 from packcli.errors import InputError
 from packcli.tokenizer import LoadedTokenizer, load_tokenizer
+from packcli.tokenizer.load import TOKENIZER_SOURCE, find_chat_templates
 from packcli.verify.report import CheckResult, Violation
 
 
@@ -43,7 +44,7 @@ def check_drift(manifest: dict, result: CheckResult, *, tokenizer: str | None, t
     if hashlib.sha256(text.encode()).hexdigest() != pinned_tpl["sha256"]:
         result.fail(Violation("template text in the manifest does not match its sha256"))
         text = None
-    current = _current_template(pinned_tpl["source"], template, tok_path, source_root)
+    current = _current_template(pinned_tpl, template, tok_path, source_root, loaded)
     if current is not None and hashlib.sha256(current.encode()).hexdigest() != pinned_tpl["sha256"]:
         where = template or pinned_tpl["source"]
         result.fail(Violation(f"template changed: {where} no longer hashes to the pinned "
@@ -52,18 +53,21 @@ def check_drift(manifest: dict, result: CheckResult, *, tokenizer: str | None, t
     return loaded, text
 
 
-def _current_template(source: str, override: str | None, tok_path: Path, source_root: Path | None) -> str | None:
+def _current_template(pinned: dict, override: str | None, tok_path: Path, source_root: Path | None,
+                      tokenizer: LoadedTokenizer | None) -> str | None:
     """The template text as it is now, where the manifest says it came from (None if not found)."""
     if override:
-        return load_template(override).text
-    if source == "builtin:chatml":
-        return resources.files("packcli").joinpath("templates/chatml.jinja").read_text(encoding="utf-8")
-    if source == "tokenizer_config.json":
-        config_path = (tok_path if tok_path.is_dir() else tok_path.parent) / "tokenizer_config.json"
-        if config_path.is_file():
-            return load_template(str(config_path)).text
-        return None
+        return load_template(override, tokenizer).text
+    source = pinned["source"]
+    if source == BUILTIN_CHATML:
+        return builtin_chatml().text
+    if source == "tokenizer_config.json":  # how packcli before contract version 2 named the tokenizer's template
+        source = TOKENIZER_SOURCE + source
+    if source.startswith(TOKENIZER_SOURCE):
+        found = find_chat_templates(tok_path if tok_path.is_dir() else tok_path.parent)
+        named = found.get(pinned.get("name") or "default")
+        return named[0] if named is not None else None
     path = resolve(source, source_root)
-    if path.is_file():
+    if path.exists():
         return load_template(str(path)).text
     return None
