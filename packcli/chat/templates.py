@@ -78,7 +78,7 @@ def load_template(spec: str, tokenizer: LoadedTokenizer | None = None) -> ChatTe
         InputError: a missing or unreadable file, no template where one is needed, an unknown name,
             or ChatML for a tokenizer without ChatML's tokens.
     """
-    own = tokenizer.chat_templates if tokenizer is not None else {}
+    own = tokenizer.chat_templates() if tokenizer is not None else {}
     if spec == "auto":
         if own:
             return _pick_default(own, tokenizer)

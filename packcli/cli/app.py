@@ -33,11 +33,12 @@ def fail(exc: PackcliError) -> NoReturn:
 
 
 def _register() -> None:
-    from packcli.cli import pack, stats, verify
+    from packcli.cli import pack, show, stats, verify
 
     app.command()(pack.pack)
     app.command()(verify.verify)
     app.command()(stats.stats)
+    app.command()(show.show)
 
 
 _register()

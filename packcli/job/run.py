@@ -87,8 +87,8 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine) -> PackSummary
     out.parent.mkdir(parents=True, exist_ok=True)
     work = out.parent / f".packcli-work-{out.name}"  # unit spills; kept after a failure so a re-run resumes
     work.mkdir(exist_ok=True)
-    job = UnitJob(tokenizer=config.tokenizer, tokenizer_sha256=tokenizer.sha256, template=config.template,
-                  template_date=config.template_date,
+    job = UnitJob(tokenizer=config.tokenizer, tokenizer_sha256=tokenizer.sha256, template_text=template.text,
+                  template_source=template.source, template_date=config.template_date,
                   paranoid_tokenizer=config.paranoid_tokenizer, tokenizer_backend=config.tokenizer_backend.value,
                   tokenizer_backend_resolved=tokenizer.backend_name,
                   tokenizer_backend_version=tokenizer.backend_version, loss=config.loss.value,

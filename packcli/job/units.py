@@ -161,7 +161,8 @@ class UnitJob:
     tokenizer_backend_resolved: str  # the backend the driver loaded: every worker encodes alike
     tokenizer_backend_version: str  # and the version the driver loaded: a worker with another refuses
     paranoid_tokenizer: bool
-    template: str
+    template_text: str  # the template the driver resolved: every worker renders with exactly it
+    template_source: str
     template_date: str  # ISO date that strftime_now formats
     loss: str
     input_format: str
@@ -174,7 +175,7 @@ class UnitJob:
         """The tokenizer, template and renderer this job names (`packcli.prepare.preparer_for` caches it)."""
         from datetime import date
 
-        from packcli.chat import Renderer, load_template
+        from packcli.chat import ChatTemplate, Renderer
         from packcli.choices import Format, LossPolicy
 
         tok = cached_tokenizer(self.tokenizer, backend=self.tokenizer_backend, paranoid=self.paranoid_tokenizer)
@@ -187,8 +188,9 @@ class UnitJob:
         if tok.backend_version != self.tokenizer_backend_version:
             raise PackcliError(f"this worker has {tok.backend_name} {tok.backend_version}; the driver resolved "
                                f"{self.tokenizer_backend_version}", "install the same version on every node")
-        renderer = Renderer(load_template(self.template, tok), LossPolicy(self.loss), bos_token=tok.bos_token,
-                            eos_token=tok.eos_token, template_date=date.fromisoformat(self.template_date))
+        renderer = Renderer(ChatTemplate(self.template_text, self.template_source), LossPolicy(self.loss),
+                            bos_token=tok.bos_token, eos_token=tok.eos_token,
+                            template_date=date.fromisoformat(self.template_date))
         return Preparer(renderer, tok, Format(self.input_format))
 
 

@@ -35,7 +35,6 @@ class LoadedTokenizer:
 
     ``tokenizer`` is always the reference ``tokenizers.Tokenizer``; ``backend`` is what `encode_batch`
     runs (``backend_name``/``backend_version`` pin it; ``backend_reason`` says why it was chosen).
-    ``chat_templates`` are the tokenizer's own templates by name (`find_chat_templates`).
     """
 
     tokenizer: object = field(repr=False)
@@ -48,7 +47,6 @@ class LoadedTokenizer:
     backend_reason: str = "requested"
     paranoid: bool = False
     guard: GuardStats = field(default_factory=GuardStats, repr=False, compare=False)
-    chat_templates: dict[str, tuple[str, str]] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.backend is None:
@@ -67,6 +65,11 @@ class LoadedTokenizer:
     @property
     def backend_version(self) -> str:
         return self.backend.version
+
+    def chat_templates(self) -> dict[str, tuple[str, str]]:
+        """The tokenizer's own chat templates by name (`find_chat_templates`), read now: a loaded tokenizer
+        is cached per process, and a template edited since must not be served from that cache."""
+        return find_chat_templates(Path(self.source).parent)
 
     def has_added_token(self, text: str) -> bool:
         """Whether ``text`` is one of the tokenizer's added tokens (encoded as one id wherever it appears)."""
@@ -132,7 +135,7 @@ def load_tokenizer(path: str | Path, *, backend: BackendChoice | str = BackendCh
     return LoadedTokenizer(
         tokenizer=tokenizer, source=str(file), sha256=hashlib.sha256(raw).hexdigest(),
         bos_token=_token_text(config, "bos_token"), eos_token=_token_text(config, "eos_token"), config=config,
-        backend=chosen, backend_reason=reason, paranoid=paranoid, chat_templates=find_chat_templates(file.parent),
+        backend=chosen, backend_reason=reason, paranoid=paranoid,
     )
 
 

@@ -61,8 +61,6 @@ def _current_template(pinned: dict, override: str | None, tok_path: Path, source
     source = pinned["source"]
     if source == BUILTIN_CHATML:
         return builtin_chatml().text
-    if source == "tokenizer_config.json":  # how packcli before contract version 2 named the tokenizer's template
-        source = TOKENIZER_SOURCE + source
     if source.startswith(TOKENIZER_SOURCE):
         found = find_chat_templates(tok_path if tok_path.is_dir() else tok_path.parent)
         named = found.get(pinned.get("name") or "default")
