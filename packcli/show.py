@@ -73,7 +73,8 @@ class Shown:
 
 
 def show_artifact(directory: str | Path, *, example_id: int | None = None, source: str | None = None,
-                  pack: int | None = None, tokenizer: str | None = None, source_root: str | Path | None = None) -> Shown:
+                  pack: int | None = None, tokenizer: str | None = None,
+                  source_root: str | Path | None = None) -> Shown:
     """The examples one selector picks: ``example_id``, ``source`` (``FILE:LINE``), or every example of ``pack``.
 
     Raises:
@@ -153,7 +154,8 @@ def _find_row(rows: list[dict], example_id: int | None, source: str | None) -> d
         found = [r for r in at_line if Path(r["source"]).parts[-len(wanted):] == wanted]
     names = sorted({r["source"] for r in found})
     if len(names) > 1:
-        raise InputError(f"--source {source}: matches {len(names)} inputs ({', '.join(names)})", "give more of the path")
+        raise InputError(f"--source {source}: matches {len(names)} inputs ({', '.join(names)})",
+                         "give more of the path")
     if not found:
         raise InputError(f"--source {source}: no record at that line of that input",
                          "inputs: " + ", ".join(sorted({r["source"] for r in rows})[:5]))

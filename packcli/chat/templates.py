@@ -83,8 +83,8 @@ def load_template(spec: str, tokenizer: LoadedTokenizer | None = None) -> ChatTe
         if own:
             return _pick_default(own, tokenizer)
         if tokenizer is not None and not _has_chatml_tokens(tokenizer):
-            raise InputError(f"tokenizer {tokenizer.source} has no chat template, and ChatML's {' and '.join(CHATML_TOKENS)} "
-                             "are not tokens of its vocabulary",
+            raise InputError(f"tokenizer {tokenizer.source} has no chat template, and ChatML's "
+                             f"{' and '.join(CHATML_TOKENS)} are not tokens of its vocabulary",
                              "pass --template FILE.jinja (e.g. TRL's llama3_training.jinja for Llama 3)")
         return builtin_chatml()
     if spec == "chatml":

@@ -116,7 +116,8 @@ def render_html(shown) -> str:  # noqa: ANN001 - packcli.show.Shown
              "Each token has its own shade; <span class='s0'>green</span> tokens carry loss.</p>"]
     for example in shown.examples:
         row = example.row
-        parts.append(f"<h2>example {row['example_id']} &mdash; {e(row['source'])}:{row['line']} ({e(row['status'])})</h2>")
+        parts.append(f"<h2>example {row['example_id']} &mdash; {e(row['source'])}:{row['line']} "
+                     f"({e(row['status'])})</h2>")
         if not example.tokens:
             parts.append(f"<p>not in a pack: {e(row['reason'] or row['status'])}</p>")
         spans = []
@@ -130,8 +131,9 @@ def render_html(shown) -> str:  # noqa: ANN001 - packcli.show.Shown
     if shown.pack is not None:
         chosen = {x.row["example_id"] for x in shown.examples}
         pack = shown.pack
-        parts.append(f"<h2>pack {pack.index} ({e(pack.shard)} row {pack.row}, {pack.num_tokens} tokens)</h2><table>"
-                     "<tr><th>offset</th><th>length</th><th>supervised</th><th>example_id</th><th>source:line</th></tr>")
+        header = "".join(f"<th>{c}</th>" for c in ("offset", "length", "supervised", "example_id", "source:line"))
+        parts.append(f"<h2>pack {pack.index} ({e(pack.shard)} row {pack.row}, {pack.num_tokens} tokens)</h2>"
+                     f"<table><tr>{header}</tr>")
         for s in pack.seams:
             mark = " class='me'" if s["example_id"] in chosen else ""
             parts.append(f"<tr{mark}><td>{s['offset']}</td><td>{s['length']}</td><td>{s['supervised']}</td>"

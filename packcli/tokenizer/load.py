@@ -210,7 +210,8 @@ def find_chat_templates(directory: Path) -> dict[str, tuple[str, str]]:
                                 TOKENIZER_SOURCE + CHAT_TEMPLATE_FILE)
         if (directory / CHAT_TEMPLATE_DIR).is_dir():
             for path in sorted((directory / CHAT_TEMPLATE_DIR).glob("*.jinja")):
-                found[path.stem] = (path.read_text(encoding="utf-8"), f"{TOKENIZER_SOURCE}{CHAT_TEMPLATE_DIR}/{path.name}")
+                found[path.stem] = (path.read_text(encoding="utf-8"),
+                                    f"{TOKENIZER_SOURCE}{CHAT_TEMPLATE_DIR}/{path.name}")
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{directory}: cannot read a chat template ({exc})") from exc
     if found:
