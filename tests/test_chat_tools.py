@@ -178,6 +178,16 @@ def test_last_assistant_refuses_a_template_that_is_not_prefix_preserving():
         render(text, conv, LossPolicy.last_assistant)
 
 
+def test_last_assistant_with_nothing_in_the_final_turn_is_a_rejection():
+    text = ("{% for m in messages %}{{ m.content }}{% if m.role == 'assistant' and not loop.last %}{% generation %}#"
+            "{% endgeneration %}{% endif %}{% endfor %}")
+    conv = {"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
+                         {"role": "user", "content": "c"}, {"role": "assistant", "content": "d"}]}
+    assert supervised(render(text, conv, LossPolicy.assistant)) == ["#"]
+    with pytest.raises(RenderError, match="the final assistant turn rendered to no supervised text"):
+        render(text, conv, LossPolicy.last_assistant)
+
+
 def test_weight_zero_turns_are_not_supervised(tokenizer):
     """axolotl's per-turn weight: 0 (ShareGPT or messages): that turn's generation block carries no loss."""
     chatml = load_template("chatml")

@@ -254,6 +254,8 @@ class Renderer:
         if policy is LossPolicy.last_assistant:
             first = turn_start(assistants[-1])
             spans = [s for s in spans if s[0] >= first]
+            if not spans:
+                raise RenderError("the final assistant turn rendered to no supervised text")
         for i in sorted(record.untrained):
             spans = _subtract(spans, turn_start(i), turn_start(i + 1))
         if not spans:
