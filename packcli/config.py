@@ -7,6 +7,7 @@ user never waits for tokenization to learn that ``--capacity`` was zero.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from datetime import date
 from enum import Enum
 from pathlib import Path
 
@@ -48,6 +49,7 @@ class PackConfig:
     out: Path
     capacity: int = 4096
     template: str = "auto"
+    template_date: str = "2024-07-26"  # the date strftime_now formats (ISO): the same text on every run
     loss: LossPolicy = LossPolicy.auto
     input_format: Format = Format.auto
     strategy: Strategy = Strategy.window
@@ -98,6 +100,10 @@ class PackConfig:
             # A shard's list columns have int32 offsets: its tokens must fit, packs full or not.
             problems.append(f"--capacity {self.capacity:,} x --packs-per-shard {self.packs_per_shard:,} tokens do "
                             f"not fit one shard (at most {MAX_INT32:,}); lower --packs-per-shard")
+        try:
+            date.fromisoformat(self.template_date)
+        except (TypeError, ValueError):
+            problems.append(f"--template-date must be a date as YYYY-MM-DD, got {self.template_date!r}")
         problems += choice_problems
         if problems:
             raise PackcliError("invalid configuration: " + "; ".join(problems))
@@ -120,5 +126,6 @@ class PackConfig:
         """The settings that decide where seams fall and what carries loss (pinned in the manifest)."""
         data = asdict(self)
         keep = ("capacity", "loss", "input_format", "strategy", "window", "seed", "shuffle", "shuffle_packs",
-                "overlong", "min_density", "max_displacement", "max_reject_fraction", "packs_per_shard")
+                "overlong", "min_density", "max_displacement", "max_reject_fraction", "packs_per_shard",
+                "template_date")
         return {k: (v.value if isinstance(v, Enum) else v) for k, v in data.items() if k in keep}

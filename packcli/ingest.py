@@ -3,7 +3,8 @@
 Every non-blank line is one record and ends up as exactly one of: a `Record` (normalised, ready to
 render) or a `Rejection` (file, line, reason). Nothing is dropped silently, so counts always add up.
 Validation is strict and names the field ("messages[2].content: expected a string ...") because a
-vague rejection is a rejection nobody fixes.
+vague rejection is a rejection nobody fixes; a chat record's messages are checked and shaped in
+`packcli.messages`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import json
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 from typing import IO
@@ -23,6 +24,14 @@ from typing import IO
 from packcli.choices import Format
 from packcli.contract import file_sha256
 from packcli.errors import InputError
+from packcli.messages import (
+    Invalid,
+    chat_messages,
+    sharegpt_messages,
+    template_kwargs,
+    type_name,
+    walk_strings,
+)
 
 
 class Kind(str, Enum):
@@ -33,40 +42,37 @@ class Kind(str, Enum):
     text = "text"
 
 
-ROLES = frozenset({"system", "user", "assistant", "tool"})
-SHAREGPT_ROLES = {
-    "human": "user", "user": "user",
-    "gpt": "assistant", "chatgpt": "assistant", "assistant": "assistant", "bing": "assistant", "bard": "assistant",
-    "system": "system", "tool": "tool", "function": "tool", "observation": "tool",
-}
-
-
-@dataclass(frozen=True)
-class Message:
-    role: str
-    content: str
-
-
 @dataclass(frozen=True)
 class Record:
-    """One valid input record, normalised. ``file_index`` indexes the run's sorted input list."""
+    """One valid input record, normalised. ``file_index`` indexes the run's sorted input list.
+
+    A chat record's ``messages`` are dicts in the shape a chat template reads them (`packcli.messages`),
+    ``template_kwargs`` its ``tools``, ``documents`` and ``chat_template_kwargs``, and ``untrained`` the
+    indices of turns marked ``weight: 0``. ``format`` is the format it was read as; ``ambiguous`` names
+    the other known fields it also has (under ``--format auto`` the first in `_PRECEDENCE` wins).
+    """
 
     file_index: int
     line: int
     kind: Kind
-    messages: tuple[Message, ...] = ()
+    messages: tuple[dict, ...] = ()
     prompt: str = ""
     completion: str = ""
     text: str = ""
+    format: Format = Format.auto
+    ambiguous: tuple[str, ...] = ()
+    template_kwargs: dict = field(default_factory=dict)
+    untrained: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)
 class Rejection:
-    """One input record that could not be used, and why."""
+    """One input record that could not be used, and why (and its format, when it was recognised)."""
 
     file_index: int
     line: int
     reason: str
+    format: Format | None = None
 
 
 @dataclass(frozen=True)
@@ -151,9 +157,6 @@ def read_lines(path: str | Path, file_index: int) -> Iterator[tuple[int, bytes]]
                 yield number, raw
 
 
-class _Invalid(Exception):
-    """Internal: a record failed validation; its message is the rejection reason."""
-
 
 def parse_record(raw: bytes, *, file_index: int, line: int, fmt: Format = Format.auto) -> Record | Rejection:
     """Decode, parse and normalise one JSONL line, or say exactly why it cannot be used."""
@@ -165,102 +168,64 @@ def parse_record(raw: bytes, *, file_index: int, line: int, fmt: Format = Format
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
         return Rejection(file_index, line, f"malformed JSON: {exc.msg} (column {exc.colno})")
+    chosen = None
     try:
         if not isinstance(obj, dict):
-            raise _Invalid(f"expected a JSON object, got {_type_name(obj)}")
-        record = _normalise(obj, file_index, line, _detect(obj) if fmt is Format.auto else fmt)
+            raise Invalid(f"expected a JSON object, got {type_name(obj)}")
+        chosen, ambiguous = _detect(obj) if fmt is Format.auto else (fmt, ())
+        record = _normalise(obj, file_index, line, chosen, ambiguous)
         if b"\\ud" in raw or b"\\uD" in raw:  # a surrogate can only come from a \uD800-\uDFFF escape
             _check_encodable(record)
-    except _Invalid as exc:
-        return Rejection(file_index, line, str(exc))
+    except Invalid as exc:
+        return Rejection(file_index, line, str(exc), chosen)
     return record
 
 
-def _detect(obj: dict) -> Format:
-    if "messages" in obj:
-        return Format.messages
-    if "conversations" in obj:
-        return Format.sharegpt
-    if "prompt" in obj or "completion" in obj:
-        return Format.prompt_completion
-    if "text" in obj:
-        return Format.text
-    keys = ", ".join(sorted(obj)[:5]) or "none"
-    raise _Invalid(f"no known field (messages, conversations, prompt/completion, text); keys: {keys}")
+# Under --format auto the first of these a record has decides its format; the others it has make it ambiguous.
+_PRECEDENCE = ((Format.messages, ("messages",)), (Format.sharegpt, ("conversations",)),
+               (Format.prompt_completion, ("prompt", "completion")), (Format.text, ("text",)))
 
 
-def _normalise(obj: dict, file_index: int, line: int, fmt: Format) -> Record:
-    if fmt is Format.messages:
-        turns = _turns(obj, "messages", "role", "content", lambda role: role if role in ROLES else None)
-        return Record(file_index, line, Kind.chat, messages=turns)
-    if fmt is Format.sharegpt:
-        turns = _turns(obj, "conversations", "from", "value", lambda role: SHAREGPT_ROLES.get(role.lower()))
-        return Record(file_index, line, Kind.chat, messages=turns)
+def _detect(obj: dict) -> tuple[Format, tuple[str, ...]]:
+    present = [(fmt, [k for k in keys if k in obj]) for fmt, keys in _PRECEDENCE]
+    present = [(fmt, keys) for fmt, keys in present if keys]
+    if not present:
+        keys = ", ".join(sorted(obj)[:5]) or "none"
+        raise Invalid(f"no known field (messages, conversations, prompt/completion, text); keys: {keys}")
+    return present[0][0], tuple(k for _, keys in present[1:] for k in keys)
+
+
+def _normalise(obj: dict, file_index: int, line: int, fmt: Format, ambiguous: tuple[str, ...]) -> Record:
+    base = dict(file_index=file_index, line=line, format=fmt, ambiguous=ambiguous)
+    if fmt in (Format.messages, Format.sharegpt):
+        read = chat_messages if fmt is Format.messages else sharegpt_messages
+        messages, untrained = read(obj, "messages" if fmt is Format.messages else "conversations")
+        return Record(kind=Kind.chat, messages=messages, template_kwargs=template_kwargs(obj), untrained=untrained,
+                      **base)
     if fmt is Format.prompt_completion:
         prompt, completion = _string(obj, "prompt"), _string(obj, "completion")
         if not completion:
-            raise _Invalid("completion: empty")
-        return Record(file_index, line, Kind.prompt_completion, prompt=prompt, completion=completion)
+            raise Invalid("completion: empty")
+        return Record(kind=Kind.prompt_completion, prompt=prompt, completion=completion, **base)
     text = _string(obj, "text")
     if not text:
-        raise _Invalid("text: empty")
-    return Record(file_index, line, Kind.text, text=text)
-
-
-def _turns(obj: dict, key: str, role_key: str, content_key: str, map_role) -> tuple[Message, ...]:
-    turns = obj.get(key)
-    if not isinstance(turns, list):
-        raise _Invalid(f"{key}: expected a list of turns, got {_type_name(turns)}")
-    if not turns:
-        raise _Invalid(f"{key}: empty conversation")
-    out = []
-    for i, turn in enumerate(turns):
-        if not isinstance(turn, dict):
-            raise _Invalid(f"{key}[{i}]: expected an object, got {_type_name(turn)}")
-        raw_role = turn.get(role_key)
-        if not isinstance(raw_role, str):
-            raise _Invalid(f"{key}[{i}].{role_key}: expected a string, got {_type_name(raw_role)}")
-        role = map_role(raw_role)
-        if role is None:
-            raise _Invalid(f"{key}[{i}].{role_key}: unknown role {raw_role!r}")
-        content = turn.get(content_key)
-        out.append(Message(role, content if type(content) is str else _content(content, f"{key}[{i}].{content_key}")))
-    return tuple(out)
-
-
-def _content(value: object, where: str) -> str:
-    """A message's content: a string, or OpenAI's list of text parts joined in order."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        parts = []
-        for j, part in enumerate(value):
-            if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str):
-                parts.append(part["text"])
-            else:
-                raise _Invalid(f"{where}[{j}]: expected a text part {{'type': 'text', 'text': ...}}")
-        return "".join(parts)
-    raise _Invalid(f"{where}: expected a string or a list of text parts, got {_type_name(value)}")
+        raise Invalid("text: empty")
+    return Record(kind=Kind.text, text=text, **base)
 
 
 def _string(obj: dict, key: str) -> str:
     value = obj.get(key)
     if not isinstance(value, str):
-        raise _Invalid(f"{key}: expected a string, got {_type_name(value)}")
+        raise Invalid(f"{key}: expected a string, got {type_name(value)}")
     return value
 
 
 def _check_encodable(record: Record) -> None:
     """Reject lone surrogates (JSON escapes like \\ud800): they cannot be encoded to UTF-8 or tokenized."""
-    pieces = [m.content for m in record.messages] + [record.prompt, record.completion, record.text]
-    for piece in pieces:
+    def visit(piece: str) -> None:
         try:
             piece.encode("utf-8")
         except UnicodeEncodeError as exc:
-            raise _Invalid(f"lone surrogate {piece[exc.start]!r} in text; fix the escape in the source") from exc
+            raise Invalid(f"lone surrogate {piece[exc.start]!r} in text; fix the escape in the source") from exc
 
-
-def _type_name(value: object) -> str:
-    return {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
-        type(value), "number" if isinstance(value, (int, float)) else type(value).__name__
-    )
+    walk_strings([record.messages, record.template_kwargs, record.prompt, record.completion, record.text], visit)

@@ -16,7 +16,7 @@ import numpy.typing as npt
 
 from packcli.chat import Renderer, RenderError
 from packcli.choices import Format
-from packcli.ingest import Record, parse_record
+from packcli.ingest import Kind, Record, parse_record
 from packcli.tokenizer import (
     Encoded,
     EncodedBatch,
@@ -28,17 +28,58 @@ from packcli.tokenizer import (
 NO_SUPERVISED = "no supervised tokens after tokenization (the template's generation blocks map to no tokens)"
 
 
+@dataclass
+class InputWarnings:
+    """What a user should hear about records that were used anyway (summed over a run).
+
+    ``ambiguous``: records read by precedence although they hold more than one known field (the
+    first as ``(file_index, line)``); ``ignored``: per field, records carrying it where the template
+    never reads it (`packcli.chat.Renderer.ignored_fields`).
+    """
+
+    ambiguous: int = 0
+    first_ambiguous: tuple[int, int] | None = None
+    ignored: dict[str, int] = field(default_factory=dict)
+
+    def note(self, record: Record, ignored: set[str]) -> None:
+        if record.ambiguous:
+            self.ambiguous += 1
+            where = (record.file_index, record.line)
+            self.first_ambiguous = min(self.first_ambiguous or where, where)
+        for name in ignored:
+            self.ignored[name] = self.ignored.get(name, 0) + 1
+
+    def add(self, other: InputWarnings) -> None:
+        self.ambiguous += other.ambiguous
+        if other.first_ambiguous is not None:
+            self.first_ambiguous = min(self.first_ambiguous or other.first_ambiguous, other.first_ambiguous)
+        for name, count in other.ignored.items():
+            self.ignored[name] = self.ignored.get(name, 0) + count
+
+    def to_dict(self) -> dict:
+        return {"ambiguous": self.ambiguous, "first_ambiguous": self.first_ambiguous,
+                "ignored": dict(sorted(self.ignored.items()))}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> InputWarnings:
+        first = data.get("first_ambiguous")
+        return cls(data["ambiguous"], tuple(first) if first else None, dict(data["ignored"]))
+
+
 @dataclass(eq=False)
 class Prepared(Sequence["Encoded | str"]):
     """A batch's outcomes in record order: each record's example, or the reason it was rejected.
 
     ``encoded`` holds the accepted examples end to end, in record order (what ``pack`` writes at once),
     with their ``supervised`` token counts; ``rows[i]`` is record ``i``'s row in it, or its reason.
+    ``formats[i]`` is the format record ``i`` was read as ("" when it was not recognised).
     """
 
     encoded: EncodedBatch
     supervised: npt.NDArray[np.int64]
     rows: list[int | str]
+    formats: list[str] = field(default_factory=list)
+    warnings: InputWarnings = field(default_factory=InputWarnings)
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -70,13 +111,18 @@ class Preparer:
         """
         t0 = time.perf_counter()
         outcomes: list[object] = []
+        formats: list[str] = []
+        warnings = InputWarnings()
         for fi, line, raw in batch:
             parsed = parse_record(raw, file_index=fi, line=line, fmt=self.input_format)
+            formats.append(parsed.format.value if parsed.format is not None else "")
             if isinstance(parsed, Record):
                 try:
                     outcomes.append(self.renderer.render(parsed))
                 except RenderError as exc:
                     outcomes.append(str(exc))
+                    continue
+                warnings.note(parsed, self.renderer.ignored_fields(parsed) if parsed.kind is Kind.chat else set())
             else:
                 outcomes.append(parsed.reason)
         t1 = time.perf_counter()
@@ -96,7 +142,7 @@ class Preparer:
             outcomes[i] = next(rows) if kept else NO_SUPERVISED
         self.seconds["read_render_s"] += t1 - t0
         self.seconds["tokenize_s"] += time.perf_counter() - t1
-        return Prepared(encoded, supervised, outcomes)  # type: ignore[arg-type]
+        return Prepared(encoded, supervised, outcomes, formats, warnings)  # type: ignore[arg-type]
 
 
 class PreparerJob(Protocol):

@@ -148,7 +148,7 @@ def length_stats(inputs, tokenizer: str, *, template: str = "auto", loss=None, c
 
     policy = loss or LossPolicy.auto
     tok = load_tokenizer(tokenizer)
-    tpl = load_template(template, tok.config)
+    tpl = load_template(template, tok)
     require_markers(tpl, policy)
     preparer = Preparer(Renderer(tpl, policy, bos_token=tok.bos_token, eos_token=tok.eos_token), tok)
     lengths, supervised, reasons = [], [], Counter()

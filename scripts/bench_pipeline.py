@@ -99,7 +99,7 @@ def make_renderer(tokenizer_path: str | Path, template: str | Path, backend: str
     from packcli.tokenizer.load import load_tokenizer
 
     tok = load_tokenizer(tokenizer_path, backend=backend)
-    tpl = load_template(str(template), tok.config)
+    tpl = load_template(str(template), tok)
     require_markers(tpl, LossPolicy.auto)
     return tok, Renderer(tpl, LossPolicy.auto, bos_token=tok.bos_token, eos_token=tok.eos_token)
 

@@ -78,7 +78,7 @@ def worker(args: argparse.Namespace) -> dict:
     load_s, load_cpu_s = timed.span.wall_s, timed.span.cpu_s
 
     t0 = time.perf_counter()
-    tpl = load_template(str(template), tok.config)
+    tpl = load_template(str(template), tok)
     renderer = Renderer(tpl, LossPolicy.auto, bos_token=tok.bos_token, eos_token=tok.eos_token)
     rendered = []
     for line, raw in read_lines(args.corpus, 0):

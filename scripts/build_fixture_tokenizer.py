@@ -40,20 +40,10 @@ SEED = 0
 PAD, IM_START, IM_END, BOS = "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<s>"
 SPECIAL_TOKENS = (PAD, IM_START, IM_END, BOS)
 
-# ChatML, with TRL-style {% generation %} markers around what the assistant must learn to produce:
-# its content and the <|im_end|> that ends its turn. The "\n" after <|im_end|> is outside the block.
-CHAT_TEMPLATE = (
-    "{%- for message in messages %}"
-    "{%- if message['role'] == 'assistant' %}"
-    "{{- '<|im_start|>assistant\\n' }}"
-    "{%- generation %}{{- message['content'] + '<|im_end|>' }}{%- endgeneration %}"
-    "{{- '\\n' }}"
-    "{%- else %}"
-    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
-    "{%- endif %}"
-    "{%- endfor %}"
-    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
-)
+# packcli's built-in ChatML (packcli/templates/chatml.jinja): {% generation %} markers around what the
+# assistant must learn to produce (its content, its tool calls and the <|im_end|> that ends its turn; the
+# "\n" after <|im_end|> is outside the block); content as a string or a list of text parts.
+CHAT_TEMPLATE = (Path(__file__).resolve().parents[1] / "packcli" / "templates" / "chatml.jinja").read_text(encoding="utf-8")
 
 # --- training text -------------------------------------------------------------------------------
 # Written for this project. English sentences are assembled from parts so common words and affixes

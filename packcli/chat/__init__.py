@@ -4,9 +4,9 @@
     render.py     the sandboxed renderer (`Renderer`) and the loss policies per record kind
 """
 
-from packcli.chat.render import Rendered, Renderer, RenderError, effective_policy
+from packcli.chat.render import DEFAULT_TEMPLATE_DATE, Rendered, Renderer, RenderError, effective_policy
 from packcli.chat.templates import ChatTemplate, load_template, require_markers
 from packcli.choices import LossPolicy
 
-__all__ = ["ChatTemplate", "LossPolicy", "RenderError", "Rendered", "Renderer", "effective_policy", "load_template",
-           "require_markers"]
+__all__ = ["DEFAULT_TEMPLATE_DATE", "ChatTemplate", "LossPolicy", "RenderError", "Rendered", "Renderer",
+           "effective_policy", "load_template", "require_markers"]

@@ -1,8 +1,25 @@
 """Rendering records with a chat template in jinja2's sandbox, and finding the characters that carry loss.
 
-A chat template is code from the internet, so it runs in Jinja2's immutable sandbox. The
-``{% generation %}`` extension records where each generation block's text lands in the output:
-those character spans are what the tokenizer turns into supervised labels.
+A chat template is code from the internet, so it runs in jinja2's own ``ImmutableSandboxedEnvironment``,
+set up as transformers sets it up (``tojson`` without HTML escaping, ``raise_exception``,
+``strftime_now``, and its ``dict``/``namespace`` globals), and is compiled once per template text
+(`compile_template`). Nothing of the sandbox is overridden: its safety is jinja2's.
+
+The template sees what transformers' ``apply_chat_template`` gives it: the record's messages as they
+are (`packcli.messages`), ``tools``, ``documents``, ``add_generation_prompt=False``, the special
+tokens, the record's ``chat_template_kwargs``, and ``strftime_now`` formatting one pinned date (the
+``pack`` option ``--template-date``), so the same data renders the same text on every run.
+
+The ``{% generation %}`` extension records where each generation block's text lands in the output.
+Which blocks belong to which turn (``--loss last-assistant``, a turn of ``weight: 0``) is read off
+the template itself: turn ``k`` begins where the text of the conversation cut before it, ``messages[:k]``,
+parts from the full text. That holds for any prefix-preserving template (TRL's training templates are
+made so); a template that renders earlier turns differently inside a generation block is refused for
+that record rather than guessed at.
+
+A rendered record must still hold what the record says: a message's content that the text lost (a
+template that reads a string given parts, or parts given a string), a list of parts printed as Python
+text, or a tool call the template never printed, is a rejection, never an empty turn trained on.
 """
 
 from __future__ import annotations
@@ -10,21 +27,22 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib import metadata
-from types import MethodType
+from datetime import date, datetime, time
+from functools import lru_cache
 
 import jinja2
 from jinja2 import nodes
 from jinja2.ext import Extension
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from packcli.chat.templates import ChatTemplate, _no_markers
+from packcli.chat.templates import ChatTemplate, no_markers
 from packcli.choices import LossPolicy
 from packcli.errors import InputError
-from packcli.ingest import Kind, Message, Record
+from packcli.ingest import Kind, Record
+from packcli.messages import CONSUMED_KEYS, REASONING_FIELDS, content_texts
 
-# Templates that print the date (Llama 3) must render the same text on every run.
-FIXED_DATE = "26 Jul 2024"
+# Templates that print the date (Llama 3.1, gpt-oss) must render the same text on every run.
+DEFAULT_TEMPLATE_DATE = date(2024, 7, 26)
 
 
 @dataclass(frozen=True)
@@ -43,8 +61,9 @@ class RenderError(Exception):
 class _GenerationTracker(Extension):
     """``{% generation %}`` blocks: record where in the output each block's text lands.
 
-    ``Template.generate`` yields output chunks in order, so when a block is evaluated the chunks
-    yielded so far are everything that precedes it.
+    ``Template.generate`` yields output chunks in order, and `Renderer` appends each to
+    ``chunks`` before asking for the next, so when a block is evaluated the chunks so far are
+    everything that precedes it.
     """
 
     tags = {"generation"}
@@ -60,16 +79,17 @@ class _GenerationTracker(Extension):
         body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
         return nodes.CallBlock(self.call_method("_track", []), [], [], body).set_lineno(lineno)
 
-    def reset(self, chunks: list[str] | None) -> None:
+    def start(self, chunks: list[str]) -> None:
+        if self.chunks is not None:
+            raise RuntimeError("a template's generation tracker is already running a render")
         self.chunks, self.spans, self._counted, self._length = chunks, [], 0, 0
 
+    def stop(self) -> list[tuple[int, int]]:
+        spans, self.chunks, self.spans = self.spans, None, []
+        return spans
+
     def _track(self, caller) -> str:  # noqa: ANN001
-        # A block's body is a macro of no arguments: ``caller()`` is then ``caller._func()`` plus argument
-        # parsing (a quarter of the block's cost), unless the body uses caller/varargs/kwargs or escaping.
-        plain = (_Sandbox.MEMO_SAFE and not (caller.arguments or caller.catch_kwargs or caller.catch_varargs
-                                             or caller.caller or caller._default_autoescape
-                                             or self.environment.is_async))
-        text = caller._func() if plain else caller()
+        text = caller()
         if self.chunks is not None:
             # the output so far: add only the chunks yielded since the last block (a long chat has many)
             self._length += sum(len(chunk) for chunk in self.chunks[self._counted:])
@@ -78,86 +98,34 @@ class _GenerationTracker(Extension):
         return text
 
 
-class _Sandbox(ImmutableSandboxedEnvironment):
-    """Jinja2's immutable sandbox, with its attribute verdicts remembered for the built-in types.
+class _TemplateDict:
+    """transformers' ``dict`` global: builds a plain dict, with nothing else reachable through it."""
 
-    Re-deciding whether ``str.strip`` or ``dict.get`` is safe on every access was a third of the
-    time spent rendering a chat template. In jinja2 3.1 the verdict depends only on the object's
-    type and the attribute's name; the memo is limited to built-in types and Jinja's own loop and
-    namespace objects, none of which can make ``isinstance`` see another class. Everything else is
-    decided afresh, as before.
+    def __call__(self, *args: object, **kwargs: object) -> dict:
+        return dict(*args, **kwargs)
 
-    ``message.content`` on a plain dict is the other hot spot: Jinja tries the attribute first and
-    reads the key after catching AttributeError, a raised exception per access. A plain dict has no
-    attributes beyond its type's, so for a name outside ``dir(dict)`` the key is read directly,
-    which is the same result without the exception. On the plain built-in types only ``format`` and
-    ``format_map`` can yield ``str.format`` (which the sandbox must wrap), so other names skip that test;
-    ``loop.index`` and the loop's other numbers are read directly, a `namespace()`'s attributes too;
-    and a call of a plain type's built-in method (vetted when it was looked up), or of the
-    ``{% generation %}`` tracker, skips the checks meant for template callables.
-    """
+    def fromkeys(self, *args: object, **kwargs: object) -> dict:
+        return dict.fromkeys(*args, **kwargs)
 
-    _PLAIN_TYPES = frozenset({str, dict, list, tuple, int, float, bool, type(None)})
-    _DICT_ATTRIBUTES = frozenset(dir(dict))
-    _LOOP_NUMBERS = frozenset({"index", "index0", "revindex", "revindex0", "first", "last", "length", "depth", "depth0"})
-    _BUILTIN_METHOD = type("".strip)
 
-    _MEMO_TYPES = frozenset({str, dict, list, tuple, int, float, bool, type(None), jinja2.runtime.LoopContext,
-                             jinja2.utils.Namespace})
-    MEMO_SAFE = metadata.version("jinja2").startswith("3.1.")  # the rule above is read from 3.1's sandbox
+class _TemplateNamespace(jinja2.utils.Namespace):
+    """transformers' ``namespace`` global: a template may not store an underscore-prefixed attribute."""
 
-    def __init__(self, **options) -> None:  # noqa: ANN003
-        super().__init__(**options)
-        self._verdicts: dict[tuple[type, str], bool] = {}
+    def __init__(*args: object, **kwargs: object) -> None:  # noqa: N805 - Namespace's own signature trick
+        self, args = args[0], args[1:]
+        attrs = dict(*args, **kwargs)
+        for name in attrs:
+            _TemplateNamespace._check_name(name)
+        jinja2.utils.Namespace.__init__(self, attrs)
 
-    def getattr(self, obj: object, attribute: str) -> object:
-        kind = type(obj)
-        if not self.MEMO_SAFE:
-            return super().getattr(obj, attribute)
-        if kind is dict and attribute not in self._DICT_ATTRIBUTES:
-            try:
-                return obj[attribute]  # type: ignore[index]
-            except KeyError:
-                return self.undefined(obj=obj, name=attribute)
-        if kind is jinja2.runtime.LoopContext and attribute in self._LOOP_NUMBERS:
-            return getattr(obj, attribute)  # a number or a bool, computed by Jinja
-        if kind is jinja2.utils.Namespace and attribute[:1] != "_":
-            try:
-                return getattr(obj, attribute)  # what the template set: no other attributes are reachable
-            except AttributeError:
-                return self.undefined(obj=obj, name=attribute)
-        if kind not in self._PLAIN_TYPES or attribute in ("format", "format_map"):
-            return super().getattr(obj, attribute)  # str.format must be wrapped by the sandbox
-        try:
-            value = getattr(obj, attribute)
-        except AttributeError:
-            return super().getattr(obj, attribute)
-        return value if self.is_safe_attribute(obj, attribute, value) else self.unsafe_undefined(obj, attribute)
+    def __setitem__(self, name: str, value: object) -> None:
+        _TemplateNamespace._check_name(name)
+        jinja2.utils.Namespace.__setitem__(self, name, value)
 
-    def call(__self, __context: jinja2.runtime.Context, __obj: object, *args: object, **kwargs: object) -> object:  # noqa: N805
-        # A built-in method of a plain type (``content.strip()``), already vetted when it was looked up:
-        # what Context.call does for it, without the checks that cannot apply (names as Jinja's: any
-        # keyword may come from the template).
-        if type(__obj) is MethodType and __obj.__func__ is _GenerationTracker._track and __self.MEMO_SAFE:
-            return __obj(kwargs["caller"])  # {% generation %}: our own method, always given only ``caller``
-        if __self.MEMO_SAFE and type(__obj) is __self._BUILTIN_METHOD and type(__obj.__self__) in __self._PLAIN_TYPES:
-            kwargs.pop("_block_vars", None)
-            kwargs.pop("_loop_vars", None)
-            try:
-                return __obj(*args, **kwargs)
-            except StopIteration:
-                return __context.environment.undefined("value was undefined because a callable raised a "
-                                                       "StopIteration exception")
-        return super().call(__context, __obj, *args, **kwargs)
-
-    def is_safe_attribute(self, obj: object, attr: str, value: object) -> bool:
-        kind = type(obj)
-        if not self.MEMO_SAFE or kind not in self._MEMO_TYPES:
-            return super().is_safe_attribute(obj, attr, value)
-        verdict = self._verdicts.get((kind, attr))
-        if verdict is None:
-            verdict = self._verdicts[kind, attr] = super().is_safe_attribute(obj, attr, value)
-        return verdict
+    @staticmethod
+    def _check_name(name: object) -> None:
+        if isinstance(name, str) and name.startswith("_"):
+            raise jinja2.exceptions.SecurityError(f"a namespace attribute may not start with '_': {name!r}")
 
 
 def _raise_exception(message: str) -> None:
@@ -169,36 +137,73 @@ def _tojson(value, ensure_ascii=False, indent=None, separators=None, sort_keys=F
     return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
 
+def _environment() -> ImmutableSandboxedEnvironment:
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                       extensions=[_GenerationTracker, "jinja2.ext.loopcontrols"])
+    env.filters["tojson"] = _tojson
+    env.globals["raise_exception"] = _raise_exception
+    env.globals["dict"] = _TemplateDict()
+    env.globals["namespace"] = _TemplateNamespace
+    return env
+
+
+@lru_cache(maxsize=16)
+def compile_template(text: str) -> jinja2.Template:
+    """The template compiled in its own sandbox (one per text, so its tracker is its own).
+
+    Raises:
+        jinja2.TemplateSyntaxError: the text is not a valid template.
+    """
+    return _environment().from_string(text)
+
+
+@lru_cache(maxsize=16)
+def template_reads(text: str) -> frozenset[str]:
+    """Every name a template mentions: variables, attributes, and string constants (``message['x']``,
+    ``message.get('x')``). A field none of them names is one the template cannot read."""
+    tree = _environment().parse(text)
+    names: set[str] = set()
+    for node in tree.find_all((nodes.Name, nodes.Getattr, nodes.Const)):
+        if isinstance(node, nodes.Name):
+            names.add(node.name)
+        elif isinstance(node, nodes.Getattr):
+            names.add(node.attr)
+        elif isinstance(node.value, str):
+            names.add(node.value)
+    return frozenset(names)
+
+
 class Renderer:
     """Renders records to text plus supervised character spans under one template and loss policy."""
 
-    def __init__(self, template: ChatTemplate, policy: LossPolicy, *, bos_token: str | None, eos_token: str | None) -> None:
-        env = _Sandbox(trim_blocks=True, lstrip_blocks=True, extensions=[_GenerationTracker, "jinja2.ext.loopcontrols"])
-        env.filters["tojson"] = _tojson
-        env.globals["raise_exception"] = _raise_exception
-        env.globals["strftime_now"] = lambda fmt: FIXED_DATE if fmt == "%d %b %Y" else "2024-07-26"
+    def __init__(self, template: ChatTemplate, policy: LossPolicy, *, bos_token: str | None, eos_token: str | None,
+                 template_date: date = DEFAULT_TEMPLATE_DATE) -> None:
         try:
-            self._template = env.from_string(template.text)
+            self._template = compile_template(template.text)
         except jinja2.exceptions.TemplateSyntaxError as exc:
             raise InputError(f"template {template.source}: syntax error at line {exc.lineno}: {exc.message}") from exc
-        self._tracker: _GenerationTracker = env.extensions[_GenerationTracker.identifier]  # type: ignore[assignment]
-        # The template's globals (a ChainMap of Jinja's and ours), flattened once: `generate` copies
-        # them into every render's context key by key, a fifth of the time of a short chat.
-        self._globals = dict(self._template.globals)
+        self._tracker: _GenerationTracker = self._template.environment.extensions[  # type: ignore[assignment]
+            _GenerationTracker.identifier]
+        self._reads = template_reads(template.text)
         self.template = template
         self.policy = LossPolicy(policy)
         self.bos_token = bos_token
         self.eos_token = eos_token
+        moment = datetime.combine(template_date, time())
+        self._fixed = {"bos_token": bos_token or "", "eos_token": eos_token or "",
+                       "strftime_now": lambda fmt: moment.strftime(fmt)}
 
     def render(self, record: Record) -> Rendered:
         """Render one record.
 
         Raises:
-            RenderError: the policy does not apply to this record, or it has nothing to supervise.
+            RenderError: the template raised, lost a message's content, or the policy leaves nothing
+                to supervise in this record.
+            InputError: an assistant-only policy with a template that has no generation markers.
         """
         policy = effective_policy(self.policy, record.kind)
         if record.kind is Kind.chat:
-            return self._render_chat(record.messages, policy)
+            return self._render_chat(record, policy)
         eos = self.eos_token or ""
         if record.kind is Kind.prompt_completion:
             if policy not in (LossPolicy.completion, LossPolicy.all):
@@ -211,45 +216,154 @@ class Renderer:
         text = record.text + eos
         return Rendered(text, ((0, len(text)),), add_special_tokens=True)
 
-    def _render_chat(self, messages: Sequence[Message], policy: LossPolicy) -> Rendered:
+    def ignored_fields(self, record: Record) -> set[str]:
+        """The record's fields this template never names, so never reads (a warning, counted per field)."""
+        present = {key for m in record.messages for key in m if key not in CONSUMED_KEYS} | set(record.template_kwargs)
+        ignored = present - self._reads
+        if ignored & set(REASONING_FIELDS):  # given under all its names: ignored only if none is read
+            ignored -= set(REASONING_FIELDS)
+            if not self._reads & set(REASONING_FIELDS):
+                ignored.add(REASONING_FIELDS[0])
+        return ignored
+
+    def _render_chat(self, record: Record, policy: LossPolicy) -> Rendered:
         if policy is LossPolicy.completion:
             raise RenderError("--loss completion applies to prompt/completion records; use assistant or last-assistant for chat")
         supervised = policy in (LossPolicy.assistant, LossPolicy.last_assistant)
         if supervised and not self.template.has_generation_markers:
-            raise _no_markers(self.template)  # fatal: every chat record would come out unsupervised
-        if supervised and not any(m.role == "assistant" for m in messages):
+            raise no_markers(self.template)  # fatal: every chat record would come out unsupervised
+        messages = record.messages
+        assistants = [i for i, m in enumerate(messages) if m["role"] == "assistant"]
+        if supervised and not assistants:
             raise RenderError("no assistant turn to supervise; use --loss all to train on the whole text")
-        chunks: list[str] = []
-        self._tracker.reset(chunks)
-        # What Template.generate does, with the globals already in the context's variables (``shared``).
-        context = self._template.new_context({
-            **self._globals, "messages": [{"role": m.role, "content": m.content} for m in messages],
-            "bos_token": self.bos_token or "", "eos_token": self.eos_token or "",
-            "add_generation_prompt": False, "tools": None, "date_string": FIXED_DATE,
-        }, shared=True)
-        try:
-            try:
-                for chunk in self._template.root_render_func(context):
-                    chunks.append(chunk)
-            except Exception:  # noqa: BLE001 - re-raised with the template's own traceback, as generate() does
-                self._template.environment.handle_exception()
-        except jinja2.exceptions.SecurityError as exc:
-            raise InputError(f"template {self.template.source}: unsafe operation blocked by the sandbox: {exc}") from exc
-        except jinja2.exceptions.TemplateError as exc:
-            raise RenderError(f"template raised: {exc}") from exc
-        finally:
-            spans = self._tracker.spans
-            self._tracker.reset(None)
-        text = "".join(chunks)
+        text, blocks = self._run(messages, record.template_kwargs)
+        _check_content(messages, text)
         if policy is LossPolicy.all:
-            return Rendered(text, ((0, len(text)),), add_special_tokens=False)
-        spans = [s for s in spans if s[1] > s[0]]
-        if not spans:
-            raise RenderError("assistant turns rendered to no supervised text (empty generation blocks)")
+            spans = [(0, len(text))]
+        else:
+            spans = [b for b in blocks if b[1] > b[0]]
+            if not spans:
+                raise RenderError("assistant turns rendered to no supervised text (empty generation blocks)")
+        starts: dict[int, int] = {len(messages): len(text)}
+
+        def turn_start(k: int) -> int:
+            if k not in starts:
+                starts[k] = self._turn_start(record, k, text, blocks)
+            return starts[k]
+
         if policy is LossPolicy.last_assistant:
-            spans = spans[-1:]
+            first = turn_start(assistants[-1])
+            spans = [s for s in spans if s[0] >= first]
+            if not spans:
+                raise RenderError("the final assistant turn rendered to no supervised text")
+        for i in sorted(record.untrained):
+            spans = _subtract(spans, turn_start(i), turn_start(i + 1))
+        if not spans:
+            raise RenderError("nothing left to supervise: the turns that would carry loss have weight 0")
         # The template renders special tokens (BOS included) itself: adding them again would double BOS.
         return Rendered(text, tuple(spans), add_special_tokens=False)
+
+    def _run(self, messages: Sequence[dict], kwargs: dict) -> tuple[str, list[tuple[int, int]]]:
+        """Render ``messages`` as transformers does; the text and its generation blocks' spans."""
+        variables = {"messages": list(messages), "tools": None, "documents": None, "add_generation_prompt": False,
+                     **self._fixed, **kwargs}
+        chunks: list[str] = []
+        self._tracker.start(chunks)
+        try:
+            for chunk in self._template.generate(variables):
+                chunks.append(chunk)
+        except jinja2.exceptions.SecurityError as exc:
+            raise RenderError(f"template raised: unsafe operation blocked by the sandbox: {exc}") from exc
+        except jinja2.exceptions.TemplateError as exc:
+            raise RenderError(f"template raised: {exc}") from exc
+        except MemoryError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the template's own code failed: that record's reject
+            raise RenderError(f"template raised {type(exc).__name__}: {exc}") from exc
+        finally:
+            spans = self._tracker.stop()
+        return "".join(chunks), spans
+
+    def _turn_start(self, record: Record, k: int, text: str, blocks: list[tuple[int, int]]) -> int:
+        """Where message ``k``'s part of ``text`` begins: where the render of ``messages[:k]`` parts from it."""
+        if k == 0:
+            return 0
+        try:
+            before, _ = self._run(record.messages[:k], record.template_kwargs)
+        except RenderError as exc:
+            raise RenderError(f"message {k}: cannot tell which generation blocks belong to it: rendering the "
+                              f"messages before it alone failed ({exc})") from exc
+        start = _common_prefix(before, text)
+        if any(s < start < e for s, e in blocks):
+            raise RenderError(f"message {k}: cannot tell which generation blocks belong to it: the template renders "
+                              "the earlier turns differently once it follows (not prefix-preserving)")
+        return start
+
+
+def _common_prefix(a: str, b: str) -> int:
+    """Length of the longest common prefix of ``a`` and ``b`` (binary search over C-speed comparisons)."""
+    if b.startswith(a):
+        return len(a)
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _subtract(spans: list[tuple[int, int]], a: int, b: int) -> list[tuple[int, int]]:
+    """``spans`` without the characters in ``[a, b)``."""
+    out = []
+    for s, e in spans:
+        if s < min(e, a):
+            out.append((s, min(e, a)))
+        if max(s, b) < e:
+            out.append((max(s, b), e))
+    return out
+
+
+def _check_content(messages: Sequence[dict], text: str) -> None:
+    """Reject a render that lost what a message says: its content, or one of its tool calls.
+
+    A text counts as present when it appears stripped, as a JSON string's body (``content | tojson``),
+    or line by line in order (templates strip content, and split ``<think>`` from the answer). Jinja
+    prints a list as Python's repr: a part printed that way is content in the wrong shape, whatever
+    text it happens to contain.
+    """
+    for i, message in enumerate(messages):
+        content = message.get("content")
+        where = f"message {i} ({message['role']})"
+        if isinstance(content, list) and content and repr(content[0]) in text:
+            raise RenderError(f"{where}: the template printed the list of content parts as Python text; it expects "
+                              "content as a string")
+        for piece in content_texts(content):
+            if not _appears(piece, text):
+                shape = "a list of text parts" if isinstance(content, str) else "a string"
+                raise RenderError(f"{where}: content lost in rendering (the template printed none of it; it may "
+                                  f"expect content as {shape})")
+        for j, call in enumerate(message.get("tool_calls") or ()):
+            name = call.get("function", call)["name"]
+            if name not in text:
+                raise RenderError(f"{where}: tool_calls[{j}] ({name}) lost in rendering (the template does not print "
+                                  "tool calls)")
+
+
+def _appears(piece: str, text: str) -> bool:
+    stripped = piece.strip()
+    if not stripped or stripped in text or json.dumps(stripped, ensure_ascii=False)[1:-1] in text:
+        return True
+    at = 0
+    for line in stripped.splitlines():
+        line = line.strip()
+        if line:
+            at = text.find(line, at)
+            if at < 0:
+                return False
+            at += len(line)
+    return True
 
 
 def effective_policy(policy: LossPolicy, kind: Kind) -> LossPolicy:

@@ -4,6 +4,12 @@ Supervised spans come from ``{% generation %}...{% endgeneration %}`` markers (t
 HF's ``apply_chat_template(return_assistant_tokens_mask=True)`` and TRL's ``*_training.jinja``): the
 template itself says which characters the assistant wrote, so no role-guessing heuristic can drift
 from what the model sees. Where HF returns an all-zero mask for a template without markers, we raise.
+
+The template is the tokenizer's own, found where transformers finds it
+(`packcli.tokenizer.load.find_chat_templates`), unless ``--template`` names another. Nothing falls
+back silently: packcli's built-in ChatML is used under ``auto`` only for a tokenizer with no template
+of its own whose vocabulary has ChatML's tokens, and the template's ``note`` then says so in words
+(the summary and the manifest print it).
 """
 
 from __future__ import annotations
@@ -14,19 +20,32 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from packcli.choices import LossPolicy
 from packcli.errors import InputError
+from packcli.tokenizer.load import TOKENIZER_SOURCE
+
+if TYPE_CHECKING:
+    from packcli.tokenizer import LoadedTokenizer
 
 GENERATION_MARKER = re.compile(r"\{%-?\s*generation\s*-?%\}")
+BUILTIN_CHATML = "builtin:chatml"
+CHATML_TOKENS = ("<|im_start|>", "<|im_end|>")
+BUILTIN_NOTE = "packcli's built-in ChatML: the tokenizer has no chat template of its own"
 
 
 @dataclass(frozen=True)
 class ChatTemplate:
-    """A template's text and where it came from; its sha256 pins it in the manifest."""
+    """A template's text, where it came from (and its name there); its sha256 pins it in the manifest.
+
+    ``note`` is what a user must be told about the choice in words (empty when nothing needs saying).
+    """
 
     text: str
     source: str
+    name: str | None = None
+    note: str = ""
 
     @property
     def sha256(self) -> str:
@@ -34,9 +53,9 @@ class ChatTemplate:
 
     @property
     def origin(self) -> str:
-        """Where it came from, in a location-free word (the manifest hashes it): ``builtin:chatml``,
-        ``tokenizer_config.json`` (the tokenizer's own), or ``file:NAME``."""
-        if self.source in ("builtin:chatml", "tokenizer_config.json"):
+        """Where it came from, in location-free words (the manifest hashes them): ``builtin:chatml``,
+        ``tokenizer:FILE`` (one of the tokenizer's own, relative to its directory), or ``file:NAME``."""
+        if self.source == BUILTIN_CHATML or self.source.startswith(TOKENIZER_SOURCE):
             return self.source
         return f"file:{Path(self.source).name}"
 
@@ -44,39 +63,61 @@ class ChatTemplate:
     def has_generation_markers(self) -> bool:
         return bool(GENERATION_MARKER.search(self.text))
 
+    def describe(self) -> str:
+        """One line for the summary: the source, the name, and the note."""
+        named = f"{self.source} ({self.name})" if self.name and self.name != "default" else self.source
+        return f"{named}: {self.note}" if self.note else named
 
-def load_template(spec: str, tokenizer_config: dict | None = None) -> ChatTemplate:
-    """Resolve ``--template``: ``auto``, ``chatml``, a ``.jinja`` file, or a ``tokenizer_config.json``.
 
-    ``auto`` takes the tokenizer's own ``chat_template`` when it has one, else the built-in ChatML.
+def builtin_chatml() -> ChatTemplate:
+    text = resources.files("packcli").joinpath("templates/chatml.jinja").read_text(encoding="utf-8")
+    return ChatTemplate(text, BUILTIN_CHATML, note=BUILTIN_NOTE)
+
+
+def load_template(spec: str, tokenizer: LoadedTokenizer | None = None) -> ChatTemplate:
+    """Resolve ``--template``.
+
+    ``auto``: the tokenizer's own template (its ``default`` when it has several, as transformers
+    picks for a conversation without tools); with none, the built-in ChatML if the vocabulary has
+    ChatML's tokens, else an error. ``chatml``: the built-in one. A ``.jinja`` file; a
+    ``tokenizer_config.json`` or a tokenizer directory (its default template); or the name of one of
+    the tokenizer's templates (``tool_use``).
 
     Raises:
-        InputError: the file is missing, unreadable, or has no chat template.
+        InputError: a missing or unreadable file, no template where one is needed, an unknown name,
+            or ChatML for a tokenizer without ChatML's tokens.
     """
+    own = tokenizer.chat_templates() if tokenizer is not None else {}
     if spec == "auto":
-        if tokenizer_config and isinstance(tokenizer_config.get("chat_template"), str):
-            return ChatTemplate(tokenizer_config["chat_template"], "tokenizer_config.json")
-        spec = "chatml"
+        if own:
+            return _pick_default(own, tokenizer)
+        if tokenizer is not None and not _has_chatml_tokens(tokenizer):
+            raise InputError(f"tokenizer {tokenizer.source} has no chat template, and ChatML's "
+                             f"{' and '.join(CHATML_TOKENS)} are not tokens of its vocabulary",
+                             "pass --template FILE.jinja (e.g. TRL's llama3_training.jinja for Llama 3)")
+        return builtin_chatml()
     if spec == "chatml":
-        text = resources.files("packcli").joinpath("templates/chatml.jinja").read_text(encoding="utf-8")
-        return ChatTemplate(text, "builtin:chatml")
+        if tokenizer is not None and not _has_chatml_tokens(tokenizer):
+            raise InputError(f"--template chatml: {' and '.join(CHATML_TOKENS)} are not tokens of {tokenizer.source}; "
+                             "ChatML would be split into pieces", "pass the model's own template with --template")
+        return ChatTemplate(builtin_chatml().text, BUILTIN_CHATML)
     path = Path(spec)
-    if not path.is_file():
-        raise InputError(f"template {spec}: no such file", "use --template chatml, a .jinja file or a tokenizer_config.json")
-    raw = path.read_text(encoding="utf-8")
-    if path.suffix == ".json":
-        try:
-            config = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{path}: not valid JSON: {exc.msg} at line {exc.lineno}") from exc
-        template = config.get("chat_template") if isinstance(config, dict) else None
-        if isinstance(template, list):  # newer configs hold named templates
-            named = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
-            template = named.get("default")
-        if not isinstance(template, str):
-            raise InputError(f"{path}: has no chat_template", "pass a .jinja file with --template")
-        return ChatTemplate(template, str(path))
-    return ChatTemplate(raw, str(path))
+    if path.is_dir():
+        from packcli.tokenizer.load import find_chat_templates
+
+        found = find_chat_templates(path)
+        if not found:
+            raise InputError(f"template {spec}: the directory has no chat template", "pass a .jinja file")
+        template = _pick_default(found, None)
+        return ChatTemplate(template.text, str(path / template.source.split(":", 1)[1]), template.name)
+    if path.is_file():
+        return _from_file(path)
+    if spec in own:
+        text, source = own[spec]
+        return ChatTemplate(text, source, spec)
+    names = f" (the tokenizer's templates: {', '.join(sorted(own))})" if own else ""
+    raise InputError(f"template {spec}: no such file, and not a named template of the tokenizer{names}",
+                     "use auto, chatml, a .jinja file, a tokenizer_config.json, or a template's name")
 
 
 def require_markers(template: ChatTemplate, policy: LossPolicy) -> None:
@@ -89,11 +130,50 @@ def require_markers(template: ChatTemplate, policy: LossPolicy) -> None:
         InputError: the template has no ``{% generation %}`` markers.
     """
     if policy in (LossPolicy.assistant, LossPolicy.last_assistant) and not template.has_generation_markers:
-        raise _no_markers(template)
+        raise no_markers(template)
 
 
-def _no_markers(template: ChatTemplate) -> InputError:
+def no_markers(template: ChatTemplate) -> InputError:
     return InputError(
-        f"template {template.source} has no {{% generation %}} markers, so assistant-only loss masks cannot be computed",
-        "use --template chatml, a *_training.jinja template (e.g. TRL's), or --loss all",
+        f"template {template.describe()} has no {{% generation %}} markers, so assistant-only loss masks cannot be "
+        "computed",
+        "pass a *_training.jinja template with --template (TRL ships one for most model families), or use --loss all",
     )
+
+
+def _pick_default(found: dict[str, tuple[str, str]], tokenizer: LoadedTokenizer | None) -> ChatTemplate:
+    where = tokenizer.source if tokenizer is not None else "the tokenizer"
+    if "default" not in found:
+        raise InputError(f"{where} has several chat templates and none named default: {', '.join(sorted(found))}",
+                         "pick one with --template NAME")
+    text, source = found["default"]
+    others = sorted(n for n in found if n != "default")
+    note = ""
+    if others:
+        note = (f"the tokenizer's default template; it also has {', '.join(others)} (pick with --template NAME"
+                + ("; transformers uses tool_use for a conversation with tools" if "tool_use" in others else "") + ")")
+    return ChatTemplate(text, source, "default", note)
+
+
+def _from_file(path: Path) -> ChatTemplate:
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"template {path}: cannot read ({exc})") from exc
+    if path.suffix != ".json":
+        return ChatTemplate(raw, str(path))
+    try:
+        config = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: not valid JSON: {exc.msg} at line {exc.lineno}") from exc
+    template = config.get("chat_template") if isinstance(config, dict) else None
+    if isinstance(template, list):  # named templates
+        named = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
+        template = named.get("default")
+    if not isinstance(template, str):
+        raise InputError(f"{path}: has no (default) chat_template", "pass a .jinja file with --template")
+    return ChatTemplate(template, str(path), "default")
+
+
+def _has_chatml_tokens(tokenizer: LoadedTokenizer) -> bool:
+    return all(tokenizer.has_added_token(token) for token in CHATML_TOKENS)

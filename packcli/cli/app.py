@@ -111,9 +111,9 @@ def _internal_error(exc: BaseException) -> NoReturn:
 
 
 def _register() -> None:
-    from packcli.cli import pack, stats, verify
+    from packcli.cli import pack, show, stats, verify
 
-    for command in (pack.pack, verify.verify, stats.stats):
+    for command in (pack.pack, verify.verify, stats.stats, show.show):
         app.command(epilog=EXIT_CODES)(guarded(command))
 
 

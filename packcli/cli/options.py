@@ -22,7 +22,11 @@ Tokenizer = Annotated[Optional[str], typer.Option(
     "--tokenizer", "-t", help="tokenizer.json(.gz), or its directory (with tokenizer_config.json).",
     show_default=False, rich_help_panel=INPUTS)]
 Template = Annotated[str, typer.Option(
-    help="auto (the tokenizer's chat_template, else chatml), chatml, a .jinja file or a tokenizer_config.json.",
+    help="auto (the tokenizer's own: chat_template.jinja or tokenizer_config.json; ChatML only for a tokenizer "
+    "with none and ChatML's tokens), chatml, a .jinja file, a tokenizer_config.json, or the name of one of the "
+    "tokenizer's templates (tool_use).", rich_help_panel=TEMPLATE)]
+TemplateDate = Annotated[str, typer.Option(
+    help="The date strftime_now gives templates that print one (YYYY-MM-DD); pinned so packs are reproducible.",
     rich_help_panel=TEMPLATE)]
 Loss = Annotated[LossPolicy, typer.Option(
     "--loss", help="Tokens that carry loss; auto: assistant (chat), completion, all (text).", rich_help_panel=TEMPLATE)]

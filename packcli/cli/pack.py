@@ -26,6 +26,7 @@ from packcli.cli.options import (
     Json,
     Loss,
     Template,
+    TemplateDate,
     Tokenizer,
 )
 from packcli.config import DEFAULT_MAX_REJECT_FRACTION
@@ -60,6 +61,7 @@ def pack(
     on_error: Annotated[OnError, typer.Option(
         help="skip: reject bad records (rejects.jsonl); fail: stop.", rich_help_panel=INPUTS)] = OnError.skip,
     template: Template = "auto",
+    template_date: TemplateDate = "2024-07-26",
     loss: Loss = LossPolicy.auto,
     capacity: Annotated[int, typer.Option("--capacity", "-c", help="Tokens per pack.", rich_help_panel=PACKING)] = 4096,
     strategy: Annotated[Strategy, typer.Option(help="How examples are assigned to packs (see `packcli stats`).",
@@ -132,7 +134,8 @@ def pack(
         problems.append("--ray-address and --shared-fs need --engine ray")
     try:
         config = PackConfig(
-            inputs=paths, tokenizer=tok, out=out, capacity=capacity, template=template, loss=loss,
+            inputs=paths, tokenizer=tok, out=out, capacity=capacity, template=template, template_date=template_date,
+            loss=loss,
             input_format=input_format, strategy=strategy, window=window, seed=seed, shuffle=shuffle,
             shuffle_packs=shuffle_packs, overlong=overlong, on_error=on_error, min_density=min_density,
             max_displacement=max_displacement, max_reject_fraction=max_reject_fraction,

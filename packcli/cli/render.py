@@ -46,7 +46,9 @@ def render_pack_summary(summary, *, as_json: bool) -> None:  # noqa: ANN001 - Pa
         console.print_json({"out": str(summary.out), "manifest_sha256": m["manifest_sha256"], "counts": counts,
                             "metrics": metrics, "stage_seconds": summary.stage_seconds, "units": summary.units,
                             "resumed_units": summary.resumed_units,
-                            "shards": [s["name"] for s in m["shards"]], "tokenization": m["unhashed"]["tokenization"]})
+                            "shards": [s["name"] for s in m["shards"]], "tokenization": m["unhashed"]["tokenization"],
+                            "template": {k: m["template"].get(k) for k in ("origin", "name", "note", "sha256")},
+                            "input_warnings": m["unhashed"]["input_warnings"]})
         return
     table = Table(title=f"packed -> {summary.out}", show_header=False, title_justify="left")
     table.add_column(style="bold")
@@ -60,6 +62,7 @@ def render_pack_summary(summary, *, as_json: bool) -> None:  # noqa: ANN001 - Pa
     table.add_row("supervised density", f"{metrics['supervised_density']:.4f}")
     table.add_row("gap to lower bound", f"{metrics['gap_to_bound']:.4%}")
     table.add_row("displacement mean / max", f"{metrics['displacement_mean']:.1f} / {metrics['displacement_max']:.0f}")
+    table.add_row("template", _template_line(m["template"]))
     table.add_row("strategy", f"{m['config']['strategy']} (window {m['config']['window']})")
     table.add_row("shards", str(len(m["shards"])))
     if summary.resumed_units:
@@ -73,6 +76,27 @@ def render_pack_summary(summary, *, as_json: bool) -> None:  # noqa: ANN001 - Pa
     console.out.print(table)
     if counts["rejected"]:
         console.err.print(f"{counts['rejected']} records rejected: see {summary.out}/rejects.jsonl", highlight=False)
+    for line in input_warning_lines(m["unhashed"]["input_warnings"]):
+        console.err.print(f"[yellow]warning:[/] {line}", highlight=False, soft_wrap=True)
+
+
+def _template_line(template: dict) -> str:
+    name = template.get("name")
+    line = f"{template['origin']} ({name})" if name and name != "default" else template["origin"]
+    return f"{line}: {template['note']}" if template.get("note") else line
+
+
+def input_warning_lines(warnings: dict) -> list[str]:
+    """The warnings about records that were packed anyway, in words."""
+    lines = []
+    if warnings["ambiguous_records"]:
+        lines.append(f"{warnings['ambiguous_records']:,} records hold more than one of messages, conversations, "
+                     f"prompt/completion and text, and were read by that precedence (first: "
+                     f"{warnings['first_ambiguous']}); the seam table's format column says which was used")
+    if warnings["ignored_fields"]:
+        fields = ", ".join(f"{name} ({count:,} records)" for name, count in warnings["ignored_fields"].items())
+        lines.append(f"fields the template never reads: {fields}")
+    return lines
 
 
 def render_verify(report, attention, *, as_json: bool, consumers=()) -> bool:  # noqa: ANN001

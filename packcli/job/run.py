@@ -26,6 +26,7 @@ import json
 import shutil
 import time
 from dataclasses import dataclass
+from datetime import date
 from functools import partial
 from pathlib import Path
 
@@ -94,11 +95,13 @@ def pack_corpus(config: PackConfig, progress: Progress = NO_PROGRESS, engine: En
 def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspace) -> PackSummary:
     timings: dict[str, float] = {}
     tokenizer = cached_tokenizer(config.tokenizer, backend=config.tokenizer_backend, paranoid=config.paranoid_tokenizer)
-    template = load_template(config.template, tokenizer.config)
+    template = load_template(config.template, tokenizer)
     require_markers(template, config.loss)
-    renderer = Renderer(template, config.loss, bos_token=tokenizer.bos_token, eos_token=tokenizer.eos_token)
+    renderer = Renderer(template, config.loss, bos_token=tokenizer.bos_token, eos_token=tokenizer.eos_token,
+                        template_date=date.fromisoformat(config.template_date))
     files = describe_inputs(config.inputs)
-    job = UnitJob(tokenizer=config.tokenizer, tokenizer_sha256=tokenizer.sha256, template=config.template,
+    job = UnitJob(tokenizer=config.tokenizer, tokenizer_sha256=tokenizer.sha256, template_text=template.text,
+                  template_source=template.source, template_date=config.template_date,
                   paranoid_tokenizer=config.paranoid_tokenizer, tokenizer_backend=config.tokenizer_backend.value,
                   tokenizer_backend_resolved=tokenizer.backend_name,
                   tokenizer_backend_version=tokenizer.backend_version, loss=config.loss.value,
@@ -137,7 +140,8 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
                                       rejects=rejects)
             manifest["dataset_card"] = write_card(tmp, manifest)  # pinned, so verify covers the card too
             manifest = mf.finalize(manifest, {"tokenization": _tokenization_facts(tokenizer, units),
-                                              "provenance": provenance(config, files, template)})
+                                              "provenance": provenance(config, files, template),
+                                              "input_warnings": _warning_facts(index, files)})
             mf.write_manifest(manifest, tmp)
         space.publish(tmp)
     except BaseException:
@@ -159,7 +163,8 @@ def _tokenization_hash(tokenizer: LoadedTokenizer, template: ChatTemplate, confi
     reference, and that re-run must not reuse the fast backend's units.
     """
     key = [code_digest(), tokenizer.sha256, template.sha256, config.loss.value, config.input_format.value,
-           config.on_error.value, config.lines_per_unit, tokenizer.backend_name, tokenizer.backend_version]
+           config.on_error.value, config.lines_per_unit, tokenizer.backend_name, tokenizer.backend_version,
+           config.template_date, tokenizer.bos_token, tokenizer.eos_token]
     return hashlib.sha256(json.dumps(key).encode()).hexdigest()
 
 
@@ -191,3 +196,17 @@ def _tokenization_facts(tokenizer: LoadedTokenizer, units: list[UnitIndex]) -> d
         facts["note"] = ("offsets differed from tokenizers on a checked example, so tokenizers encoded the rest "
                          "of that unit (and of its process)")
     return facts
+
+
+def _warning_facts(index: ExampleIndex, files: list) -> dict:
+    """Records used with a warning: read by precedence (ambiguous), or carrying fields the template never reads.
+
+    Unhashed, like the other run facts: they describe the input, and the seam table and counts already pin
+    what was made of it.
+    """
+    warnings = index.warnings
+    first = warnings.first_ambiguous
+    return {"ambiguous_records": warnings.ambiguous,
+            "first_ambiguous": f"{files[first[0]].path}:{first[1]}" if first else None,
+            "ignored_fields": warnings.ignored}
+

@@ -27,7 +27,7 @@ from packcli.errors import PackcliError, RecordError
 from packcli.ingest import InputFile, open_binary, read_errors
 from packcli.job.pause import pause_at
 from packcli.job.spill import spill_paths
-from packcli.prepare import Preparer, preparer_for
+from packcli.prepare import InputWarnings, Preparer, preparer_for
 from packcli.tokenizer.load import cached_tokenizer
 
 
@@ -65,6 +65,8 @@ class UnitIndex:
     supervised: npt.NDArray[np.int64]
     seconds: dict[str, float]
     guard: dict[str, int]  # the tokenizer guard's counters for this unit (`LoadedTokenizer.guard_counts`)
+    formats: list[str]  # the format each record was read as ("" when not recognised)
+    warnings: InputWarnings
     resumed: bool = False  # read back from a finished unit of an earlier run
 
 
@@ -81,6 +83,8 @@ class ExampleIndex:
     length: np.ndarray
     supervised: np.ndarray
     records_per_file: list[int]
+    format: list[str]
+    warnings: InputWarnings
 
     @classmethod
     def merge(cls, specs: list[UnitSpec], units: list[UnitIndex], num_files: int) -> ExampleIndex:
@@ -90,6 +94,9 @@ class ExampleIndex:
         offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64) if len(lengths) else lengths
         file_index = np.concatenate([np.full(len(u.lines), s.file_index, np.int32) for s, u in zip(specs, units)])
         status = np.concatenate([u.status for u in units])
+        warnings = InputWarnings()
+        for unit in units:
+            warnings.add(unit.warnings)
         return cls(
             ids=np.concatenate([u.example_ids for u in units]), file_index=file_index,
             line=np.concatenate([u.lines for u in units]), status=status,
@@ -97,6 +104,7 @@ class ExampleIndex:
             spill_offset=np.where(status == REJECTED, -1, offsets),
             length=lengths, supervised=np.concatenate([u.supervised for u in units]),
             records_per_file=np.bincount(file_index, minlength=num_files).tolist(),
+            format=[f for u in units for f in u.formats], warnings=warnings,
         )
 
 
@@ -160,7 +168,9 @@ class UnitJob:
     tokenizer_backend_resolved: str  # the backend the driver loaded: every worker encodes alike
     tokenizer_backend_version: str  # and the version the driver loaded: a worker with another refuses
     paranoid_tokenizer: bool
-    template: str
+    template_text: str  # the template the driver resolved: every worker renders with exactly it
+    template_source: str
+    template_date: str  # ISO date that strftime_now formats
     loss: str
     input_format: str
     batch_records: int
@@ -170,7 +180,9 @@ class UnitJob:
 
     def build_preparer(self) -> Preparer:
         """The tokenizer, template and renderer this job names (`packcli.prepare.preparer_for` caches it)."""
-        from packcli.chat import Renderer, load_template
+        from datetime import date
+
+        from packcli.chat import ChatTemplate, Renderer
         from packcli.choices import Format, LossPolicy
 
         tok = cached_tokenizer(self.tokenizer, backend=self.tokenizer_backend, paranoid=self.paranoid_tokenizer)
@@ -183,8 +195,9 @@ class UnitJob:
         if tok.backend_version != self.tokenizer_backend_version:
             raise PackcliError(f"this worker has {tok.backend_name} {tok.backend_version}; the driver resolved "
                                f"{self.tokenizer_backend_version}", "install the same version on every node")
-        renderer = Renderer(load_template(self.template, tok.config), LossPolicy(self.loss),
-                            bos_token=tok.bos_token, eos_token=tok.eos_token)
+        renderer = Renderer(ChatTemplate(self.template_text, self.template_source), LossPolicy(self.loss),
+                            bos_token=tok.bos_token, eos_token=tok.eos_token,
+                            template_date=date.fromisoformat(self.template_date))
         return Preparer(renderer, tok, Format(self.input_format))
 
 
@@ -198,11 +211,14 @@ def run_unit(job: UnitJob, spec: UnitSpec) -> UnitIndex:
     preparer = preparer_for(job)
     before, guard_before = dict(preparer.seconds), preparer.tokenizer.guard_counts()
     ids_path, labels_path = spill_paths(work_dir, spec)
-    eids, lines, status, reasons, lengths, sup = [], [], [], [], [], []
+    eids, lines, status, reasons, lengths, sup, formats = [], [], [], [], [], [], []
+    warnings = InputWarnings()
     batch: list[tuple[int, int, bytes]] = []
 
     def flush() -> None:
         prepared = preparer.prepare(batch, source=spec.path)
+        formats.extend(prepared.formats)
+        warnings.add(prepared.warnings)
         kept_lengths, kept_sup = prepared.encoded.lengths.tolist(), prepared.supervised.tolist()
         for (_, line, _), row in zip(batch, prepared.rows):
             eids.append(example_id(spec.file_sha256, line))
@@ -228,7 +244,7 @@ def run_unit(job: UnitJob, spec: UnitSpec) -> UnitIndex:
     index = UnitIndex(np.asarray(eids, np.int64), np.asarray(lines, np.int32), np.asarray(status, np.int8), reasons,
                       np.asarray(lengths, np.int64), np.asarray(sup, np.int64),
                       {k: v - before[k] for k, v in preparer.seconds.items()},
-                      {k: v - guard_before[k] for k, v in preparer.tokenizer.guard_counts().items()})
+                      {k: v - guard_before[k] for k, v in preparer.tokenizer.guard_counts().items()}, formats, warnings)
     _write_sidecar(spec, work_dir, job.config_hash, index)
     return index
 
@@ -237,7 +253,7 @@ def _write_sidecar(spec: UnitSpec, work_dir: Path, config_hash: str, index: Unit
     data = {"config_hash": config_hash, "spec": asdict(spec), "example_ids": index.example_ids.tolist(),
             "lines": index.lines.tolist(), "status": index.status.tolist(), "reasons": index.reasons,
             "lengths": index.lengths.tolist(), "supervised": index.supervised.tolist(), "seconds": index.seconds,
-            "guard": index.guard}
+            "guard": index.guard, "formats": index.formats, "warnings": index.warnings.to_dict()}
     tmp = work_dir / f"{spec.name}.json.tmp"
     tmp.write_text(json.dumps(data), encoding="utf-8")
     tmp.rename(work_dir / f"{spec.name}.json")  # the sidecar appears last: its presence means "finished"
@@ -257,4 +273,4 @@ def _load_sidecar(spec: UnitSpec, work_dir: Path, config_hash: str) -> UnitIndex
     return UnitIndex(np.asarray(data["example_ids"], np.int64), np.asarray(data["lines"], np.int32),
                      np.asarray(data["status"], np.int8), data["reasons"], lengths,
                      np.asarray(data["supervised"], np.int64), {k: 0.0 for k in data["seconds"]}, data["guard"],
-                     resumed=True)
+                     data["formats"], InputWarnings.from_dict(data["warnings"]), resumed=True)

@@ -111,6 +111,7 @@ def write_records(directory: Path, index: ExampleIndex, fates: Fates, layout: Sh
         "shard": [shard_name(k) if k >= 0 else None for k in layout.shard.tolist()],
         "row": layout.row, "offset": layout.offset, "length": fates.used_len, "original_length": full_len,
         "supervised": fates.used_sup, "supervised_lost": supervised - fates.used_sup, "token_hash": thash,
+        "format": [f or None for f in index.format],
     })
     rejected = np.flatnonzero(fates.status == REJECTED).tolist()
     return write_rejects(directory / REJECTS_NAME, ((int(index.file_index[i]), names[index.file_index[i]],
@@ -146,7 +147,8 @@ def build_manifest(directory: Path, *, index: ExampleIndex, fates: Fates, plan: 
     seam_table = directory / SEAM_TABLE_NAME
     return {
         "tokenizer": {"sha256": tokenizer.sha256, "bos_token": tokenizer.bos_token, "eos_token": tokenizer.eos_token},
-        "template": {"origin": template.origin, "sha256": template.sha256, "text": template.text},
+        "template": {"origin": template.origin, "name": template.name, "note": template.note,
+                     "sha256": template.sha256, "text": template.text},
         "loss_policy": config.loss.value,
         "conventions": CONVENTIONS,
         "config": {**config.seam_settings(), "window": plan.window},

@@ -23,6 +23,10 @@ if TYPE_CHECKING:
     from packcli.tokenizer.fast.load import FastLoad
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.json.gz")
+# Where transformers looks for a tokenizer's chat templates (`find_chat_templates`).
+CHAT_TEMPLATE_FILE = "chat_template.jinja"
+CHAT_TEMPLATE_DIR = "additional_chat_templates"
+TOKENIZER_SOURCE = "tokenizer:"  # a template source relative to the tokenizer's directory
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,15 @@ class LoadedTokenizer:
     @property
     def backend_version(self) -> str:
         return self.backend.version
+
+    def chat_templates(self) -> dict[str, tuple[str, str]]:
+        """The tokenizer's own chat templates by name (`find_chat_templates`), read now: a loaded tokenizer
+        is cached per process, and a template edited since must not be served from that cache."""
+        return find_chat_templates(Path(self.source).parent)
+
+    def has_added_token(self, text: str) -> bool:
+        """Whether ``text`` is one of the tokenizer's added tokens (encoded as one id wherever it appears)."""
+        return any(token.content == text for token in self.tokenizer.get_added_tokens_decoder().values())
 
     @property
     def guard_checked(self) -> int:
@@ -177,6 +190,44 @@ def _find_tokenizer_file(path: Path) -> Path:
     if not path.is_file():
         raise InputError(f"tokenizer {path}: no such file", "pass a tokenizer.json file or its directory")
     return path
+
+
+def find_chat_templates(directory: Path) -> dict[str, tuple[str, str]]:
+    """A tokenizer directory's chat templates, ``{name: (text, source)}``, where transformers finds them.
+
+    ``chat_template.jinja`` (named ``default``) and ``additional_chat_templates/NAME.jinja`` when
+    either exists: transformers then ignores the config's entry. Otherwise ``chat_template`` in
+    ``tokenizer_config.json``: a string (``default``) or a list of ``{name, template}``. A source reads
+    ``tokenizer:FILE``: relative to the tokenizer's directory, so it names the same file on any machine.
+
+    Raises:
+        InputError: a template file that cannot be read, or a config entry of the wrong shape.
+    """
+    found: dict[str, tuple[str, str]] = {}
+    try:
+        if (directory / CHAT_TEMPLATE_FILE).is_file():
+            found["default"] = ((directory / CHAT_TEMPLATE_FILE).read_text(encoding="utf-8"),
+                                TOKENIZER_SOURCE + CHAT_TEMPLATE_FILE)
+        if (directory / CHAT_TEMPLATE_DIR).is_dir():
+            for path in sorted((directory / CHAT_TEMPLATE_DIR).glob("*.jinja")):
+                found[path.stem] = (path.read_text(encoding="utf-8"),
+                                    f"{TOKENIZER_SOURCE}{CHAT_TEMPLATE_DIR}/{path.name}")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{directory}: cannot read a chat template ({exc})") from exc
+    if found:
+        return found
+    config = _read_config(directory / "tokenizer_config.json") or {}
+    entry = config.get("chat_template")
+    source = TOKENIZER_SOURCE + "tokenizer_config.json"
+    if entry is None:
+        return {}
+    if isinstance(entry, str):
+        return {"default": (entry, source)}
+    if isinstance(entry, list) and all(isinstance(t, dict) and isinstance(t.get("name"), str)
+                                       and isinstance(t.get("template"), str) for t in entry):
+        return {t["name"]: (t["template"], source) for t in entry}
+    raise InputError(f"{directory / 'tokenizer_config.json'}: chat_template is neither a string nor a list of "
+                     "{name, template}", "fix the config, or pass a .jinja file with --template")
 
 
 def _read_config(path: Path) -> dict | None:

@@ -6,13 +6,14 @@ Where they are comes from `packcli.verify.locate` (the manifest pins content, no
 from __future__ import annotations
 
 import hashlib
-from importlib import resources
 from pathlib import Path
 
 from packcli.chat import load_template
+from packcli.chat.templates import BUILTIN_CHATML, builtin_chatml
 from packcli.choices import BackendChoice
 from packcli.errors import InputError
 from packcli.tokenizer import LoadedTokenizer, load_tokenizer
+from packcli.tokenizer.load import TOKENIZER_SOURCE, find_chat_templates
 from packcli.verify.locate import find_template_file, find_tokenizer
 from packcli.verify.report import CheckResult, Violation
 
@@ -43,7 +44,7 @@ def check_drift(manifest: dict, result: CheckResult, *, tokenizer: str | None, t
     if hashlib.sha256(text.encode()).hexdigest() != pinned_tpl["sha256"]:
         result.fail(Violation("template text in the manifest does not match its sha256"))
         text = None
-    current, where = _current_template(manifest, template, tok_path, source_root)
+    current, where = _current_template(manifest, template, tok_path, source_root, loaded)
     if current is not None and hashlib.sha256(current.encode()).hexdigest() != pinned_tpl["sha256"]:
         result.fail(Violation(f"template changed: {where} no longer hashes to the pinned "
                               f"{pinned_tpl['sha256'][:16]}"))
@@ -51,21 +52,21 @@ def check_drift(manifest: dict, result: CheckResult, *, tokenizer: str | None, t
     return loaded, text
 
 
-def _current_template(manifest: dict, override: str | None, tok_path: Path | None,
-                      source_root: Path | None) -> tuple[str | None, str]:
+def _current_template(manifest: dict, override: str | None, tok_path: Path | None, source_root: Path | None,
+                      tokenizer: LoadedTokenizer | None) -> tuple[str | None, str]:
     """The template text as it is now where the manifest says it came from (None if not found), and that place."""
-    origin = manifest["template"]["origin"]
+    pinned = manifest["template"]
+    origin = pinned["origin"]
     if override:
-        return load_template(override).text, override
-    if origin == "builtin:chatml":
-        return resources.files("packcli").joinpath("templates/chatml.jinja").read_text(encoding="utf-8"), origin
-    if origin == "tokenizer_config.json":
+        return load_template(override, tokenizer).text, override
+    if origin == BUILTIN_CHATML:
+        return builtin_chatml().text, origin
+    if origin.startswith(TOKENIZER_SOURCE):  # one of the tokenizer's own templates, by its name there
         if tok_path is None:
             return None, origin
-        config_path = (tok_path if tok_path.is_dir() else tok_path.parent) / "tokenizer_config.json"
-        if config_path.is_file():
-            return load_template(str(config_path)).text, str(config_path)
-        return None, str(config_path)
+        directory = tok_path if tok_path.is_dir() else tok_path.parent
+        named = find_chat_templates(directory).get(pinned.get("name") or "default")
+        return (named[0] if named is not None else None), str(directory / origin.removeprefix(TOKENIZER_SOURCE))
     path = find_template_file(manifest, source_root)
     if path is not None and path.is_file():
         return load_template(str(path)).text, str(path)

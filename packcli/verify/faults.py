@@ -22,6 +22,7 @@ from packcli.artifact import manifest as mf
 from packcli.artifact.shards import SCHEMA, load_flat, write_shard
 from packcli.contract import CARD_NAME, IGNORE_INDEX, MANIFEST_NAME, SEAM_TABLE_NAME, file_sha256
 from packcli.errors import InputError
+from packcli.tokenizer.load import CHAT_TEMPLATE_DIR, CHAT_TEMPLATE_FILE, TOKENIZER_SOURCE
 from packcli.verify.locate import find_source, find_template_file, find_tokenizer
 from packcli.verify.run import verify_artifact
 
@@ -189,11 +190,19 @@ def _template_edited(d: Path, ws: Path) -> dict:
     edited = ws / "edited.jinja"
     edited.write_text(manifest["template"]["text"].replace("<|im_start|>", "<|im_start|> ", 1) + " ")
     origin = manifest["template"]["origin"]
-    if origin == "tokenizer_config.json":
+    if origin == TOKENIZER_SOURCE + "tokenizer_config.json":
         config_path = ws / "tokenizer" / "tokenizer_config.json"
         config = json.loads(config_path.read_text())
-        config["chat_template"] = edited.read_text()
+        name = manifest["template"].get("name") or "default"
+        if isinstance(config["chat_template"], list):
+            config["chat_template"] = [dict(t, template=edited.read_text()) if t["name"] == name else t
+                                       for t in config["chat_template"]]
+        else:
+            config["chat_template"] = edited.read_text()
         config_path.write_text(json.dumps(config, ensure_ascii=False))
+        return {}
+    if origin.startswith(TOKENIZER_SOURCE):  # chat_template.jinja or additional_chat_templates/NAME.jinja
+        shutil.copyfile(edited, ws / "tokenizer" / origin.removeprefix(TOKENIZER_SOURCE))
         return {}
     if origin.startswith("builtin:"):
         return {"template": str(edited)}  # the user points verify at their edited copy
@@ -249,8 +258,11 @@ def prepare_workspace(artifact: Path, workspace: Path, *, source_root: Path | No
     tok_dir = workspace / "tokenizer"
     tok_dir.mkdir()
     shutil.copyfile(tok_src, tok_dir / tok_src.name)
-    if (tok_src.parent / "tokenizer_config.json").is_file():
-        shutil.copyfile(tok_src.parent / "tokenizer_config.json", tok_dir / "tokenizer_config.json")
+    for name in ("tokenizer_config.json", CHAT_TEMPLATE_FILE):
+        if (tok_src.parent / name).is_file():
+            shutil.copyfile(tok_src.parent / name, tok_dir / name)
+    if (tok_src.parent / CHAT_TEMPLATE_DIR).is_dir():
+        shutil.copytree(tok_src.parent / CHAT_TEMPLATE_DIR, tok_dir / CHAT_TEMPLATE_DIR)
     is_file = manifest["template"]["origin"].startswith("file:")
     template_file = find_template_file(manifest, source_root) if is_file else None
     sources = [find_source(manifest, k, source_root) for k in range(len(manifest["inputs"]))]

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
 from packcli.artifact.shards import FlatShard
-from packcli.chat import ChatTemplate, Renderer
+from packcli.chat import DEFAULT_TEMPLATE_DATE, ChatTemplate, Renderer
 from packcli.choices import BackendChoice, Format, LossPolicy
 from packcli.contract import token_hash
 from packcli.engine.pool import SharedPool, usable_cpus
@@ -39,8 +40,9 @@ from packcli.verify.report import CheckResult, Violation
 BATCH = 2048  # lines per Preparer call
 UNIT_LINES = 8192  # lines per unit of parallel work
 PARALLEL_MIN_RECORDS = 2 * UNIT_LINES  # below this, starting worker processes costs more than it saves
-# A line's outcome: the rejection reason, or (tokens, digest of the kept ids, digest of the kept labels).
-Outcome = str | tuple[int, str, str]
+# A line's outcome: the rejection reason, or (tokens, digest of the kept ids, digest of the kept labels); and
+# the format the line was read as ("" when it was not recognised).
+Outcome = tuple[str, str | tuple[int, str, str]]
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,7 @@ class ReconstructJob:
     tokenizer_sha256: str
     template_text: str
     template_source: str
+    template_date: str
     loss: str
     input_format: str
     bos_token: str | None
@@ -63,7 +66,8 @@ class ReconstructJob:
         if tok.sha256 != self.tokenizer_sha256:
             raise InputError(f"tokenizer {self.tokenizer} changed while verify ran", "run verify again")
         renderer = Renderer(ChatTemplate(self.template_text, self.template_source), LossPolicy(self.loss),
-                            bos_token=self.bos_token, eos_token=self.eos_token)
+                            bos_token=self.bos_token, eos_token=self.eos_token,
+                            template_date=date.fromisoformat(self.template_date))
         return Preparer(renderer, tok, Format(self.input_format))
 
 
@@ -79,6 +83,7 @@ def check_reconstruction(manifest: dict, seam: pa.Table, shards: dict[str, FlatS
     config = manifest["config"]
     job = ReconstructJob(tokenizer=tokenizer.source, tokenizer_sha256=tokenizer.sha256, template_text=template_text,
                          template_source=manifest["template"]["origin"], loss=manifest["loss_policy"],
+                         template_date=config.get("template_date", DEFAULT_TEMPLATE_DATE.isoformat()),
                          input_format=config["input_format"], bos_token=manifest["tokenizer"]["bos_token"],
                          eos_token=manifest["tokenizer"]["eos_token"], capacity=config["capacity"])
     preparer = job.build_preparer(tokenizer)
@@ -152,13 +157,14 @@ def unit_outcomes(job: ReconstructJob, spec: UnitSpec) -> list[tuple[int, Outcom
                 break
         if not batch:
             return out
-        for (_, line, _), enc in zip(batch, preparer.prepare(batch, source=spec.path)):
+        prepared = preparer.prepare(batch, source=spec.path)
+        for (_, line, _), enc, fmt in zip(batch, prepared, prepared.formats):
             if isinstance(enc, str):
-                out.append((line, enc))
+                out.append((line, (fmt, enc)))
             else:
                 keep = min(len(enc.input_ids), job.capacity)
                 digests = token_hash(enc.input_ids[:keep]), token_hash(enc.labels[:keep])
-                out.append((line, (len(enc.input_ids), *digests)))
+                out.append((line, (fmt, (len(enc.input_ids), *digests))))
         batch = []
 
 
@@ -174,6 +180,10 @@ class _Comparer:
         rows, result = self.rows, self.result
         status = rows["status"][i]
         loc = dict(example_id=rows["example_id"][i], source=source, line=line)
+        fmt, outcome = outcome
+        if (rows["format"][i] or "") != fmt:
+            result.fail(Violation(f"read as format {fmt or 'none'!r} now; the seam table says "
+                                  f"{rows['format'][i]!r}", **loc))
         if isinstance(outcome, str):
             if status != "rejected" or rows["reason"][i] != outcome:
                 result.fail(Violation(f"re-running gives rejection {outcome!r}; the seam table says {status} "

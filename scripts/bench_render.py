@@ -1,0 +1,105 @@
+"""Time chat-template rendering alone (parse once, then `Renderer.render` over every record), for two checkouts.
+
+Rendering is where a chat template's sandbox costs time, so this isolates it: records are parsed up
+front, one warm-up pass compiles the template, then ``--passes`` timed passes render every record.
+To compare two versions of packcli on a shared machine, ``--compare A B`` runs one fresh process per
+(checkout, round), alternating A, B, A, B, ... so both see the same load, and reports per checkout the
+median over rounds of each process's median pass. Each process imports packcli from the checkout
+given (``sys.path[0]``), so the same script measures code before and after a change.
+
+Usage:
+    python scripts/make_bench_corpus.py --n 5000 --out /tmp/render.jsonl
+    python scripts/bench_render.py --corpus /tmp/render.jsonl --template T.jinja --compare /tmp/old .
+    python scripts/bench_render.py --corpus /tmp/render.jsonl --template T.jinja --root .   # one process
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def measure(root: str, corpus: str, template: str, passes: int) -> dict:
+    """In this process: render every chat record of ``corpus`` ``passes`` times with packcli from ``root``."""
+    sys.path.insert(0, str(Path(root).resolve()))
+    from packcli.chat import ChatTemplate, LossPolicy, Renderer, RenderError
+    from packcli.ingest import Record, parse_record
+
+    records = []
+    with open(corpus, "rb") as handle:
+        for line, raw in enumerate(handle, start=1):
+            parsed = parse_record(raw, file_index=0, line=line)
+            if isinstance(parsed, Record):
+                records.append(parsed)
+    text = Path(template).read_text(encoding="utf-8")
+    renderer = Renderer(ChatTemplate(text, template), LossPolicy.assistant, bos_token="<s>", eos_token="</s>")
+
+    def one_pass() -> tuple[float, int]:
+        rejected = 0
+        t0 = time.perf_counter()
+        for record in records:
+            try:
+                renderer.render(record)
+            except RenderError:
+                rejected += 1
+        return time.perf_counter() - t0, rejected
+
+    _, rejected = one_pass()  # warm-up: compiles the template
+    seconds = [one_pass()[0] for _ in range(passes)]
+    import packcli.chat.render as module
+
+    return {"root": root, "module": module.__file__, "records": len(records), "rejected": rejected,
+            "pass_seconds": seconds, "median_pass_s": statistics.median(seconds)}
+
+
+def compare(roots: list[str], corpus: str, template: str, passes: int, rounds: int) -> list[dict]:
+    runs: dict[str, list[dict]] = {root: [] for root in roots}
+    for r in range(rounds):
+        for root in roots:
+            command = [sys.executable, __file__, "--root", root, "--corpus", corpus, "--template", template,
+                       "--passes", str(passes), "--json"]
+            out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+            runs[root].append(json.loads(out))
+            print(f"round {r + 1}/{rounds} {root}: median pass {runs[root][-1]['median_pass_s']:.3f}s", file=sys.stderr)
+    results = []
+    for root, done in runs.items():
+        per_run = [d["median_pass_s"] for d in done]
+        median = statistics.median(per_run)
+        results.append({"root": root, "module": done[0]["module"], "records": done[0]["records"],
+                        "rejected": done[0]["rejected"], "runs_median_pass_s": per_run, "median_pass_s": median,
+                        "us_per_record": 1e6 * median / done[0]["records"]})
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--corpus", required=True)
+    parser.add_argument("--template", required=True)
+    parser.add_argument("--passes", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--root", help="measure once, in this process, with packcli from this checkout")
+    parser.add_argument("--compare", nargs="+", metavar="ROOT", help="checkouts to alternate between")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    if args.root:
+        result = measure(args.root, args.corpus, args.template, args.passes)
+        print(json.dumps(result) if args.json else f"{result['median_pass_s']:.3f}s per pass of {result['records']}")
+        return 0
+    results = compare(args.compare or ["."], args.corpus, args.template, args.passes, args.rounds)
+    if args.json:
+        print(json.dumps(results, indent=2))
+    print(f"{'checkout':<28} {'records':>8} {'rejected':>8} {'median pass s':>14} {'us/record':>10}  runs (median pass s)")
+    for r in results:
+        runs = " ".join(f"{x:.3f}" for x in r["runs_median_pass_s"])
+        print(f"{r['root']:<28} {r['records']:>8} {r['rejected']:>8} {r['median_pass_s']:>14.3f} "
+              f"{r['us_per_record']:>10.1f}  {runs}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
