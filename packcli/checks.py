@@ -88,13 +88,25 @@ def tokenizer_problems(flag: str, path: str | Path | None) -> list[str]:
     return []
 
 
-def template_problems(spec: str | None) -> list[str]:
-    """``auto``, ``chatml``, or a template file that exists."""
-    if spec is None or spec in ("auto", "chatml"):
+def template_problems(spec: str | None, tokenizer: str | Path | None = None) -> list[str]:
+    """``auto``, ``chatml``, a template file or tokenizer directory that exists, or the name of one of
+    ``tokenizer``'s own templates (``tool_use``), as `packcli.chat.load_template` resolves it."""
+    if spec is None or spec in ("auto", "chatml") or Path(spec).exists():
         return []
-    if not Path(spec).is_file():
-        return [f"--template {spec}: no such file (use auto, chatml, a .jinja file or a tokenizer_config.json)"]
-    return []
+    names: list[str] = []
+    if tokenizer is not None and Path(tokenizer).exists():
+        from packcli.tokenizer.load import find_chat_templates
+
+        directory = Path(tokenizer) if Path(tokenizer).is_dir() else Path(tokenizer).parent
+        try:
+            names = sorted(find_chat_templates(directory))
+        except PackcliError as exc:  # an unreadable template file: the load reports it in full
+            return [exc.message]
+        if spec in names:
+            return []
+    known = f" (the tokenizer's templates: {', '.join(names)})" if names else ""
+    return [f"template {spec}: no such file, and not a named template of the tokenizer{known}; use auto, chatml, "
+            "a .jinja file, a tokenizer_config.json, or a template's name"]
 
 
 def directory_problems(flag: str, path: str | Path | None) -> list[str]:

@@ -112,7 +112,7 @@ class PackConfig:
         """What is wrong with the paths: the inputs, the tokenizer and a template file must exist,
         and ``out`` must be writable. Reads the filesystem, never writes."""
         return (input_problems(self.inputs) + tokenizer_problems("--tokenizer", self.tokenizer)
-                + template_problems(self.template) + output_dir_problems("--out", self.out, force=self.force))
+                + template_problems(self.template, self.tokenizer) + output_dir_problems("--out", self.out, force=self.force))
 
     def check_files(self) -> None:
         """`file_problems`, raised: `packcli.job.pack_corpus` calls it before any work.

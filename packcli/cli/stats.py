@@ -74,7 +74,7 @@ def stats(
     problems += int_problems("--seed", seed, 0, MAX_SEED)
     problems += float_problems("--min-density", min_density, 0, 1, low_open=True)
     problems += float_problems("--max-displacement", max_displacement, 0)
-    problems += input_problems(paths) + tokenizer_problems("--tokenizer", tok) + template_problems(template)
+    problems += input_problems(paths) + tokenizer_problems("--tokenizer", tok) + template_problems(template, tok)
     raise_all(problems)
     result = length_stats(paths, tok, template=template, loss=loss, capacities=tuple(capacity or DEFAULT_CAPACITIES),
                           seed=seed, min_density=min_density, max_displacement=max_displacement)

@@ -122,7 +122,7 @@ def _check_options(directory: Path, *, tokenizer: str | None, template: str | No
     from packcli.engine.pool import MAX_LOCAL_WORKERS
 
     problems = directory_problems("DIRECTORY", directory) + directory_problems("--source-root", source_root)
-    problems += tokenizer_problems("--tokenizer", tokenizer) + template_problems(template)
+    problems += tokenizer_problems("--tokenizer", tokenizer) + template_problems(template, tokenizer)
     problems += int_problems("--packs", packs, 1, 1_000_000) + int_problems("--max-violations", max_violations, 0)
     problems += int_problems("--workers", workers, 1, MAX_LOCAL_WORKERS)
     problems += int_problems("--consumer-packs", consumer_packs, 1)
