@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from pathlib import Path
 
 import pytest
 
@@ -194,7 +195,7 @@ def test_corrupt_gz_is_an_input_error(tmp_path):
 def test_expand_inputs_globs_sorted_and_missing(tmp_path):
     for name in ("b.jsonl", "a.jsonl"):
         (tmp_path / name).write_text("{}\n")
-    assert [p.name for p in expand_inputs([str(tmp_path / "*.jsonl")])] == ["a.jsonl", "b.jsonl"]
+    assert [Path(s.path).name for s in expand_inputs([str(tmp_path / "*.jsonl")])] == ["a.jsonl", "b.jsonl"]
     with pytest.raises(InputError, match="no such file"):
         expand_inputs([str(tmp_path / "nope.jsonl")])
     with pytest.raises(InputError, match="is a directory"):

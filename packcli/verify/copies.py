@@ -1,0 +1,58 @@
+"""Copies: every record has exactly the examples its mixture gives it (one, without a mixture).
+
+The expected number of copies is recomputed, not read: `packcli.mix.draw_copies` on the manifest's
+mixture and seed and the seam table's usable records (packed, truncated or unsampled; reconstruction
+checks those statuses against the sources). Each record must then have rows ``copy`` 0..k-1, all in
+packs, or, where the draw gave it none, one ``unsampled`` row; any other record one row, copy 0.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from packcli.contract import IN_PACKS
+from packcli.mix import Mixture, draw_copies
+from packcli.verify.report import CheckResult, Violation
+
+USABLE = (*IN_PACKS, "unsampled")  # statuses of a record that could go into a pack
+
+
+def check_copies(seam: pa.Table, manifest: dict, result: CheckResult) -> None:
+    """Recompute each record's copies and compare them with its seam-table rows."""
+    rows = seam.select(["example_id", "source", "line", "copy", "status"]).to_pydict()
+    order = {p["path"]: i for i, p in enumerate(manifest["inputs"])}
+    records: dict[tuple[int, int], list[int]] = {}  # (input, line) -> its rows
+    for i, (source, line) in enumerate(zip(rows["source"], rows["line"])):
+        if source not in order:
+            result.fail(Violation("seam table names a source that is not an input of the manifest",
+                                  example_id=rows["example_id"][i], source=source, line=line))
+            continue
+        records.setdefault((order[source], line), []).append(i)
+    keys = sorted(records)  # input order: by input, then by record number, as pack reads them
+    statuses = [[rows["status"][i] for i in records[k]] for k in keys]
+    usable = np.array([any(s in USABLE for s in st) for st in statuses], dtype=bool)
+    mix = manifest["config"].get("mix")
+    if mix is None:
+        expected = usable.astype(np.int64)
+    else:
+        file_index = np.array([k[0] for k in keys], dtype=np.int32)
+        expected = draw_copies(Mixture.from_manifest(mix), usable, file_index, manifest["config"]["seed"])
+    for k, st, want, ok in zip(keys, statuses, expected.tolist(), usable.tolist()):
+        result.checked += 1
+        mine = records[k]
+        got = sorted(rows["copy"][i] for i in mine)
+        loc = dict(example_id=rows["example_id"][mine[0]], source=rows["source"][mine[0]], line=k[1])
+        if ok and want == 0:
+            wanted_statuses, wanted_copies = ["unsampled"], [0]
+        elif ok:
+            wanted_statuses, wanted_copies = None, list(range(want))
+        else:
+            wanted_statuses, wanted_copies = None, [0]
+        if got != wanted_copies:
+            result.fail(Violation(f"has copies {got[:6]}, the mixture gives it {max(want, int(not ok))}"
+                                  f"{' (none: unsampled)' if ok and want == 0 else ''}", **loc))
+        elif wanted_statuses is not None and st != wanted_statuses:
+            result.fail(Violation(f"the mixture draws no copy of it, but the seam table says {st}", **loc))
+        elif ok and want and not all(s in IN_PACKS for s in st):
+            result.fail(Violation(f"the mixture draws {want} copies of it, but the seam table says {st}", **loc))
