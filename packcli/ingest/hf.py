@@ -24,6 +24,7 @@ from packcli.ingest.columnar import span_rows
 from packcli.ingest.sources import HUB_PREFIX, Source, SourceKind, Span, read_errors
 
 DEFAULT_SPLIT = "train"
+OFFLINE_VARIABLES = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
 
 
 def dataset_dir_source(path: Path) -> Source:
@@ -65,12 +66,7 @@ def hub_source(text: str) -> Source:
         InputError: ``datasets`` is not installed, the split is not cached, or it is a view (indices).
     """
     name, config, split = parse_hub_name(text)
-    try:
-        import datasets  # noqa: F401 - imported under _offline(), which sets the variables it reads at import
-    except ImportError as exc:
-        raise InputError(f"{text}: reading a hub dataset needs the datasets library",
-                         "pip install datasets, or pass the dataset's Parquet/JSONL files") from exc
-    with _offline() as load_dataset:
+    with _offline(text) as load_dataset:
         try:
             dataset = load_dataset(name, config, split=split, cache_dir=os.environ.get("HF_DATASETS_CACHE"))
         except Exception as exc:  # noqa: BLE001 - datasets raises many kinds (FileNotFoundError, ValueError, its own)
@@ -84,22 +80,36 @@ def hub_source(text: str) -> Source:
 
 
 @contextmanager
-def _offline() -> Iterator[object]:
-    """``datasets.load_dataset`` with the hub and ``datasets`` offline, whatever the environment says.
+def _offline(text: str) -> Iterator[object]:
+    """``datasets.load_dataset`` with the hub offline, whatever the environment says, and the
+    environment as it was after.
 
-    The variables are read when ``datasets`` is first imported; for a process that imported it before
-    (a notebook), its config flag is set for the duration of the call and put back after.
+    ``datasets`` and ``huggingface_hub`` read the variables when first imported, so they are set
+    around that import; for a process that imported them before (a notebook), their flags are set
+    for the duration of the call instead, and put back after.
     """
-    for variable in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
-        os.environ[variable] = "1"
-    import datasets
-
-    before = datasets.config.HF_HUB_OFFLINE
-    datasets.config.HF_HUB_OFFLINE = True
+    saved = {v: os.environ.get(v) for v in OFFLINE_VARIABLES}
+    os.environ.update({v: "1" for v in OFFLINE_VARIABLES})
+    try:
+        import datasets
+        import huggingface_hub.constants as hub
+    except ImportError as exc:
+        raise InputError(f"{text}: reading a hub dataset needs the datasets library",
+                         "pip install datasets, or pass the dataset's Parquet/JSONL files") from exc
+    finally:
+        for variable, value in saved.items():
+            if value is None:
+                os.environ.pop(variable, None)
+            else:
+                os.environ[variable] = value
+    before = datasets.config.HF_HUB_OFFLINE, hub.HF_HUB_OFFLINE, datasets.logging.get_verbosity()
+    datasets.config.HF_HUB_OFFLINE = hub.HF_HUB_OFFLINE = True
+    datasets.logging.set_verbosity_error()  # not "Using the latest cached version ..." on packcli's stderr
     try:
         yield datasets.load_dataset
     finally:
-        datasets.config.HF_HUB_OFFLINE = before
+        datasets.config.HF_HUB_OFFLINE, hub.HF_HUB_OFFLINE = before[:2]
+        datasets.logging.set_verbosity(before[2])
 
 
 def _stream(path: str) -> pa.ipc.RecordBatchStreamReader:

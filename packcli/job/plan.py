@@ -45,7 +45,9 @@ def apply_overlong(index: ExampleIndex, spill: SpillReader, capacity: int, overl
     token drops the example instead (training on it would teach nothing)."""
     status = np.asarray(index.status, dtype=np.int8)
     full_len = np.asarray(index.length, dtype=np.int64)
-    fates = Fates(status, full_len.copy(), np.asarray(index.supervised, dtype=np.int64).copy(), list(index.reason))
+    packed = status == PACKED  # a rejected or duplicate record puts nothing into a pack
+    fates = Fates(status, np.where(packed, full_len, 0), np.where(packed, np.asarray(index.supervised, np.int64), 0),
+                  list(index.reason))
     for i in np.flatnonzero((status == PACKED) & (full_len > capacity)):
         reason = f"{full_len[i]} tokens > capacity {capacity}"
         if overlong is Overlong.truncate:
