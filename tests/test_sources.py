@@ -95,6 +95,26 @@ def test_parquet_unit_size_does_not_change_the_artifact(tmp_path, tokenizer_dir)
     assert one.manifest["manifest_sha256"] == many.manifest["manifest_sha256"]
 
 
+def test_parquet_units_resume(tmp_path, tokenizer_dir, monkeypatch):
+    """A run stopped after tokenizing reuses every finished Parquet unit and gives the same artifact."""
+    import packcli.job.run as pipeline
+    from packcli.prepare import Preparer
+
+    path = write_parquet(tmp_path / "c.parquet", jsonl_records(*UNIFORM), row_group_size=25)
+    monkeypatch.setattr(pipeline, "apply_overlong", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt()))
+    with pytest.raises(KeyboardInterrupt):
+        pack([path], tokenizer_dir, tmp_path / "o", lines_per_unit=30)
+    monkeypatch.undo()
+    calls = []
+    real = Preparer.prepare
+    monkeypatch.setattr(Preparer, "prepare", lambda self, batch, **kw: calls.append(len(batch)) or real(self, batch, **kw))
+    resumed = pack([path], tokenizer_dir, tmp_path / "o", lines_per_unit=30)
+    assert calls == [] and resumed.units > 1
+    monkeypatch.undo()
+    assert pack([path], tokenizer_dir, tmp_path / "f", lines_per_unit=30).manifest["manifest_sha256"] == \
+        resumed.manifest["manifest_sha256"]
+
+
 @settings(max_examples=40, deadline=None)
 @given(groups=st.lists(st.integers(0, 40), min_size=1, max_size=6), per_unit=st.integers(1, 25))
 def test_parquet_spans_cover_every_row_once(tmp_path_factory, groups, per_unit):

@@ -43,7 +43,10 @@ def render_pack_summary(summary, *, as_json: bool) -> None:  # noqa: ANN001 - Pa
     m = summary.manifest
     counts, metrics = m["counts"], m["metrics"]
     if as_json:
+        from packcli.stats import input_counts
+
         console.print_json({"out": str(summary.out), "manifest_sha256": m["manifest_sha256"], "counts": counts,
+                            "sources": input_counts(m),
                             "metrics": metrics, "stage_seconds": summary.stage_seconds, "units": summary.units,
                             "resumed_units": summary.resumed_units,
                             "shards": [s["name"] for s in m["shards"]], "tokenization": m["unhashed"]["tokenization"],
