@@ -189,7 +189,7 @@ def test_verify_fails_when_the_mixture_changes_after_packing(mixed, tmp_path):
     reseal(forged, edit_manifest=lambda m: m["config"]["mix"]["sources"][0].update(weight=2.0))
     report = verify_artifact(forged, reconstruct=False)
     copies = next(c for c in report.checks if c.name == "copies")
-    assert not copies.ok and "the mixture gives it 2" in copies.violations[0].message
+    assert not copies.ok and "expected [0, 1] (the mixture draws 2 copies of it)" in copies.violations[0].message
 
 
 def test_verify_fails_when_an_unsampled_record_claims_to_be_drawn(mixed, tmp_path):

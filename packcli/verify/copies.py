@@ -43,16 +43,12 @@ def check_copies(seam: pa.Table, manifest: dict, result: CheckResult) -> None:
         mine = records[k]
         got = sorted(rows["copy"][i] for i in mine)
         loc = dict(example_id=rows["example_id"][mine[0]], source=rows["source"][mine[0]], line=k[1])
-        if ok and want == 0:
-            wanted_statuses, wanted_copies = ["unsampled"], [0]
-        elif ok:
-            wanted_statuses, wanted_copies = None, list(range(want))
-        else:
-            wanted_statuses, wanted_copies = None, [0]
-        if got != wanted_copies:
-            result.fail(Violation(f"has copies {got[:6]}, the mixture gives it {max(want, int(not ok))}"
-                                  f"{' (none: unsampled)' if ok and want == 0 else ''}", **loc))
-        elif wanted_statuses is not None and st != wanted_statuses:
+        why = ("without --mix, one example per record" if mix is None else
+               f"the mixture draws {want} cop{'y' if want == 1 else 'ies'} of it" if ok else "it is not usable")
+        wanted = list(range(want)) if ok and want else [0]
+        if got != wanted:
+            result.fail(Violation(f"has copies {got[:6]}, expected {wanted[:6]} ({why})", **loc))
+        elif ok and want == 0 and st != ["unsampled"]:
             result.fail(Violation(f"the mixture draws no copy of it, but the seam table says {st}", **loc))
         elif ok and want and not all(s in IN_PACKS for s in st):
-            result.fail(Violation(f"the mixture draws {want} copies of it, but the seam table says {st}", **loc))
+            result.fail(Violation(f"{why}, but the seam table says {st}", **loc))
