@@ -43,3 +43,4 @@ def write_rejects(path: Path, rejects: Iterable[tuple[int, str, int, str]]) -> i
                                     ensure_ascii=False) + "\n")
             count += 1
     return count
+
