@@ -169,12 +169,12 @@ class UnitJob:
     template_date: str  # ISO date that strftime_now formats
     loss: str
     input_format: str
-    fields: tuple[tuple[str, str], ...]  # the column mapping, as `FieldMap.renames` items (hashable)
-    keys: bool  # compute content keys (--dedupe exact)
     batch_records: int
     fail_fast: bool
     work_dir: str
     config_hash: str
+    fields: tuple[tuple[str, str], ...] = ()  # the column mapping, as `FieldMap.renames` items (hashable)
+    keys: bool = False  # compute content keys (--dedupe exact)
 
     def build_preparer(self) -> Preparer:
         """The tokenizer, template and renderer this job names (`packcli.prepare.preparer_for` caches it)."""
