@@ -66,14 +66,17 @@ def test_bad_mix_is_a_configuration_error(tmp_path, text, message):
     ("chat.jsonl=-1", "the weight must be a finite number >= 0"),
     ("chat.jsonl=3y", "the weight does not parse"),
 ])
-def test_bad_mix_fails_before_any_work_on_the_command_line(tmp_path, sources, mix, message):
-    """Exit 2, one line and a hint, nothing written; the tokenizer (which does not exist) is never loaded."""
+def test_bad_mix_fails_before_any_work_on_the_command_line(tmp_path, sources, tokenizer_dir, monkeypatch, mix,
+                                                          message):
+    """Exit 2, one line and a hint, nothing written; the tokenizer is never loaded."""
+    import packcli.job.run as pipeline
+
+    monkeypatch.setattr(pipeline, "cached_tokenizer", lambda *a, **k: pytest.fail("the tokenizer was loaded"))
     out = tmp_path / "o"
-    result = CliRunner().invoke(app, ["pack", *map(str, sources), "-t", str(tmp_path / "no-tokenizer"),
-                                      "-o", str(out), "--mix", mix])
+    result = CliRunner().invoke(app, ["pack", *map(str, sources), "-t", str(tokenizer_dir), "-o", str(out),
+                                      "--mix", mix])
     assert result.exit_code == 2, result.output
     assert message in result.output and "Traceback" not in result.output
-    assert "no-tokenizer" not in result.output
     assert not any(tmp_path.iterdir())
 
 
@@ -127,7 +130,7 @@ def test_proportions_and_repeats_end_to_end(tmp_path, sources, tokenizer_dir):
     assert by_input[1]["unsampled"] == 40 - 14 and by_input[0]["unsampled"] == 0
     rows = seam(tmp_path / "p")
     copies = Counter((s, n) for s, n, st_ in zip(rows["source"], rows["line"], rows["status"]) if st_ == "packed")
-    assert sorted(Counter(v for (s, _), v in copies.items() if s == str(chat)).items()) == [(1, 4), (2, 26)]
+    assert sorted(Counter(v for (s, _), v in copies.items() if s == chat.name).items()) == [(1, 4), (2, 26)]
     assert len(set(rows["example_id"])) == len(rows["example_id"])
     assert verify_artifact(tmp_path / "p").ok
 
@@ -135,14 +138,14 @@ def test_proportions_and_repeats_end_to_end(tmp_path, sources, tokenizer_dir):
     by_input = rep.manifest["counts"]["by_input"]
     assert [c["packed"] for c in by_input] == [90, 20] and by_input[1]["unsampled"] == 20
     rows = seam(tmp_path / "r")
-    chat_copies = sorted({c for s, c in zip(rows["source"], rows["copy"]) if s == str(chat)})
+    chat_copies = sorted({c for s, c in zip(rows["source"], rows["copy"]) if s == chat.name})
     assert chat_copies == [0, 1, 2]
     assert verify_artifact(tmp_path / "r").ok
 
     again = pack([chat, qa], tokenizer_dir, tmp_path / "r2", mix="chat.jsonl=3x,qa.parquet=0.5x", seed=3)
     assert again.manifest["manifest_sha256"] == rep.manifest["manifest_sha256"]  # deterministic
     other = pack([chat, qa], tokenizer_dir, tmp_path / "r3", mix="chat.jsonl=3x,qa.parquet=0.5x", seed=4)
-    drawn = [{n for s, n, st_ in zip(r["source"], r["line"], r["status"]) if s == str(qa) and st_ == "packed"}
+    drawn = [{n for s, n, st_ in zip(r["source"], r["line"], r["status"]) if s == qa.name and st_ == "packed"}
              for r in (seam(tmp_path / "r"), seam(tmp_path / "r3"))]
     assert drawn[0] != drawn[1]  # the seed decides which half
 
@@ -157,7 +160,7 @@ def test_summary_and_stats_show_per_source_counts(tmp_path, sources, tokenizer_d
     stats = CliRunner().invoke(app, ["stats", str(out), "--json"])
     assert stats.exit_code == 0, stats.output
     inputs = json.loads(stats.stdout)["inputs"]
-    assert [(i["source"], i["weight"], i["packed"]) for i in inputs] == [(str(chat), "2x", 60), (str(qa), "1x", 40)]
+    assert [(i["source"], i["weight"], i["packed"]) for i in inputs] == [("chat.jsonl", "2x", 60), ("qa.parquet", "1x", 40)]
 
 
 # ---- verify accounts for every copy ------------------------------------------------------------------
@@ -233,8 +236,8 @@ def test_dedupe_exact_drops_later_copies_across_files_and_formats(tmp_path, toke
     rows = seam(tmp_path / "d")
     dup = {(s, n): r for s, n, st_, r in zip(rows["source"], rows["line"], rows["status"], rows["reason"])
            if st_ == "duplicate"}
-    assert dup[(str(a), 11)] == f"exact duplicate of {a}:1"
-    assert dup[(str(b), 0)] == f"exact duplicate of {a}:6"  # a Parquet row, the same record as a JSON line
+    assert dup[("a.jsonl", 11)] == "exact duplicate of a.jsonl:1 (input 0)"
+    assert dup[("b.parquet", 0)] == "exact duplicate of a.jsonl:6 (input 0)"  # a Parquet row, the same record
     assert verify_artifact(tmp_path / "d").ok
 
 
@@ -246,11 +249,11 @@ def test_verify_fails_when_a_duplicate_names_the_wrong_first_record(tmp_path, to
 
     def wrong_first(table: pa.Table) -> pa.Table:
         reasons = table["reason"].to_pylist()
-        reasons[i] = f"exact duplicate of {path}:2"
+        reasons[i] = "exact duplicate of a.jsonl:2 (input 0)"
         return table.set_column(table.schema.get_field_index("reason"), "reason", pa.array(reasons, pa.string()))
     reseal(tmp_path / "d", edit_seam=wrong_first)
     check = next(c for c in verify_artifact(tmp_path / "d").checks if c.name == "reconstruction")
-    assert not check.ok and f"an exact duplicate of {path}:1" in check.violations[0].message
+    assert not check.ok and "exact duplicate of a.jsonl:1 (input 0), but" in check.violations[0].message
 
 
 def test_verify_fails_when_duplicates_are_claimed_without_dedupe(tmp_path, tokenizer_dir):

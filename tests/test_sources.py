@@ -176,7 +176,7 @@ def test_hub_name_from_the_local_cache_offline(tmp_path, tokenizer_dir, monkeypa
     assert train.kind is SourceKind.dataset and [r for _, r in read_source(train)] == records
     assert len(list(read_source(expand_inputs(["hf:tester/chat:test"])[0]))) == 5
     summary = pack(["hf:tester/chat"], tokenizer_dir, tmp_path / "o")
-    assert summary.manifest["inputs"][0]["path"] == "hf:tester/chat"
+    assert summary.manifest["inputs"][0]["name"] == "hf:tester/chat"  # location-free as it is
     assert verify_artifact(tmp_path / "o").ok
     assert "HF_HUB_OFFLINE" not in __import__("os").environ  # the caller's environment is left as it was
     with pytest.raises(InputError, match="hf:tester/nope: not readable from the local Hugging Face cache"):
@@ -192,7 +192,7 @@ def test_record_errors_name_file_and_row(tmp_path, tokenizer_dir):
         pack([path], tokenizer_dir, tmp_path / "o", on_error="fail")
     summary = pack([path], tokenizer_dir, tmp_path / "o")
     rejects = [json.loads(line) for line in (tmp_path / "o" / "rejects.jsonl").read_text().splitlines()]
-    assert rejects == [{"source": str(path), "line": 2, "reason": "text: empty"}]
+    assert rejects == [{"input": 0, "source": "r.parquet", "line": 2, "reason": "text: empty"}]
     assert summary.manifest["counts"]["rejected"] == 1
 
 
@@ -246,16 +246,18 @@ def test_a_mapping_that_cannot_work_is_a_configuration_error(tmp_path, kw, messa
     (["--format", "messages"], "no column 'messages'"),
     (["--messages-field", "dialog", "--role-field", "who"], "have no key 'who' (--role-field)"),
 ])
-def test_a_table_without_the_mapped_column_fails_before_any_work(tmp_path, args, message):
-    """One line naming the file and the column; the tokenizer (a path that does not exist) is never
-    loaded, and nothing is written."""
+def test_a_table_without_the_mapped_column_fails_before_any_work(tmp_path, tokenizer_dir, monkeypatch, args,
+                                                                message):
+    """One line naming the file and the column; the tokenizer is never loaded, nothing is written."""
+    import packcli.job.run as pipeline
+
+    monkeypatch.setattr(pipeline, "cached_tokenizer", lambda *a, **k: pytest.fail("the tokenizer was loaded"))
     path = write_parquet(tmp_path / "t.parquet", [{"dialog": [{"role": "user", "content": "x"}]}])
-    result = CliRunner().invoke(app, ["pack", str(path), "-t", str(tmp_path / "no-tokenizer"),
-                                      "-o", str(tmp_path / "o"), *args])
+    result = CliRunner().invoke(app, ["pack", str(path), "-t", str(tokenizer_dir), "-o", str(tmp_path / "o"), *args])
     assert result.exit_code == 2, result.output
     assert result.output.startswith(f"error: {path}: ") and message in result.output
     assert len(result.output.strip().splitlines()) == 2  # the error and its hint
-    assert "Traceback" not in result.output and "no-tokenizer" not in result.output
+    assert "Traceback" not in result.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.parquet"]
 
 
