@@ -212,14 +212,18 @@ def test_content_key_ignores_where_and_how_a_record_is_written_but_not_what_it_s
                      file_index=3, line=99),  # other key order, spacing, escapes, file and line
         parse_record(chat, file_index=0, line=0),  # a Parquet/Arrow row
         parse({"conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "yo"}]}),
-        parse({"messages": [{"role": "user", "content": [{"type": "text", "text": "h"}, {"type": "text", "text": "i"}]},
-                            {"role": "assistant", "content": "yo"}]}),
+        parse({"messages": [{"role": "user", "content": "hi", "name": None}, {"role": "assistant", "content": "yo"}]}),
     ]
     assert len({content_key(r) for r in same}) == 1
     different = [parse({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo!"}]}),
                  parse({"messages": [{"role": "system", "content": "hi"}, {"role": "assistant", "content": "yo"}]}),
-                 parse({"prompt": "hi", "completion": "yo"})]
-    assert len({content_key(r) for r in different + same[:1]}) == 4
+                 parse({"prompt": "hi", "completion": "yo"}),
+                 # content as parts reaches the template as parts (a template may render them otherwise)
+                 parse({"messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]},
+                                     {"role": "assistant", "content": "yo"}]}),
+                 parse({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}],
+                        "tools": [{"type": "function", "function": {"name": "f"}}]})]
+    assert len({content_key(r) for r in different + same[:1]}) == 6
 
 
 def test_example_ids_differ_by_occurrence_record_and_copy_and_never_by_place():
