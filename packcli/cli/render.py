@@ -109,19 +109,14 @@ def input_warning_lines(warnings: dict) -> list[str]:
 
 
 def sources_table(inputs: list[dict]) -> Table:
-    """Per input: records read, the mixture's weight, examples in packs (copies included), what was left out.
-
-    Sources are shown by file name where no two inputs share one (the full paths are in ``--json``)."""
-    from pathlib import PurePath
-
-    names = [PurePath(i["source"]).name for i in inputs]
-    shown = names if len(set(names)) == len(names) else [i["source"] for i in inputs]
+    """Per input (by its location-free name, as the manifest has it): records read, the mixture's
+    weight, examples in packs (copies included), what was left out."""
     columns = [Col("source", "left", 9), Col("records", keep=7), Col("mix", keep=6), Col("examples", keep=8),
                Col("rejected", keep=4), Col("duplicate", keep=3), Col("unsampled", keep=3), Col("dropped", keep=2),
                Col("tokens", keep=5)]
-    rows = [[name, f"{i['records']:,}", i["weight"] or "-", f"{i['packed'] + i['truncated']:,}",
+    rows = [[i["source"], f"{i['records']:,}", i["weight"] or "-", f"{i['packed'] + i['truncated']:,}",
              f"{i['rejected']:,}", f"{i['duplicate']:,}", f"{i['unsampled']:,}", f"{i['dropped']:,}",
-             f"{i['tokens']:,}"] for name, i in zip(shown, inputs)]
+             f"{i['tokens']:,}"] for i in inputs]
     return fitted_table("sources (examples: in packs, copies included)", columns, rows)
 
 
