@@ -20,6 +20,7 @@ from packcli.errors import PackcliError
 MAX_INT32 = 2**31 - 1  # token counts, offsets and line numbers are int32 in the artifact
 MAX_SEED = 2**63 - 1  # a seed a reader of the manifest can hold in an int64
 INPUT_SUFFIXES = (".jsonl", ".json", ".ndjson")
+TABLE_SUFFIXES = (".parquet", ".arrow")
 COMPRESSED_SUFFIXES = ("", ".gz", ".zst")
 
 
@@ -46,10 +47,16 @@ def float_problems(flag: str, value: float | None, low: float, high: float = mat
 
 
 def input_problems(patterns: Sequence[str | Path]) -> list[str]:
-    """Every input names at least one readable JSONL file (plain, .gz or .zst); a glob must match one."""
+    """Every input names at least one readable input (a JSONL file, plain, .gz or .zst; a Parquet or
+    ``datasets`` Arrow file; a ``datasets`` directory); a glob must match one. An ``hf:`` name is
+    looked up in the local cache when the sources are resolved (`packcli.ingest.expand_inputs`)."""
+    from packcli.ingest.sources import HUB_PREFIX, is_dataset_dir
+
     problems = []
     for pattern in patterns:
         text = str(pattern)
+        if text.startswith(HUB_PREFIX):
+            continue
         matches = sorted(glob.glob(text, recursive=True)) if glob.has_magic(text) else [text]
         if not matches:
             problems.append(f"{text}: no file matches")
@@ -58,20 +65,23 @@ def input_problems(patterns: Sequence[str | Path]) -> list[str]:
             if not path.exists():
                 problems.append(f"{path}: no such file")
             elif path.is_dir():
-                problems.append(f"{path}: is a directory; pass the JSONL files inside it, e.g. '{path}/*.jsonl'")
-            elif not is_jsonl_name(path.name):
-                problems.append(f"{path}: not a JSONL file name ({', '.join(jsonl_names())})")
+                if not is_dataset_dir(path):
+                    problems.append(f"{path}: is a directory; pass the files inside it, e.g. '{path}/*.jsonl', "
+                                    "or a datasets.save_to_disk directory")
+            elif not is_input_name(path.name):
+                problems.append(f"{path}: not an input file name ({', '.join(input_names())})")
             elif not os.access(path, os.R_OK):
                 problems.append(f"{path}: not readable")
     return problems
 
 
-def is_jsonl_name(name: str) -> bool:
-    return name.lower().endswith(tuple(jsonl_names()))
+def is_input_name(name: str) -> bool:
+    return name.lower().endswith(tuple(input_names()))
 
 
-def jsonl_names() -> list[str]:
-    return [s + c for s in INPUT_SUFFIXES for c in COMPRESSED_SUFFIXES]
+def input_names() -> list[str]:
+    """The file name endings packcli reads: JSONL (plain or compressed), Parquet, Arrow."""
+    return [s + c for s in INPUT_SUFFIXES for c in COMPRESSED_SUFFIXES] + list(TABLE_SUFFIXES)
 
 
 def tokenizer_problems(flag: str, path: str | Path | None) -> list[str]:

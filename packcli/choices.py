@@ -20,6 +20,13 @@ class Format(str, Enum):
     text = "text"
 
 
+class Dedupe(str, Enum):
+    """Duplicate records: keep every one (each is its own example), or drop exact duplicates after the first."""
+
+    none = "none"
+    exact = "exact"
+
+
 class LossPolicy(str, Enum):
     """Which tokens carry loss. ``auto``: assistant for chat, completion for prompt/completion, all for text."""
 

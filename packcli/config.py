@@ -13,6 +13,7 @@ from pathlib import Path
 
 from packcli.choices import (
     BackendChoice,
+    Dedupe,
     Format,
     LossPolicy,
     OnError,
@@ -31,6 +32,8 @@ from packcli.checks import (
     tokenizer_problems,
 )
 from packcli.errors import InputError, PackcliError
+from packcli.ingest.fields import DEFAULT_FIELDS, FieldMap
+from packcli.mix import MixSpec, parse_mix
 
 __all__ = ["OnError", "Overlong", "PackConfig", "DEFAULT_MAX_REJECT_FRACTION"]
 
@@ -52,6 +55,9 @@ class PackConfig:
     template_date: str = "2024-07-26"  # the date strftime_now formats (ISO): the same text on every run
     loss: LossPolicy = LossPolicy.auto
     input_format: Format = Format.auto
+    fields: FieldMap = DEFAULT_FIELDS
+    dedupe: Dedupe = Dedupe.none
+    mix: MixSpec | None = None  # a `MixSpec`, or --mix as written (parsed here)
     strategy: Strategy = Strategy.window
     window: int | None = None
     seed: int = 0
@@ -73,13 +79,20 @@ class PackConfig:
         choice_problems = []
         # Accept plain strings from Python callers; store the enums.
         for name, kind in (("loss", LossPolicy), ("input_format", Format), ("overlong", Overlong), ("on_error", OnError),
-                           ("strategy", Strategy), ("tokenizer_backend", BackendChoice)):
+                           ("strategy", Strategy), ("tokenizer_backend", BackendChoice), ("dedupe", Dedupe)):
             try:
                 object.__setattr__(self, name, kind(getattr(self, name)))
             except ValueError:
                 choices = ", ".join(k.value for k in kind)
                 flag = "--format" if name == "input_format" else f"--{name.replace('_', '-')}"
                 choice_problems.append(f"{flag} must be one of {choices}, got {getattr(self, name)!r}")
+        if isinstance(self.fields, dict):
+            object.__setattr__(self, "fields", FieldMap(**self.fields))
+        choice_problems += self.fields.problems()
+        if isinstance(self.mix, str):
+            spec, mix_problems = parse_mix(self.mix)
+            object.__setattr__(self, "mix", spec)
+            choice_problems += mix_problems
         object.__setattr__(self, "out", Path(self.out))
         object.__setattr__(self, "inputs", tuple(str(i) for i in self.inputs))
         problems = []
@@ -127,5 +140,6 @@ class PackConfig:
         data = asdict(self)
         keep = ("capacity", "loss", "input_format", "strategy", "window", "seed", "shuffle", "shuffle_packs",
                 "overlong", "min_density", "max_displacement", "max_reject_fraction", "packs_per_shard",
-                "template_date")
-        return {k: (v.value if isinstance(v, Enum) else v) for k, v in data.items() if k in keep}
+                "template_date", "dedupe")
+        settings = {k: (v.value if isinstance(v, Enum) else v) for k, v in data.items() if k in keep}
+        return dict(settings, fields=self.fields.renames())

@@ -27,8 +27,10 @@ SEAM_TABLE_NAME = "examples.parquet"
 REJECTS_NAME = "rejects.jsonl"
 CARD_NAME = "README.md"  # the dataset card: makes the artifact folder a Hugging Face dataset repository
 
-STATUSES = ("packed", "truncated", "dropped", "rejected")  # a record's fate, as the seam table spells it
-PACKED, TRUNCATED, DROPPED, REJECTED = range(4)  # the same, as the codes the pack job keeps per example
+# An example's fate, as the seam table spells it: in a pack whole or cut; left out as over-long,
+# unusable, an exact duplicate (--dedupe exact), or not drawn by a mixture (--mix).
+STATUSES = ("packed", "truncated", "dropped", "rejected", "duplicate", "unsampled")
+PACKED, TRUNCATED, DROPPED, REJECTED, DUPLICATE, UNSAMPLED = range(6)  # the same, as the pack job's codes
 IN_PACKS = ("packed", "truncated")  # statuses whose examples sit in a pack
 
 
@@ -43,10 +45,17 @@ def file_sha256(path: str | Path) -> str:
         return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
-def example_id(file_sha256: str, line: int) -> int:
-    """Stable 63-bit ID from the source file's content and the line: the same record keeps its ID
-    wherever the file lives and whatever else is packed with it."""
-    digest = hashlib.blake2b(f"{file_sha256}:{line}".encode(), digest_size=8).digest()
+def example_id(input_sha256: str, occurrence: int, record: int, copy: int = 0) -> int:
+    """Stable 63-bit ID of one copy of one record (docs/contract.md, "Example ids").
+
+    ``blake2b-64("{input_sha256}:{occurrence}:{record}:{copy}") >> 1``, where ``occurrence`` counts the
+    earlier inputs of the run with the same sha256 (0 unless the same content is given twice),
+    ``record`` is the record's number in its input (JSONL line, Parquet or dataset row) and ``copy``
+    which copy of it a mixture made (0: the first or only one). Content and position, never a path:
+    the same record keeps its id wherever its file lives and whatever else is packed with it, and no
+    two examples of one artifact share the inputs to the hash.
+    """
+    digest = hashlib.blake2b(f"{input_sha256}:{occurrence}:{record}:{copy}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big") >> 1
 
 

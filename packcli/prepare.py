@@ -16,7 +16,7 @@ import numpy.typing as npt
 
 from packcli.chat import Renderer, RenderError
 from packcli.choices import Format
-from packcli.ingest import Kind, Record, parse_record
+from packcli.ingest import DEFAULT_FIELDS, FieldMap, Kind, Record, content_key, parse_record
 from packcli.tokenizer import (
     Encoded,
     EncodedBatch,
@@ -73,6 +73,8 @@ class Prepared(Sequence["Encoded | str"]):
     ``encoded`` holds the accepted examples end to end, in record order (what ``pack`` writes at once),
     with their ``supervised`` token counts; ``rows[i]`` is record ``i``'s row in it, or its reason.
     ``formats[i]`` is the format record ``i`` was read as ("" when it was not recognised).
+    ``keys[i]``: record ``i``'s `packcli.ingest.content_key` (None where it did not parse), when the
+    preparer was asked for keys (``--dedupe exact``); else None.
     """
 
     encoded: EncodedBatch
@@ -80,6 +82,7 @@ class Prepared(Sequence["Encoded | str"]):
     rows: list[int | str]
     formats: list[str] = field(default_factory=list)
     warnings: InputWarnings = field(default_factory=InputWarnings)
+    keys: list[bytes | None] | None = None
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -95,15 +98,23 @@ class Prepared(Sequence["Encoded | str"]):
 
 @dataclass
 class Preparer:
-    """Parses, renders and tokenizes batches of raw lines; accumulates stage timings."""
+    """Parses, renders and tokenizes batches of records; accumulates stage timings.
+
+    ``fields``: the column mapping applied to every record; ``keys``: also return each record's
+    content key (what ``--dedupe exact`` compares).
+    """
 
     renderer: Renderer
     tokenizer: LoadedTokenizer
     input_format: Format = Format.auto
+    fields: FieldMap = DEFAULT_FIELDS
+    keys: bool = False
     seconds: dict[str, float] = field(default_factory=lambda: {"read_render_s": 0.0, "tokenize_s": 0.0})
 
-    def prepare(self, batch: Sequence[tuple[int, int, bytes]], *, source: str = "input") -> Prepared:
-        """For each (file_index, line, raw bytes): the encoded example, or the reason it is rejected.
+    def prepare(self, batch: Sequence[tuple[int, int, bytes | dict]], *, source: str = "input") -> Prepared:
+        """For each (file_index, record number, payload): the encoded example, or the reason it is rejected.
+
+        A payload is a JSONL line's bytes or a Parquet/Arrow row as a dict (`packcli.ingest.Reader`).
 
         Raises:
             TokenizerMismatchError: the accelerated tokenizer disagreed with the reference on a
@@ -113,9 +124,12 @@ class Preparer:
         outcomes: list[object] = []
         formats: list[str] = []
         warnings = InputWarnings()
+        keys: list[bytes | None] | None = [] if self.keys else None
         for fi, line, raw in batch:
-            parsed = parse_record(raw, file_index=fi, line=line, fmt=self.input_format)
+            parsed = parse_record(raw, file_index=fi, line=line, fmt=self.input_format, fields=self.fields)
             formats.append(parsed.format.value if parsed.format is not None else "")
+            if keys is not None:
+                keys.append(content_key(parsed) if isinstance(parsed, Record) else None)
             if isinstance(parsed, Record):
                 try:
                     outcomes.append(self.renderer.render(parsed))
@@ -142,7 +156,7 @@ class Preparer:
             outcomes[i] = next(rows) if kept else NO_SUPERVISED
         self.seconds["read_render_s"] += t1 - t0
         self.seconds["tokenize_s"] += time.perf_counter() - t1
-        return Prepared(encoded, supervised, outcomes, formats, warnings)  # type: ignore[arg-type]
+        return Prepared(encoded, supervised, outcomes, formats, warnings, keys)  # type: ignore[arg-type]
 
 
 class PreparerJob(Protocol):

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from packcli.choices import Strategy
+from packcli.choices import Format, Strategy
 
 QUANTILES = (5, 25, 50, 75, 90, 99, 99.9)
 DEFAULT_CAPACITIES = (1024, 2048, 4096, 8192, 16384, 32768)
@@ -70,6 +70,7 @@ class LengthStats:
     examples: int
     rejected: int
     rejected_reasons: dict[str, int]
+    by_input: list[dict]  # per input: source, records, examples, rejected
     total: Quantiles
     supervised: Quantiles
     what_if: list[WhatIf]
@@ -139,35 +140,44 @@ def recommend(cells: list[WhatIf], *, min_density: float, max_displacement: floa
 
 def length_stats(inputs, tokenizer: str, *, template: str = "auto", loss=None, capacities=DEFAULT_CAPACITIES,
                  seed: int = 0, min_density: float = 0.95, max_displacement: float | None = None,
-                 batch: int = 4096) -> LengthStats:
-    """Tokenize raw inputs (the same stage as ``pack``) and compute quantiles, sweep, recommendation."""
+                 batch: int = 4096, fields=None, input_format: Format = Format.auto) -> LengthStats:
+    """Tokenize raw inputs (the same stage as ``pack``, any source kind, with the same column mapping
+    ``fields``) and compute quantiles, sweep, recommendation, and per-input counts."""
     from packcli.chat import LossPolicy, Renderer, load_template, require_markers
-    from packcli.ingest import expand_inputs, read_lines
+    from packcli.ingest import DEFAULT_FIELDS, check_sources, expand_inputs, read_source
     from packcli.prepare import Preparer
     from packcli.tokenizer.load import load_tokenizer
 
     policy = loss or LossPolicy.auto
+    fields = fields or DEFAULT_FIELDS
+    sources = expand_inputs(inputs)
+    check_sources(sources, fields, input_format)
     tok = load_tokenizer(tokenizer)
     tpl = load_template(template, tok)
     require_markers(tpl, policy)
-    preparer = Preparer(Renderer(tpl, policy, bos_token=tok.bos_token, eos_token=tok.eos_token), tok)
+    preparer = Preparer(Renderer(tpl, policy, bos_token=tok.bos_token, eos_token=tok.eos_token), tok, input_format,
+                        fields)
     lengths, supervised, reasons = [], [], Counter()
     records = 0
-    for fi, path in enumerate(expand_inputs(inputs)):
-        pending: list[tuple[int, int, bytes]] = []
-        for line, raw in read_lines(Path(path), fi):
+    by_input = []
+    for fi, source in enumerate(sources):
+        before = (records, len(lengths))
+        pending: list[tuple[int, int, bytes | dict]] = []
+        for line, raw in read_source(source):
             pending.append((fi, line, raw))
             if len(pending) == batch:
                 records += _measure(preparer, pending, lengths, supervised, reasons)
                 pending = []
         records += _measure(preparer, pending, lengths, supervised, reasons)
+        read, kept = records - before[0], len(lengths) - before[1]
+        by_input.append({"source": source.path, "records": read, "examples": kept, "rejected": read - kept})
     lens = np.asarray(lengths, dtype=np.int64)
     sups = np.asarray(supervised, dtype=np.int64)
     # Default ordering budget: 1% of the examples, but never below TRL's 1000-example batches.
     budget = max_displacement if max_displacement is not None else max(1000.0, 0.01 * len(lens))
     cells = sweep(lens, sups, capacities, seed=seed) if len(lens) else []
     return LengthStats(records=records, examples=len(lens), rejected=sum(reasons.values()),
-                       rejected_reasons=dict(reasons.most_common()), total=Quantiles.of(lens),
+                       rejected_reasons=dict(reasons.most_common()), by_input=by_input, total=Quantiles.of(lens),
                        supervised=Quantiles.of(sups), what_if=cells,
                        recommendation=recommend(cells, min_density=min_density, max_displacement=budget),
                        lengths=lens)
@@ -192,6 +202,7 @@ class ArtifactStats:
     counts: dict
     metrics: dict
     shards: list[dict]
+    inputs: list[dict]  # per input: source, kind, records read, its mixture weight, and its counts by status
     fill: npt.NDArray[np.float64] = field(repr=False, compare=False)
     supervised_fill: npt.NDArray[np.float64] = field(repr=False, compare=False)
     lengths: npt.NDArray[np.int64] = field(repr=False, compare=False)
@@ -234,9 +245,23 @@ def artifact_stats(directory: str | Path) -> ArtifactStats:
                 "tokenizer_sha256": manifest["tokenizer"]["sha256"], "template_sha256": manifest["template"]["sha256"],
                 "template_origin": manifest["template"]["origin"], "loss_policy": manifest["loss_policy"],
                 "config": manifest["config"], "versions": manifest["versions"]}
-    return ArtifactStats(str(directory), identity, manifest["counts"], manifest["metrics"], shards,
+    return ArtifactStats(str(directory), identity, manifest["counts"], manifest["metrics"], shards, input_counts(manifest),
                          fill=np.concatenate(fills) if fills else np.zeros(0),
                          supervised_fill=np.concatenate(sup_fills) if sup_fills else np.zeros(0), lengths=lengths)
+
+
+def input_counts(manifest: dict) -> list[dict]:
+    """Per input of an artifact: where it came from, what its mixture asked of it, what became of its records."""
+    from packcli.mix import Mixture, describe
+
+    mix = manifest["config"].get("mix")
+    weight = {}
+    if mix is not None:
+        mixture = Mixture.from_manifest(mix)
+        weight = {i: describe(mixture.by, s.weight) for s in mixture.sources for i in s.inputs}
+    by_input = manifest["counts"].get("by_input") or [{} for _ in manifest["inputs"]]
+    return [{"source": pinned["name"], "kind": pinned["kind"], "records": pinned["records"], "weight": weight.get(i),
+             **counts} for i, (pinned, counts) in enumerate(zip(manifest["inputs"], by_input))]
 
 
 def terminal_histogram(lengths: npt.NDArray[np.int64], *, width: int = 40) -> list[str]:

@@ -314,7 +314,7 @@ def table_pack(data: dict) -> str:
 
 # ----------------------------------------------------------------------------------------- verify
 
-CHECKS = ("check_integrity", "check_drift", "check_packs", "check_global", "check_reconstruction")
+CHECKS = ("check_integrity", "check_drift", "check_packs", "check_global", "check_copies", "check_reconstruction")
 
 
 def child_verify(spec: dict) -> dict:
@@ -372,7 +372,7 @@ def table_verify(data: dict) -> str:
     r = data["result"]
     secs = r["check_seconds"]
     names = {"integrity": "check_integrity", "contract_drift": "check_drift", "pack_layout": "check_packs",
-             "global": "check_global", "reconstruction": "check_reconstruction"}
+             "global": "check_global", "copies": "check_copies", "reconstruction": "check_reconstruction"}
     rows = []
     total = data["verify_wall_s"]
     for c in r["checks"]:

@@ -80,3 +80,50 @@ def artifact_bytes(directory: Path, manifest: dict) -> dict[str, bytes]:
     names = [s["name"] for s in manifest["shards"]] + [SEAM_TABLE_NAME, REJECTS_NAME]
     return {n: (directory / n).read_bytes() for n in names}
 
+
+
+def jsonl_records(*names: str) -> list[dict]:
+    """The records of fixture corpus files, in order (blank lines skipped)."""
+    import json
+
+    return [json.loads(line) for name in names
+            for line in (FIXTURES / "corpus" / name).read_text(encoding="utf-8").split("\n") if line.strip()]
+
+
+def write_jsonl(path: Path, records: list[dict]) -> Path:
+    import json
+
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+def write_parquet(path: Path, records: list[dict], row_group_size: int | None = None) -> Path:
+    """Records as a Parquet file with one schema for all of them, inferred over every record (a field a
+    record lacks is null in its row), as a JSON-to-Parquet conversion writes it."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.Table.from_struct_array(pa.array(records)), path, row_group_size=row_group_size)
+    return path
+
+
+def hub_cache(root: Path, name: str, split_files: dict[str, Path]) -> Path:
+    """A local Hugging Face datasets cache holding ``name`` (owner/dataset) with the given Parquet splits,
+    laid out as ``load_dataset`` leaves it after an online load; returns the cache directory."""
+    import json
+
+    import datasets
+
+    build = root / "build"
+    datasets.load_dataset("parquet", data_files={k: str(v) for k, v in split_files.items()}, cache_dir=str(build))
+    made = next(p for p in build.glob("parquet/*/*/*") if p.is_dir())
+    owner, dataset = name.split("/")
+    target = root / "cache" / f"{owner}___{dataset}" / "default" / "0.0.0" / "0123abcd"
+    target.mkdir(parents=True)
+    for f in made.iterdir():
+        if f.suffix == ".arrow":
+            shutil.copy(f, target / f.name.replace("parquet-", f"{dataset}-"))
+    info = json.loads((made / "dataset_info.json").read_text())
+    info.update(builder_name=dataset, dataset_name=dataset)
+    (target / "dataset_info.json").write_text(json.dumps(info))
+    return root / "cache"

@@ -61,7 +61,7 @@ def test_pack_then_verify_modes(bench, corpus, tmp_path, capsys):
     assert data["mode"] == "verify" and data["result"]["ok"] and data["workers"] == 2
     assert set(data["verify_over_pack"]) == {"tokenizers", "auto"} and data["verify_wall_s"] > 0
     assert {c["name"] for c in data["result"]["checks"]} == {"integrity", "contract_drift", "pack_layout", "global",
-                                                             "reconstruction"}
+                                                             "copies", "reconstruction"}
     assert set(data["result"]["check_seconds"]) == set(bench.CHECKS)
 
 

@@ -32,16 +32,16 @@ def test_floats_must_be_finite_and_in_range(value, ok):
 
 def test_every_input_problem_is_reported_at_once(tmp_path):
     (tmp_path / "a.jsonl").write_text("{}\n")
-    (tmp_path / "b.parquet").write_text("x")
+    (tmp_path / "b.csv").write_text("x")
     (tmp_path / "d").mkdir()
-    problems = input_problems([tmp_path / "a.jsonl", tmp_path / "b.parquet", tmp_path / "d", tmp_path / "gone.jsonl",
+    problems = input_problems([tmp_path / "a.jsonl", tmp_path / "b.csv", tmp_path / "d", tmp_path / "gone.jsonl",
                                str(tmp_path / "none-*.jsonl")])
     assert len(problems) == 4
     assert [p.split(": ", 1)[1].split(" ")[0] for p in problems] == ["not", "is", "no", "no"]
 
 
-def test_compressed_and_json_names_are_inputs(tmp_path):
-    for name in ("a.jsonl.gz", "b.JSONL", "c.json.zst", "d.ndjson"):
+def test_compressed_json_and_table_names_are_inputs(tmp_path):
+    for name in ("a.jsonl.gz", "b.JSONL", "c.json.zst", "d.ndjson", "e.parquet", "f.arrow"):
         (tmp_path / name).write_bytes(b"")
     assert input_problems([str(tmp_path / "*")]) == []
 

@@ -83,3 +83,30 @@ def test_cli_engine_ray(ray_session, tmp_path, corpus_files, tokenizer_dir):
                                       "-c", "512", "--engine", "ray", "--workers", "2", "--unit-lines", "30", "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["counts"]["packs"] > 0
+
+
+def test_ray_reads_parquet_and_datasets_like_the_local_engine(ray_session, tmp_path, tokenizer_dir):
+    """Parquet spans, a datasets directory, a mixture and dedupe: byte-identical to the local engine."""
+    datasets = pytest.importorskip("datasets")
+    from conftest import jsonl_records, write_jsonl, write_parquet
+
+    from packcli.engine.ray import RayEngine
+
+    chat = jsonl_records("sharegpt.jsonl")
+    inputs = [write_parquet(tmp_path / "qa.parquet", jsonl_records("prompt_completion.jsonl"), row_group_size=9),
+              write_jsonl(tmp_path / "chat.jsonl", chat[:20] + chat[:5])]
+    datasets.Dataset.from_list(chat[20:]).save_to_disk(str(tmp_path / "ds"), num_shards=2)
+    inputs.append(tmp_path / "ds")
+
+    def run(out, **kw):
+        return pack_corpus(PackConfig(inputs=tuple(map(str, inputs)), tokenizer=str(tokenizer_dir), out=out,
+                                      capacity=512, lines_per_unit=8, dedupe="exact",
+                                      mix="chat.jsonl=2x,qa.parquet=0.5x"), **kw)
+    local = run(tmp_path / "local")
+    remote = run(tmp_path / "ray", engine=RayEngine(workers=2))
+    # 5 repeated lines, and 2 sharegpt.jsonl records that differ only in a role alias ("bard"/"assistant")
+    assert local.manifest["counts"]["duplicate"] == 7 and remote.units == local.units > len(inputs)
+    assert local.manifest["manifest_sha256"] == remote.manifest["manifest_sha256"]
+    names = [s["name"] for s in local.manifest["shards"]] + ["examples.parquet", "rejects.jsonl"]
+    for name in names:
+        assert (tmp_path / "local" / name).read_bytes() == (tmp_path / "ray" / name).read_bytes(), name

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from pathlib import Path
 
 import pytest
 
@@ -194,8 +195,41 @@ def test_corrupt_gz_is_an_input_error(tmp_path):
 def test_expand_inputs_globs_sorted_and_missing(tmp_path):
     for name in ("b.jsonl", "a.jsonl"):
         (tmp_path / name).write_text("{}\n")
-    assert [p.name for p in expand_inputs([str(tmp_path / "*.jsonl")])] == ["a.jsonl", "b.jsonl"]
+    assert [Path(s.path).name for s in expand_inputs([str(tmp_path / "*.jsonl")])] == ["a.jsonl", "b.jsonl"]
     with pytest.raises(InputError, match="no such file"):
         expand_inputs([str(tmp_path / "nope.jsonl")])
     with pytest.raises(InputError, match="is a directory"):
         expand_inputs([str(tmp_path)])
+
+
+def test_content_key_ignores_where_and_how_a_record_is_written_but_not_what_it_says():
+    from packcli.ingest import content_key
+
+    chat = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}
+    same = [
+        parse(chat),
+        parse_record(b'{ "messages":[{"content":"hi","role":"user"},{"content":"y\\u006f","role":"assistant"}] }',
+                     file_index=3, line=99),  # other key order, spacing, escapes, file and line
+        parse_record(chat, file_index=0, line=0),  # a Parquet/Arrow row
+        parse({"conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "yo"}]}),
+        parse({"messages": [{"role": "user", "content": "hi", "name": None}, {"role": "assistant", "content": "yo"}]}),
+    ]
+    assert len({content_key(r) for r in same}) == 1
+    different = [parse({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo!"}]}),
+                 parse({"messages": [{"role": "system", "content": "hi"}, {"role": "assistant", "content": "yo"}]}),
+                 parse({"prompt": "hi", "completion": "yo"}),
+                 # content as parts reaches the template as parts (a template may render them otherwise)
+                 parse({"messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]},
+                                     {"role": "assistant", "content": "yo"}]}),
+                 parse({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}],
+                        "tools": [{"type": "function", "function": {"name": "f"}}]})]
+    assert len({content_key(r) for r in different + same[:1]}) == 6
+
+
+def test_example_ids_differ_by_occurrence_record_and_copy_and_never_by_place():
+    from packcli.contract import example_id
+
+    sha = "ab" * 32
+    ids = {example_id(sha, occ, rec, copy) for occ in range(3) for rec in range(50) for copy in range(3)}
+    assert len(ids) == 3 * 50 * 3 and all(0 <= i < 2**63 for i in ids)
+    assert example_id(sha, 0, 7) == example_id(sha, 0, 7, 0)  # a record's first copy is the record's id

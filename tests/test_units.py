@@ -11,7 +11,7 @@ import pytest
 
 from packcli.artifact import manifest as mf
 from packcli.config import PackConfig
-from packcli.ingest import describe_input, read_lines
+from packcli.ingest import SourceKind, Span, describe_input, read_lines
 from packcli.job.run import pack_corpus
 from packcli.job.spill import SpillLayout, SpillReader, spill_paths
 from packcli.job.units import UnitSpec, iter_unit_lines, plan_units
@@ -23,7 +23,7 @@ def test_units_cover_every_line_once(tmp_path):
     lines = [b'{"text": "line %d"}' % i if i % 5 else b"" for i in range(1, 104)]
     path.write_bytes(b"\n".join(lines) + b"\n")
     specs = plan_units([describe_input(path)], 10)
-    assert len(specs) == 11 and [s.first_line for s in specs] == list(range(1, 104, 10))
+    assert len(specs) == 11 and [s.span.first for s in specs] == list(range(1, 104, 10))
     got = [item for s in specs for item in iter_unit_lines(s)]
     assert got == list(read_lines(path, 0))
 
@@ -74,7 +74,7 @@ def test_resume_reuses_finished_units(tmp_path, corpus_files, tokenizer_dir, mon
 def test_spill_reader_gathers_across_units_in_any_order(tmp_path):
     """Examples read back by global token offset, across unit files, in a shuffled order."""
     rng = np.random.default_rng(0)
-    specs = [UnitSpec(k, 0, "x", "sha", 1, 0, -1) for k in range(4)]
+    specs = [UnitSpec(k, 0, "x", "sha", 0, Span(SourceKind.jsonl, "x", 1, 0, -1)) for k in range(4)]
     lengths = [rng.integers(1, 50, size=7) for _ in specs]
     lengths[1] = lengths[1][:0]  # a unit whose records were all rejected: no tokens
     truth_ids, truth_labels = [], []

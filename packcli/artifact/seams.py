@@ -1,10 +1,11 @@
-"""The seam table (``examples.parquet``: one row per input record, in input order) and ``rejects.jsonl``.
+"""The seam table (``examples.parquet``: one row per example, in input order) and ``rejects.jsonl``.
 
 The seam table is how every token is traced back to exactly one record and one loss decision: a
-packed example names its shard, row and offset; a dropped, truncated or rejected one says why. A
-record is named by ``input`` (its file's index in the manifest's ``inputs``) and ``line``; ``source``
-is that file's base name, for people: no column holds a location, so the table's bytes do not
-depend on where the files were.
+packed example names its shard, row and offset; a dropped, truncated, rejected, duplicate or
+unsampled one says why. A record is named by ``input`` (its file's index in the manifest's
+``inputs``) and ``line``; ``source`` is that input's name, for people: no column holds a location,
+so the table's bytes do not depend on where the files were. A record has one row per copy a mixture
+made of it (``copy`` 0, 1, ...), and one row whatever happens to it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import pyarrow.parquet as pq
 
 SEAM_TABLE_SCHEMA = pa.schema([
     ("example_id", pa.int64()), ("input", pa.int32()), ("source", pa.string()), ("line", pa.int32()),
+    ("copy", pa.int32()),
     ("status", pa.string()),
     ("reason", pa.string()), ("shard", pa.string()), ("row", pa.int32()), ("offset", pa.int32()),
     ("length", pa.int32()), ("original_length", pa.int32()), ("supervised", pa.int32()),
@@ -41,3 +43,4 @@ def write_rejects(path: Path, rejects: Iterable[tuple[int, str, int, str]]) -> i
                                     ensure_ascii=False) + "\n")
             count += 1
     return count
+

@@ -32,3 +32,15 @@ Loss = Annotated[LossPolicy, typer.Option(
     "--loss", help="Tokens that carry loss; auto: assistant (chat), completion, all (text).", rich_help_panel=TEMPLATE)]
 InputFormat = Annotated[Format, typer.Option(
     "--format", help="Force the record format instead of detecting it per record.", rich_help_panel=INPUTS)]
+
+# Column mapping (`packcli.ingest.FieldMap`): the same for pack and stats, and for every source kind.
+MessagesField = Annotated[str, typer.Option(
+    "--messages-field", help="Field holding the list of turns (OpenAI messages).", rich_help_panel=INPUTS)]
+RoleField = Annotated[str, typer.Option(
+    "--role-field", help="Key of each turn's role (in --messages-field).", rich_help_panel=INPUTS)]
+ContentField = Annotated[str, typer.Option(
+    "--content-field", help="Key of each turn's content (in --messages-field).", rich_help_panel=INPUTS)]
+PromptField = Annotated[str, typer.Option("--prompt-field", help="Field holding the prompt.", rich_help_panel=INPUTS)]
+CompletionField = Annotated[str, typer.Option(
+    "--completion-field", help="Field holding the completion.", rich_help_panel=INPUTS)]
+TextField = Annotated[str, typer.Option("--text-field", help="Field holding plain text.", rich_help_panel=INPUTS)]

@@ -10,6 +10,7 @@ from rich.markup import escape
 
 from packcli.choices import (
     BackendChoice,
+    Dedupe,
     EngineName,
     Format,
     LossPolicy,
@@ -22,11 +23,17 @@ from packcli.cli.options import (
     OUTPUT,
     PACKING,
     PERFORMANCE,
+    CompletionField,
+    ContentField,
     InputFormat,
     Json,
     Loss,
+    MessagesField,
+    PromptField,
+    RoleField,
     Template,
     TemplateDate,
+    TextField,
     Tokenizer,
 )
 from packcli.config import DEFAULT_MAX_REJECT_FRACTION
@@ -54,12 +61,25 @@ def default_inputs(inputs: list[str] | None, tokenizer: str | None) -> tuple[tup
 
 def pack(
     inputs: Annotated[Optional[list[str]], typer.Argument(
-        help="JSONL files or globs (.jsonl, .jsonl.gz, .jsonl.zst). Default: the bundled demo corpus.",
+        help="JSONL (.jsonl, .gz, .zst) or Parquet files, globs, datasets.save_to_disk directories, or "
+             "hf:NAME[:CONFIG][:SPLIT] from the local Hugging Face cache. Default: the bundled demo corpus.",
         show_default=False)] = None,
     tokenizer: Tokenizer = None,
     input_format: InputFormat = Format.auto,
+    messages_field: MessagesField = "messages",
+    role_field: RoleField = "role",
+    content_field: ContentField = "content",
+    prompt_field: PromptField = "prompt",
+    completion_field: CompletionField = "completion",
+    text_field: TextField = "text",
     on_error: Annotated[OnError, typer.Option(
         help="skip: reject bad records (rejects.jsonl); fail: stop.", rich_help_panel=INPUTS)] = OnError.skip,
+    dedupe: Annotated[Dedupe, typer.Option(
+        help="exact: drop records identical to an earlier one (counted; status 'duplicate').",
+        rich_help_panel=INPUTS)] = Dedupe.none,
+    mix: Annotated[Optional[str], typer.Option(
+        help="Weigh sources: proportions (a.jsonl=0.7,b.parquet=0.3) or repeats (a.jsonl=3x,b.parquet=0.5x); "
+             "seeded by --seed.", show_default=False, rich_help_panel=INPUTS)] = None,
     template: Template = "auto",
     template_date: TemplateDate = "2024-07-26",
     loss: Loss = LossPolicy.auto,
@@ -98,7 +118,7 @@ def pack(
                                                        show_default=False, rich_help_panel=PERFORMANCE)] = None,
     shared_fs: Annotated[bool, typer.Option(help="Confirm --out is on a filesystem every Ray node mounts.",
                                             rich_help_panel=PERFORMANCE)] = False,
-    unit_lines: Annotated[int, typer.Option(help="Input lines per unit of work (parallelism, resume).",
+    unit_lines: Annotated[int, typer.Option(help="Input records (lines, rows) per unit of work (parallelism, resume).",
                                             rich_help_panel=PERFORMANCE)] = 10_000,
     tokenizer_backend: Annotated[BackendChoice, typer.Option(
         help="auto: fastokens where proven exact, else tokenizers. Same bytes either way.",
@@ -118,6 +138,8 @@ def pack(
 
       packcli pack data.jsonl -t tok/ --strategy bfd --min-density 0.98 --json
 
+      packcli pack chat.jsonl tools.parquet -t tok/ --mix chat.jsonl=0.7,tools.parquet=0.3 --dedupe exact
+
       packcli pack big/*.jsonl -t tok/ --engine ray --ray-address auto --shared-fs -o /mnt/out
     """
     from packcli.checks import int_problems, raise_all
@@ -135,8 +157,10 @@ def pack(
     try:
         config = PackConfig(
             inputs=paths, tokenizer=tok, out=out, capacity=capacity, template=template, template_date=template_date,
-            loss=loss,
-            input_format=input_format, strategy=strategy, window=window, seed=seed, shuffle=shuffle,
+            loss=loss, input_format=input_format, fields=dict(
+                messages=messages_field, role=role_field, content=content_field, prompt=prompt_field,
+                completion=completion_field, text=text_field), dedupe=dedupe, mix=mix, strategy=strategy,
+            window=window, seed=seed, shuffle=shuffle,
             shuffle_packs=shuffle_packs, overlong=overlong, on_error=on_error, min_density=min_density,
             max_displacement=max_displacement, max_reject_fraction=max_reject_fraction,
             packs_per_shard=packs_per_shard, force=force, lines_per_unit=unit_lines,

@@ -43,7 +43,10 @@ def render_pack_summary(summary, *, as_json: bool) -> None:  # noqa: ANN001 - Pa
     m = summary.manifest
     counts, metrics = m["counts"], m["metrics"]
     if as_json:
+        from packcli.stats import input_counts
+
         console.print_json({"out": str(summary.out), "manifest_sha256": m["manifest_sha256"], "counts": counts,
+                            "sources": input_counts(m),
                             "metrics": metrics, "stage_seconds": summary.stage_seconds, "units": summary.units,
                             "resumed_units": summary.resumed_units,
                             "shards": [s["name"] for s in m["shards"]], "tokenization": m["unhashed"]["tokenization"],
@@ -56,6 +59,8 @@ def render_pack_summary(summary, *, as_json: bool) -> None:  # noqa: ANN001 - Pa
     table.add_row("records", f"{counts['records']:,}")
     table.add_row("packed / truncated", f"{counts['packed']:,} / {counts['truncated']:,}")
     table.add_row("dropped / rejected", f"{counts['dropped']:,} / {counts['rejected']:,}")
+    if counts["duplicate"] or counts["unsampled"] or m["config"]["dedupe"] != "none" or m["config"]["mix"]:
+        table.add_row("duplicate / unsampled", f"{counts['duplicate']:,} / {counts['unsampled']:,}")
     table.add_row("packs (capacity)", f"{counts['packs']:,} ({m['config']['capacity']:,})")
     table.add_row("tokens / supervised", f"{counts['tokens']:,} / {counts['supervised_tokens']:,}")
     table.add_row("density", f"{metrics['density']:.4f}")
@@ -74,6 +79,10 @@ def render_pack_summary(summary, *, as_json: bool) -> None:  # noqa: ANN001 - Pa
     table.add_row("time", " ".join(f"{k.removesuffix('_s')} {v:.2f}s" for k, v in summary.stage_seconds.items()))
     table.add_row("manifest", m["manifest_sha256"][:16])
     console.out.print(table)
+    if len(m["inputs"]) > 1 or m["config"]["mix"]:
+        from packcli.stats import input_counts
+
+        console.out.print(sources_table(input_counts(m)))
     if counts["rejected"]:
         console.err.print(f"{counts['rejected']} records rejected: see {summary.out}/rejects.jsonl", highlight=False)
     for line in input_warning_lines(m["unhashed"]["input_warnings"]):
@@ -97,6 +106,18 @@ def input_warning_lines(warnings: dict) -> list[str]:
         fields = ", ".join(f"{name} ({count:,} records)" for name, count in warnings["ignored_fields"].items())
         lines.append(f"fields the template never reads: {fields}")
     return lines
+
+
+def sources_table(inputs: list[dict]) -> Table:
+    """Per input (by its location-free name, as the manifest has it): records read, the mixture's
+    weight, examples in packs (copies included), what was left out."""
+    columns = [Col("source", "left", 9), Col("records", keep=7), Col("mix", keep=6), Col("examples", keep=8),
+               Col("rejected", keep=4), Col("duplicate", keep=3), Col("unsampled", keep=3), Col("dropped", keep=2),
+               Col("tokens", keep=5)]
+    rows = [[i["source"], f"{i['records']:,}", i["weight"] or "-", f"{i['packed'] + i['truncated']:,}",
+             f"{i['rejected']:,}", f"{i['duplicate']:,}", f"{i['unsampled']:,}", f"{i['dropped']:,}",
+             f"{i['tokens']:,}"] for i in inputs]
+    return fitted_table("sources (examples: in packs, copies included)", columns, rows)
 
 
 def render_verify(report, attention, *, as_json: bool, consumers=()) -> bool:  # noqa: ANN001
@@ -187,6 +208,10 @@ def render_length_stats(stats, *, as_json: bool, plot) -> None:  # noqa: ANN001
         return
     console.out.print(_kv_table("records", [("records", f"{stats.records:,}"), ("tokenized", f"{stats.examples:,}"),
                                             ("rejected", f"{stats.rejected:,}")]))
+    if len(stats.by_input) > 1:
+        columns = [Col("source", "left", 9), Col("records", keep=8), Col("tokenized", keep=7), Col("rejected", keep=6)]
+        console.out.print(fitted_table("sources", columns, [[i["source"], f"{i['records']:,}", f"{i['examples']:,}",
+                                                             f"{i['rejected']:,}"] for i in stats.by_input]))
     for reason, count in list(stats.rejected_reasons.items())[:10]:
         console.out.print(f"  rejected {count:>6}: {reason}", highlight=False)
     if not stats.examples:
@@ -227,6 +252,7 @@ def render_artifact_stats(stats, *, as_json: bool, plot) -> None:  # noqa: ANN00
         ("gap to lower bound", f"{m['gap_to_bound']:.4%}"),
         ("records", f"{c['records']:,}"), ("packed / truncated", f"{c['packed']:,} / {c['truncated']:,}"),
         ("dropped / rejected", f"{c['dropped']:,} / {c['rejected']:,}"),
+        ("duplicate / unsampled", f"{c['duplicate']:,} / {c['unsampled']:,}"),
         ("tokens lost (dropped+truncated)", f"{c['tokens_lost']:,}"),
         ("supervised tokens lost", f"{c['supervised_tokens_lost']:,}"),
         ("displacement mean / p99 / max", f"{m['displacement_mean']:.1f} / {m['displacement_p99']:.0f} / "
@@ -238,6 +264,8 @@ def render_artifact_stats(stats, *, as_json: bool, plot) -> None:  # noqa: ANN00
              f"{s['tokens']:,}", f"{s['supervised']:,}", f"{s['density']:.4f}", f"{s['bytes']:,}"] for s in stats.shards]
     table = fitted_table("shards", columns, rows)
     console.out.print(table)
+    if len(stats.inputs) > 1 or stats.identity["config"].get("mix"):
+        console.out.print(sources_table(stats.inputs))
     ident = stats.identity
     console.out.print(_kv_table("identity", [
         ("manifest", ident["manifest_sha256"][:16]), ("contract", str(ident["contract_version"])),

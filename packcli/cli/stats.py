@@ -7,13 +7,35 @@ from typing import Annotated, Optional
 
 import typer
 
-from packcli.choices import LossPolicy
-from packcli.cli.options import OUTPUT, PACKING, Json, Loss, Template, Tokenizer
+from packcli.choices import Format, LossPolicy
+from packcli.cli.options import (
+    OUTPUT,
+    PACKING,
+    CompletionField,
+    ContentField,
+    InputFormat,
+    Json,
+    Loss,
+    MessagesField,
+    PromptField,
+    RoleField,
+    Template,
+    TextField,
+    Tokenizer,
+)
 
 
 def stats(
-    inputs: Annotated[list[str], typer.Argument(help="JSONL files/globs, or one packed artifact directory.")],
+    inputs: Annotated[list[str], typer.Argument(
+        help="Inputs as pack takes them (JSONL, Parquet, datasets directories, hf:NAME), or one packed artifact.")],
     tokenizer: Tokenizer = None,
+    input_format: InputFormat = Format.auto,
+    messages_field: MessagesField = "messages",
+    role_field: RoleField = "role",
+    content_field: ContentField = "content",
+    prompt_field: PromptField = "prompt",
+    completion_field: CompletionField = "completion",
+    text_field: TextField = "text",
     template: Template = "auto",
     loss: Loss = LossPolicy.auto,
     capacity: Annotated[Optional[list[int]], typer.Option(
@@ -52,11 +74,12 @@ def stats(
     )
     from packcli.cli.pack import default_inputs
     from packcli.cli.render import render_artifact_stats, render_length_stats
+    from packcli.ingest import FieldMap, is_dataset_dir
     from packcli.plots import PLOT_SUFFIXES
     from packcli.stats import DEFAULT_CAPACITIES, artifact_stats, length_stats
 
     problems = output_file_problems("--plot", plot, PLOT_SUFFIXES)
-    if len(inputs) == 1 and Path(inputs[0]).is_dir():
+    if len(inputs) == 1 and Path(inputs[0]).is_dir() and not is_dataset_dir(Path(inputs[0])):
         given = [flag for flag, value in (("--tokenizer", tokenizer), ("--capacity", capacity),
                                           ("--max-displacement", max_displacement)) if value is not None]
         given += [flag for flag, value, default in (("--template", template, "auto"), ("--loss", loss, LossPolicy.auto),
@@ -69,13 +92,17 @@ def stats(
         render_artifact_stats(artifact_stats(inputs[0]), as_json=json_out, plot=plot)
         return
     paths, tok = default_inputs(inputs, tokenizer)
+    fields = FieldMap(messages=messages_field, role=role_field, content=content_field, prompt=prompt_field,
+                      completion=completion_field, text=text_field)
     for c in capacity or []:
         problems += int_problems("--capacity", c, 2, MAX_INT32)
     problems += int_problems("--seed", seed, 0, MAX_SEED)
     problems += float_problems("--min-density", min_density, 0, 1, low_open=True)
     problems += float_problems("--max-displacement", max_displacement, 0)
     problems += input_problems(paths) + tokenizer_problems("--tokenizer", tok) + template_problems(template, tok)
+    problems += fields.problems()
     raise_all(problems)
     result = length_stats(paths, tok, template=template, loss=loss, capacities=tuple(capacity or DEFAULT_CAPACITIES),
-                          seed=seed, min_density=min_density, max_displacement=max_displacement)
+                          seed=seed, min_density=min_density, max_displacement=max_displacement, fields=fields,
+                          input_format=input_format)
     render_length_stats(result, as_json=json_out, plot=plot)

@@ -45,7 +45,9 @@ def apply_overlong(index: ExampleIndex, spill: SpillReader, capacity: int, overl
     token drops the example instead (training on it would teach nothing)."""
     status = np.asarray(index.status, dtype=np.int8)
     full_len = np.asarray(index.length, dtype=np.int64)
-    fates = Fates(status, full_len.copy(), np.asarray(index.supervised, dtype=np.int64).copy(), list(index.reason))
+    packed = status == PACKED  # a rejected or duplicate record puts nothing into a pack
+    fates = Fates(status, np.where(packed, full_len, 0), np.where(packed, np.asarray(index.supervised, np.int64), 0),
+                  list(index.reason))
     for i in np.flatnonzero((status == PACKED) & (full_len > capacity)):
         reason = f"{full_len[i]} tokens > capacity {capacity}"
         if overlong is Overlong.truncate:
@@ -70,7 +72,7 @@ def check_losses(index: ExampleIndex, fates: Fates, files: Sequence[InputFile], 
     """
     records = len(fates.status)
     lost = np.flatnonzero((fates.status == REJECTED) | (fates.status == DROPPED))
-    packed = records - len(lost)
+    packed = int(np.count_nonzero((fates.status == PACKED) | (fates.status == TRUNCATED)))  # not duplicates
     if packed and len(lost) <= max_fraction * records:
         return
     reasons: Counter[str] = Counter()
@@ -79,7 +81,7 @@ def check_losses(index: ExampleIndex, fates: Fates, files: Sequence[InputFile], 
         # over-long drops differ only in their length: one reason for all of them
         reason = "longer than --capacity" if fates.status[i] == DROPPED else fates.reasons[i]
         reasons[reason] += 1
-        first.setdefault(reason, f"{files[index.file_index[i]].path.name}:{index.line[i]}")
+        first.setdefault(reason, f"{files[index.file_index[i]].name}:{index.line[i]}")
     top = "; ".join(f"{count} x {reason} (e.g. {first[reason]})" for reason, count in reasons.most_common(3))
     more = f"; and {len(reasons) - 3} other reasons" if len(reasons) > 3 else ""
     what = ("no example was packed" if not packed else

@@ -1,7 +1,8 @@
 """The ``pack`` job: read -> render -> tokenize -> spill (units), plan packs, write shards (tasks).
 
-    units.py   tokenize one unit of input lines into its spill files (resumable)
+    units.py   tokenize one unit of input records into its spill files (resumable)
     spill.py   the spill files and the reader that gathers examples from them
+    select.py  exact duplicates, and a mixture's copies of each record
     plan.py    over-long examples, the pack plan and budgets, the shards' layout
     write.py   shard tasks, the seam table, rejects and the manifest
 
@@ -33,15 +34,19 @@ from pathlib import Path
 from packcli.artifact import manifest as mf
 from packcli.artifact.card import write_card
 from packcli.chat import ChatTemplate, Renderer, load_template, require_markers
+from packcli.choices import Dedupe
 from packcli.config import OnError, PackConfig
+from packcli.contract import PACKED, TRUNCATED
 from packcli.engine import Engine
 from packcli.errors import InputError, refusal
-from packcli.ingest import describe_inputs
+from packcli.ingest import Source, check_sources, describe_inputs, expand_inputs
 from packcli.job.plan import apply_overlong, check_losses, lay_out_shards, plan_packs
+from packcli.job.select import expand_copies, mark_duplicates
 from packcli.job.spill import SpillLayout, SpillReader
 from packcli.job.units import ExampleIndex, UnitIndex, UnitJob, plan_units
 from packcli.job.workspace import Workspace
 from packcli.job.write import build_manifest, provenance, write_records
+from packcli.mix import Mixture, draw_copies, resolve_mix
 from packcli.prepare import Preparer, share_preparer
 from packcli.progress import NO_PROGRESS, Progress
 from packcli.tokenizer.load import LoadedTokenizer, cached_tokenizer, warm_tokenizer
@@ -73,6 +78,7 @@ def pack_corpus(config: PackConfig, progress: Progress = NO_PROGRESS, engine: En
         SystemRefusal: the disk filled up or refused a write (nothing is left at ``config.out`` either).
     """
     config.check_files()  # every path, before a worker starts or a byte is read
+    sources, mixture = resolve_sources(config)  # every table's columns, every --mix key
     if engine is None:
         from packcli.engine.local import LocalEngine  # here: the engines import this package's units
 
@@ -82,7 +88,7 @@ def pack_corpus(config: PackConfig, progress: Progress = NO_PROGRESS, engine: En
             # The engine's workers (if any) load the tokenizer while this process does.
             with engine.session(warm=partial(warm_tokenizer, config.tokenizer, config.tokenizer_backend.value,
                                              config.paranoid_tokenizer)):
-                summary = _pack(config, progress, engine, space)
+                summary = _pack(config, progress, engine, space, sources, mixture)
             space.discard_work()
     except OSError as exc:  # a full disk is the machine's answer, not a bug: say where
         known = refusal(exc, f"--out {config.out}")
@@ -92,23 +98,44 @@ def pack_corpus(config: PackConfig, progress: Progress = NO_PROGRESS, engine: En
     return summary
 
 
-def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspace) -> PackSummary:
+def resolve_sources(config: PackConfig) -> tuple[list[Source], Mixture | None]:
+    """The run's sources, checked against the column mapping and format, and its mixture (inputs
+    numbered as `expand_inputs` lists them): everything about the inputs that can be wrong is found
+    here, before a tokenizer is loaded or a file is hashed.
+
+    Raises:
+        InputError: a missing input, a column the mapping reads that a table lacks, a bad ``--mix``.
+    """
+    sources = expand_inputs(config.inputs)
+    check_sources(sources, config.fields, config.input_format)
+    if config.mix is None:
+        return sources, None
+    matched = [[s.path for s in expand_inputs([pattern])] for pattern in config.inputs]
+    return sources, resolve_mix(config.mix, config.inputs, [s.path for s in sources], matched)
+
+
+def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspace, sources: list[Source],
+          mixture: Mixture | None) -> PackSummary:
     timings: dict[str, float] = {}
     tokenizer = cached_tokenizer(config.tokenizer, backend=config.tokenizer_backend, paranoid=config.paranoid_tokenizer)
     template = load_template(config.template, tokenizer)
     require_markers(template, config.loss)
     renderer = Renderer(template, config.loss, bos_token=tokenizer.bos_token, eos_token=tokenizer.eos_token,
                         template_date=date.fromisoformat(config.template_date))
-    files = describe_inputs(config.inputs)
+    files = describe_inputs(sources)
+    if mixture is not None:  # the mixture numbers inputs as resolved; the manifest, as read
+        position = {f.path: i for i, f in enumerate(files)}
+        mixture = mixture.renumbered([position[s.path] for s in sources])
     job = UnitJob(tokenizer=config.tokenizer, tokenizer_sha256=tokenizer.sha256, template_text=template.text,
                   template_source=template.source, template_date=config.template_date,
                   paranoid_tokenizer=config.paranoid_tokenizer, tokenizer_backend=config.tokenizer_backend.value,
                   tokenizer_backend_resolved=tokenizer.backend_name,
                   tokenizer_backend_version=tokenizer.backend_version, loss=config.loss.value,
-                  input_format=config.input_format.value, batch_records=config.batch_records,
+                  input_format=config.input_format.value, fields=tuple(sorted(config.fields.renames().items())),
+                  keys=config.dedupe is Dedupe.exact, batch_records=config.batch_records,
                   fail_fast=config.on_error is OnError.fail, work_dir=str(space.work),
                   config_hash=_tokenization_hash(tokenizer, template, config))
-    share_preparer(job, Preparer(renderer, tokenizer, config.input_format))
+    share_preparer(job, Preparer(renderer, tokenizer, config.input_format, config.fields, keys=job.keys))
     tmp = space.new_artifact_dir()
     try:
         with progress.running():
@@ -119,25 +146,31 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
             timings["tokenize_wall_s"] = time.perf_counter() - t0
             for key in ("read_render_s", "tokenize_s"):
                 timings[key] = sum(u.seconds.get(key, 0.0) for u in units)
-            index = ExampleIndex.merge(specs, units, len(files))
-            if not len(index.ids):
+            records = ExampleIndex.merge(specs, units, len(files))
+            if not len(records.ids):
                 raise InputError("no records found in the inputs (all files empty?)", "check the input paths")
+            if config.dedupe is Dedupe.exact:
+                mark_duplicates(records, files)
             layout = SpillLayout.of(space.work, specs, [int(u.lengths.sum()) for u in units])
             with SpillReader(layout) as spill:  # here: over-long examples; the shards: the engine's tasks
                 t0 = time.perf_counter()
-                fates = apply_overlong(index, spill, config.capacity, config.overlong)
-                check_losses(index, fates, files, config.max_reject_fraction)
+                fates = apply_overlong(records, spill, config.capacity, config.overlong)
+                check_losses(records, fates, files, config.max_reject_fraction)
+                copies = None if mixture is None else draw_copies(
+                    mixture, (fates.status == PACKED) | (fates.status == TRUNCATED), records.file_index, config.seed)
+                examples = expand_copies(records, fates, copies, files, mixture)
+                index, fates = examples.index, examples.fates
                 plan = plan_packs(fates, config)
                 timings["pack_s"] = time.perf_counter() - t0
                 t0 = time.perf_counter()
                 shards = lay_out_shards(plan, fates, index, config.packs_per_shard, str(tmp))
                 progress.start("write", "writing shards", total=len(shards.tasks))
                 results = engine.write_shards(layout, shards.tasks, lambda task: progress.advance("write"))
-                rejects = write_records(tmp, index, fates, shards, results, spill, files)
+                rejects = write_records(tmp, index, fates, shards, results, spill, files, examples.copy)
                 timings["write_s"] = time.perf_counter() - t0
             manifest = build_manifest(tmp, index=index, fates=fates, plan=plan, config=config, files=files,
                                       tokenizer=tokenizer, template=template, shards=[r.info for r in results],
-                                      rejects=rejects)
+                                      rejects=rejects, mixture=mixture)
             manifest["dataset_card"] = write_card(tmp, manifest)  # pinned, so verify covers the card too
             manifest = mf.finalize(manifest, {"tokenization": _tokenization_facts(tokenizer, units),
                                               "provenance": provenance(config, files, template),
@@ -164,7 +197,8 @@ def _tokenization_hash(tokenizer: LoadedTokenizer, template: ChatTemplate, confi
     """
     key = [code_digest(), tokenizer.sha256, template.sha256, config.loss.value, config.input_format.value,
            config.on_error.value, config.lines_per_unit, tokenizer.backend_name, tokenizer.backend_version,
-           config.template_date, tokenizer.bos_token, tokenizer.eos_token]
+           config.template_date, tokenizer.bos_token, tokenizer.eos_token, config.fields.renames(),
+           config.dedupe.value]
     return hashlib.sha256(json.dumps(key).encode()).hexdigest()
 
 

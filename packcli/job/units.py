@@ -1,12 +1,15 @@
-"""Units of work: contiguous line ranges of one input file, tokenized independently.
+"""Units of work: contiguous spans of records of one input, tokenized independently.
 
-A unit is what an engine schedules (locally in a loop, or as one Ray task): it reads its byte range,
+A unit is what an engine schedules (locally in a loop, or as one Ray task): it reads its span
+(`packcli.ingest.Span`: a byte range of a JSONL file, a row range of a Parquet or Arrow file),
 parses, renders and tokenizes, and writes its tokens and labels to its own spill files with a small
 sidecar index. Everything a unit produces depends only on its spec and the run's configuration, so
 any engine, any worker count and any order of completion give the same bytes.
 
-Plain files are split every ``lines_per_unit`` physical lines at byte offsets found by one fast scan;
-a compressed file cannot be entered in the middle, so it is a single unit.
+Each source kind's reader cuts its inputs into spans of about ``lines_per_unit`` records
+(`packcli.ingest.Reader.split`): plain JSONL at line starts found by one fast scan, Parquet along
+its row groups, Arrow anywhere; a compressed JSONL file cannot be entered in the middle, so it is
+a single unit.
 
 A sidecar records the configuration hash, so a re-run with the same configuration reuses finished
 units (resume) and never mixes units of different configurations.
@@ -24,24 +27,28 @@ import numpy.typing as npt
 
 from packcli.contract import PACKED, REJECTED, example_id
 from packcli.errors import PackcliError, RecordError
-from packcli.ingest import InputFile, open_binary, read_errors
+from packcli.ingest import InputFile, SourceKind, Span, read_span, reader
 from packcli.job.pause import pause_at
 from packcli.job.spill import spill_paths
 from packcli.prepare import InputWarnings, Preparer, preparer_for
 from packcli.tokenizer.load import cached_tokenizer
 
+NO_KEY = bytes(16)  # the content key of a record that did not parse (it has none)
+
 
 @dataclass(frozen=True)
 class UnitSpec:
-    """Lines ``first_line`` .. of ``path`` from ``byte_start`` to ``byte_end`` (-1: to the end)."""
+    """The records of ``span``, a part of input ``file_index`` (``path`` as given, for messages).
+
+    ``file_sha256`` and ``occurrence`` are the input's, for the example ids (`packcli.contract.example_id`).
+    """
 
     index: int
     file_index: int
     path: str
     file_sha256: str
-    first_line: int
-    byte_start: int
-    byte_end: int
+    occurrence: int
+    span: Span
 
     @property
     def name(self) -> str:
@@ -49,16 +56,20 @@ class UnitSpec:
 
     @property
     def label(self) -> str:
-        """How an error names the unit: ``unit-00003 (data.jsonl from line 20001)``."""
-        return f"{self.name} ({Path(self.path).name} from line {self.first_line})"
+        """How an error names the unit: ``unit-00003 (data.jsonl from line 20001)``, ``(data.parquet from row 0)``."""
+        what = "line" if self.span.kind is SourceKind.jsonl else "row"
+        return f"{self.name} ({Path(self.path).name} from {what} {self.span.first})"
 
 
 @dataclass(frozen=True)
 class UnitIndex:
-    """Per-record facts of one unit, in line order; tokens live in the unit's spill files."""
+    """Per-record facts of one unit, in record order; tokens live in the unit's spill files.
+
+    ``keys``: each record's content key (`NO_KEY` where it did not parse) when the run deduplicates.
+    """
 
     example_ids: npt.NDArray[np.int64]
-    lines: npt.NDArray[np.int32]
+    lines: npt.NDArray[np.int64]
     status: npt.NDArray[np.int8]
     reasons: list[str]
     lengths: npt.NDArray[np.int64]
@@ -68,11 +79,12 @@ class UnitIndex:
     formats: list[str]  # the format each record was read as ("" when not recognised)
     warnings: InputWarnings
     resumed: bool = False  # read back from a finished unit of an earlier run
+    keys: np.ndarray | None = None  # dtype V16
 
 
 @dataclass(frozen=True)
 class ExampleIndex:
-    """Per-example facts in input order; token ids and labels live in the merged spill."""
+    """Per-record facts in input order; token ids and labels live in the merged spill."""
 
     ids: np.ndarray
     file_index: np.ndarray
@@ -85,6 +97,7 @@ class ExampleIndex:
     records_per_file: list[int]
     format: list[str]
     warnings: InputWarnings
+    keys: np.ndarray | None = None
 
     @classmethod
     def merge(cls, specs: list[UnitSpec], units: list[UnitIndex], num_files: int) -> ExampleIndex:
@@ -92,70 +105,53 @@ class ExampleIndex:
         as `SpillReader` reads them (-1 for a rejected record, which has none)."""
         lengths = np.concatenate([u.lengths for u in units]) if units else np.zeros(0, np.int64)
         offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64) if len(lengths) else lengths
-        file_index = np.concatenate([np.full(len(u.lines), s.file_index, np.int32) for s, u in zip(specs, units)])
-        status = np.concatenate([u.status for u in units])
+        file_index = np.concatenate([np.full(len(u.lines), s.file_index, np.int32) for s, u in zip(specs, units)]
+                                    ) if units else np.zeros(0, np.int32)
+        status = np.concatenate([u.status for u in units]) if units else np.zeros(0, np.int8)
         warnings = InputWarnings()
         for unit in units:
             warnings.add(unit.warnings)
+        keys = None
+        if units and all(u.keys is not None for u in units):
+            keys = np.concatenate([u.keys for u in units])
         return cls(
-            ids=np.concatenate([u.example_ids for u in units]), file_index=file_index,
-            line=np.concatenate([u.lines for u in units]), status=status,
+            ids=np.concatenate([u.example_ids for u in units]) if units else np.zeros(0, np.int64),
+            file_index=file_index,
+            line=np.concatenate([u.lines for u in units]) if units else np.zeros(0, np.int64), status=status,
             reason=[r for u in units for r in u.reasons],
             spill_offset=np.where(status == REJECTED, -1, offsets),
-            length=lengths, supervised=np.concatenate([u.supervised for u in units]),
+            length=lengths, supervised=np.concatenate([u.supervised for u in units]) if units else lengths,
             records_per_file=np.bincount(file_index, minlength=num_files).tolist(),
-            format=[f for u in units for f in u.formats], warnings=warnings,
+            format=[f for u in units for f in u.formats], warnings=warnings, keys=keys,
         )
 
 
+def occurrences(files: list[InputFile]) -> list[int]:
+    """For each input, how many earlier inputs have the same sha256 (the same file given twice)."""
+    seen: dict[str, int] = {}
+    out = []
+    for f in files:
+        out.append(seen.get(f.sha256, 0))
+        seen[f.sha256] = out[-1] + 1
+    return out
+
+
 def plan_units(files: list[InputFile], lines_per_unit: int) -> list[UnitSpec]:
-    """Split every input into units of at most ``lines_per_unit`` physical lines."""
+    """Split every input into units of about ``lines_per_unit`` records (`packcli.ingest.Reader.split`)."""
     specs: list[UnitSpec] = []
-    for fi, f in enumerate(files):
-        compressed = f.path.name.lower().endswith((".gz", ".zst"))
-        bounds = [(1, 0)] if compressed else _line_starts(f.path, lines_per_unit)
-        for k, (line, start) in enumerate(bounds):
-            end = bounds[k + 1][1] if k + 1 < len(bounds) else -1
-            specs.append(UnitSpec(len(specs), fi, str(f.path), f.sha256, line, start, end))
+    for fi, (f, occurrence) in enumerate(zip(files, occurrences(files))):
+        for span in reader(f.kind).split(f, lines_per_unit):
+            specs.append(UnitSpec(len(specs), fi, f.path, f.sha256, occurrence, span))
     return specs
 
 
-def _line_starts(path: Path, every: int) -> list[tuple[int, int]]:
-    """(line number, byte offset) of line 1, 1+every, 1+2*every, ... in one pass over the bytes."""
-    starts = [(1, 0)]
-    seen = 0  # newlines seen so far
-    offset = 0
-    size = path.stat().st_size
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 23), b""):
-            newlines = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == 10)
-            # line L starts after newline number L-1; we want L = 1 + k*every
-            wanted = np.arange(((seen // every) + 1) * every, seen + len(newlines) + 1, every)
-            for w in wanted:
-                pos = offset + int(newlines[w - seen - 1]) + 1
-                if pos < size:
-                    starts.append((int(w) + 1, pos))
-            seen += len(newlines)
-            offset += len(block)
-    return starts
-
-
-def iter_unit_lines(spec: UnitSpec) -> Iterator[tuple[int, bytes]]:
-    """(line number, raw bytes) of every non-blank line of the unit.
+def iter_unit_lines(spec: UnitSpec) -> Iterator[tuple[int, bytes | dict]]:
+    """(record number, payload) of every record of the unit.
 
     Raises:
-        InputError: the file cannot be read or decompressed.
+        InputError: the input cannot be read or decompressed.
     """
-    with read_errors(spec.path), open_binary(spec.path) as handle:
-        if spec.byte_start:
-            handle.seek(spec.byte_start)
-        position = spec.byte_start
-        for number, raw in enumerate(handle, start=spec.first_line):
-            if spec.byte_end >= 0 and position >= spec.byte_end:
-                return
-            position += len(raw)
-            if raw.strip():
-                yield number, raw
+    return read_span(spec.span)
 
 
 @dataclass(frozen=True)
@@ -177,6 +173,8 @@ class UnitJob:
     fail_fast: bool
     work_dir: str
     config_hash: str
+    fields: tuple[tuple[str, str], ...] = ()  # the column mapping, as `FieldMap.renames` items (hashable)
+    keys: bool = False  # compute content keys (--dedupe exact)
 
     def build_preparer(self) -> Preparer:
         """The tokenizer, template and renderer this job names (`packcli.prepare.preparer_for` caches it)."""
@@ -184,6 +182,7 @@ class UnitJob:
 
         from packcli.chat import ChatTemplate, Renderer
         from packcli.choices import Format, LossPolicy
+        from packcli.ingest import FieldMap
 
         tok = cached_tokenizer(self.tokenizer, backend=self.tokenizer_backend, paranoid=self.paranoid_tokenizer)
         if tok.backend_name != self.tokenizer_backend_resolved:  # ``auto`` resolved otherwise here than there
@@ -198,7 +197,7 @@ class UnitJob:
         renderer = Renderer(ChatTemplate(self.template_text, self.template_source), LossPolicy(self.loss),
                             bos_token=tok.bos_token, eos_token=tok.eos_token,
                             template_date=date.fromisoformat(self.template_date))
-        return Preparer(renderer, tok, Format(self.input_format))
+        return Preparer(renderer, tok, Format(self.input_format), FieldMap.of(dict(self.fields)), keys=self.keys)
 
 
 def run_unit(job: UnitJob, spec: UnitSpec) -> UnitIndex:
@@ -211,17 +210,19 @@ def run_unit(job: UnitJob, spec: UnitSpec) -> UnitIndex:
     preparer = preparer_for(job)
     before, guard_before = dict(preparer.seconds), preparer.tokenizer.guard_counts()
     ids_path, labels_path = spill_paths(work_dir, spec)
-    eids, lines, status, reasons, lengths, sup, formats = [], [], [], [], [], [], []
+    eids, lines, status, reasons, lengths, sup, formats, keys = [], [], [], [], [], [], [], []
     warnings = InputWarnings()
-    batch: list[tuple[int, int, bytes]] = []
+    batch: list[tuple[int, int, bytes | dict]] = []
 
     def flush() -> None:
         prepared = preparer.prepare(batch, source=spec.path)
         formats.extend(prepared.formats)
         warnings.add(prepared.warnings)
         kept_lengths, kept_sup = prepared.encoded.lengths.tolist(), prepared.supervised.tolist()
+        if prepared.keys is not None:
+            keys.extend(NO_KEY if k is None else k for k in prepared.keys)
         for (_, line, _), row in zip(batch, prepared.rows):
-            eids.append(example_id(spec.file_sha256, line))
+            eids.append(example_id(spec.file_sha256, spec.occurrence, line))
             lines.append(line)
             if isinstance(row, str):
                 if job.fail_fast:
@@ -241,10 +242,11 @@ def run_unit(job: UnitJob, spec: UnitSpec) -> UnitIndex:
         if batch:
             flush()
     pause_at("unit", spec.name)  # spills written, sidecar not yet: what a kill mid-unit leaves
-    index = UnitIndex(np.asarray(eids, np.int64), np.asarray(lines, np.int32), np.asarray(status, np.int8), reasons,
+    index = UnitIndex(np.asarray(eids, np.int64), np.asarray(lines, np.int64), np.asarray(status, np.int8), reasons,
                       np.asarray(lengths, np.int64), np.asarray(sup, np.int64),
                       {k: v - before[k] for k, v in preparer.seconds.items()},
-                      {k: v - guard_before[k] for k, v in preparer.tokenizer.guard_counts().items()}, formats, warnings)
+                      {k: v - guard_before[k] for k, v in preparer.tokenizer.guard_counts().items()}, formats, warnings,
+                      keys=_keys(keys) if job.keys else None)
     _write_sidecar(spec, work_dir, job.config_hash, index)
     return index
 
@@ -253,7 +255,8 @@ def _write_sidecar(spec: UnitSpec, work_dir: Path, config_hash: str, index: Unit
     data = {"config_hash": config_hash, "spec": asdict(spec), "example_ids": index.example_ids.tolist(),
             "lines": index.lines.tolist(), "status": index.status.tolist(), "reasons": index.reasons,
             "lengths": index.lengths.tolist(), "supervised": index.supervised.tolist(), "seconds": index.seconds,
-            "guard": index.guard, "formats": index.formats, "warnings": index.warnings.to_dict()}
+            "guard": index.guard, "formats": index.formats, "warnings": index.warnings.to_dict(),
+            "keys": None if index.keys is None else [k.tobytes().hex() for k in index.keys]}
     tmp = work_dir / f"{spec.name}.json.tmp"
     tmp.write_text(json.dumps(data), encoding="utf-8")
     tmp.rename(work_dir / f"{spec.name}.json")  # the sidecar appears last: its presence means "finished"
@@ -270,7 +273,13 @@ def _load_sidecar(spec: UnitSpec, work_dir: Path, config_hash: str) -> UnitIndex
     lengths = np.asarray(data["lengths"], np.int64)
     if ids_path.stat().st_size != 4 * int(lengths.sum()) or labels_path.stat().st_size != ids_path.stat().st_size:
         return None
-    return UnitIndex(np.asarray(data["example_ids"], np.int64), np.asarray(data["lines"], np.int32),
+    keys = None if data["keys"] is None else _keys([bytes.fromhex(k) for k in data["keys"]])
+    return UnitIndex(np.asarray(data["example_ids"], np.int64), np.asarray(data["lines"], np.int64),
                      np.asarray(data["status"], np.int8), data["reasons"], lengths,
                      np.asarray(data["supervised"], np.int64), {k: 0.0 for k in data["seconds"]}, data["guard"],
-                     data["formats"], InputWarnings.from_dict(data["warnings"]), resumed=True)
+                     data["formats"], InputWarnings.from_dict(data["warnings"]), resumed=True, keys=keys)
+
+
+def _keys(keys: list[bytes]) -> np.ndarray:
+    """Content keys as one array of 16-byte items (sortable, so duplicates are found with `np.unique`)."""
+    return np.frombuffer(b"".join(keys), dtype="V16").copy() if keys else np.zeros(0, dtype="V16")

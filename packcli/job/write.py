@@ -24,7 +24,11 @@ from packcli.artifact.shards import ShardInfo, build_table, write_shard
 from packcli.contract import (
     CONVENTIONS,
     DROPPED,
+    DUPLICATE,
+    PACKED,
     REJECTED,
+    TRUNCATED,
+    UNSAMPLED,
     REJECTS_NAME,
     SEAM_TABLE_NAME,
     STATUSES,
@@ -41,6 +45,7 @@ if TYPE_CHECKING:
     from packcli.config import PackConfig
     from packcli.job.plan import Fates, ShardLayout
     from packcli.job.units import ExampleIndex
+    from packcli.mix import Mixture
     from packcli.pack import PackPlan
     from packcli.tokenizer import LoadedTokenizer
 
@@ -87,12 +92,16 @@ def write_shard_task(layout: SpillLayout, task: ShardTask) -> ShardResult:
     return ShardResult(task.index, info, hashes)
 
 
+OVERLONG_FATES = (PACKED, TRUNCATED, DROPPED)  # the examples whose lost tokens the over-long policy decides
+
+
 def write_records(directory: Path, index: ExampleIndex, fates: Fates, layout: ShardLayout,
-                  results: Sequence[ShardResult], spill: SpillReader, files: Sequence[InputFile]) -> int:
+                  results: Sequence[ShardResult], spill: SpillReader, files: Sequence[InputFile],
+                  copy: npt.NDArray[np.int32]) -> int:
     """Write the seam table and rejects.jsonl; return the number of rejects.
 
-    The token hash of a packed example comes from its shard task; a dropped one's is read from the
-    spill, so a dropped example can still be matched to its record.
+    The token hash of a packed example comes from its shard task; a dropped, duplicate or unsampled
+    one's is read from the spill, so every tokenized example can still be matched to its record.
     """
     n = len(index.ids)
     thash = [""] * n
@@ -100,17 +109,17 @@ def write_records(directory: Path, index: ExampleIndex, fates: Fates, layout: Sh
         for r, h in zip(rows.tolist(), result.token_hashes):
             thash[r] = h
     full_len = np.asarray(index.length, dtype=np.int64)
-    for i in np.flatnonzero(fates.status == DROPPED).tolist():
+    for i in np.flatnonzero(np.isin(fates.status, (DROPPED, DUPLICATE, UNSAMPLED))).tolist():
         thash[i] = token_hash(spill.read(index.spill_offset[i], full_len[i])[0])
-    names = [f.path.name for f in files]  # location-free: the manifest's ``inputs[i].name``
+    names = [f.name for f in files]  # location-free: the manifest's ``inputs[i].name``
     supervised = np.asarray(index.supervised, dtype=np.int64)
+    lost = np.where(np.isin(fates.status, OVERLONG_FATES), supervised - fates.used_sup, 0)
     write_seam_table(directory / SEAM_TABLE_NAME, {
         "example_id": index.ids, "input": index.file_index, "source": [names[fi] for fi in index.file_index],
-        "line": index.line,
-        "status": [STATUSES[s] for s in fates.status], "reason": fates.reasons,
+        "line": index.line, "copy": copy, "status": [STATUSES[s] for s in fates.status], "reason": fates.reasons,
         "shard": [shard_name(k) if k >= 0 else None for k in layout.shard.tolist()],
         "row": layout.row, "offset": layout.offset, "length": fates.used_len, "original_length": full_len,
-        "supervised": fates.used_sup, "supervised_lost": supervised - fates.used_sup, "token_hash": thash,
+        "supervised": fates.used_sup, "supervised_lost": lost, "token_hash": thash,
         "format": [f or None for f in index.format],
     })
     rejected = np.flatnonzero(fates.status == REJECTED).tolist()
@@ -121,27 +130,32 @@ def write_records(directory: Path, index: ExampleIndex, fates: Fates, layout: Sh
 def provenance(config: PackConfig, files: Sequence[InputFile], template: ChatTemplate) -> dict:
     """Where the inputs, tokenizer and template were, as given to ``pack`` (the manifest's unhashed part):
     where ``verify`` looks first, relative to its working directory or ``--source-root``."""
-    return {"inputs": [str(f.path) for f in files], "tokenizer": config.tokenizer, "template": template.source}
+    return {"inputs": [f.path for f in files], "tokenizer": config.tokenizer, "template": template.source}
 
 
 def build_manifest(directory: Path, *, index: ExampleIndex, fates: Fates, plan: PackPlan, config: PackConfig,
                    files: Sequence[InputFile], tokenizer: LoadedTokenizer, template: ChatTemplate,
-                   shards: Sequence[ShardInfo], rejects: int) -> dict:
+                   shards: Sequence[ShardInfo], rejects: int, mixture: Mixture | None = None) -> dict:
     """The manifest's hashed fields: what shaped every seam, and what the artifact holds.
 
-    Content only, never a location: inputs by base name, size and sha256, the tokenizer and template by
+    Content only, never a location: inputs by name, size and sha256, the tokenizer and template by
     sha256, so the same data packed from two directories has the same hash (`provenance` has the paths).
+    ``counts.records`` counts seam-table rows (a mixture's copies are rows of their own), and
+    ``inputs[i].records`` the records read from input ``i``; ``counts.by_input[i]`` breaks the
+    statuses, examples and tokens down by input.
     """
     n = len(index.ids)
     status, used_len, used_sup = fates.status, fates.used_len, fates.used_sup
     full_len = np.asarray(index.length, dtype=np.int64)
     supervised = np.asarray(index.supervised, dtype=np.int64)
-    packable = fates.packable
-    counts = {name: int(np.count_nonzero(status == code)) for code, name in enumerate(STATUSES)}
-    tokens, sup_tokens = int(used_len[packable].sum()), int(used_sup[packable].sum())
-    counts.update(records=n, packs=plan.num_packs, tokens=tokens, supervised_tokens=sup_tokens,
-                  supervised_tokens_lost=int((supervised - used_sup)[status != REJECTED].sum()),
-                  tokens_lost=int((full_len - used_len)[status != REJECTED].sum()))
+    counts = _counts(status, used_len, used_sup)
+    overlong = np.isin(status, OVERLONG_FATES)
+    counts.update(records=n, packs=plan.num_packs,
+                  supervised_tokens_lost=int((supervised - used_sup)[overlong].sum()),
+                  tokens_lost=int((full_len - used_len)[overlong].sum()),
+                  by_input=[_counts(status[mask], used_len[mask], used_sup[mask])
+                            for mask in (index.file_index == i for i in range(len(files)))])
+    sup_tokens = counts["supervised_tokens"]
     metrics = plan.metrics.to_dict()
     metrics["supervised_density"] = sup_tokens / (plan.num_packs * config.capacity) if plan.num_packs else 0.0
     seam_table = directory / SEAM_TABLE_NAME
@@ -151,9 +165,10 @@ def build_manifest(directory: Path, *, index: ExampleIndex, fates: Fates, plan: 
                      "sha256": template.sha256, "text": template.text},
         "loss_policy": config.loss.value,
         "conventions": CONVENTIONS,
-        "config": {**config.seam_settings(), "window": plan.window},
-        "inputs": [{"name": f.path.name, "size": f.size, "sha256": f.sha256, "records": index.records_per_file[i]}
-                   for i, f in enumerate(files)],
+        "config": {**config.seam_settings(), "window": plan.window,
+                   "mix": None if mixture is None else mixture.to_manifest()},
+        "inputs": [{"name": f.name, "kind": f.kind.value, "size": f.size, "sha256": f.sha256,
+                    "records": index.records_per_file[i]} for i, f in enumerate(files)],
         "counts": counts,
         "metrics": metrics,
         "shards": [vars(s) for s in shards],
@@ -162,3 +177,11 @@ def build_manifest(directory: Path, *, index: ExampleIndex, fates: Fates, plan: 
         "rejects": {"name": REJECTS_NAME, "rows": rejects},
         "versions": mf.versions(),
     }
+
+
+def _counts(status: npt.NDArray[np.int8], used_len: npt.NDArray[np.int64], used_sup: npt.NDArray[np.int64]) -> dict:
+    """Examples per status, and the tokens and supervised tokens of those in packs."""
+    in_packs = (status == PACKED) | (status == TRUNCATED)
+    counts = {name: int(np.count_nonzero(status == code)) for code, name in enumerate(STATUSES)}
+    counts.update(tokens=int(used_len[in_packs].sum()), supervised_tokens=int(used_sup[in_packs].sum()))
+    return counts

@@ -5,6 +5,7 @@
     drift.py        the pinned tokenizer and template still hash as pinned
     layout.py       per pack: seams, positions, first labels, supervised labels
     bookkeeping.py  every example exactly once, where the seam table says; counts add up
+    copies.py       every record has the copies its mixture gives it (one without --mix)
     reconstruct.py  every source record re-tokenized with the reference and compared
     faults.py       `--self-test`: seeded faults, each of which must be caught
     attention/      packed == alone through real attention backends (torch)

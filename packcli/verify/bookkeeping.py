@@ -26,6 +26,8 @@ def check_global(shards: dict[str, FlatShard], seam: pa.Table, manifest: dict, r
                     located[eid] = (shard.name, r, int(cu[k]), int(cu[k + 1] - cu[k]))
     rows = seam.to_pydict()
     counts = {s: 0 for s in STATUSES}
+    by_input = [dict(counts, tokens=0, supervised_tokens=0) for _ in manifest["inputs"]]
+    unknown = dict(counts, tokens=0, supervised_tokens=0)  # rows of an input the manifest does not list
     seen = set()
     tokens = supervised = 0
     inputs = manifest["inputs"]
@@ -36,9 +38,12 @@ def check_global(shards: dict[str, FlatShard], seam: pa.Table, manifest: dict, r
         if not 0 <= k < len(inputs) or rows["source"][i] != inputs[k]["name"]:
             result.fail(Violation(f"seam table names input {k} ({rows['source'][i]}), which the manifest's inputs "
                                   "do not hold", example_id=eid, line=rows["line"][i]))
+            mine = unknown
         else:
-            per_input[k] += 1
+            per_input[k] += rows["copy"][i] == 0  # a record's first (or only) row: records read, not copies
+            mine = by_input[k]
         counts[status] = counts.get(status, 0) + 1
+        mine[status] = mine.get(status, 0) + 1
         if eid in seen:
             result.fail(Violation("example appears twice in the seam table", example_id=eid,
                                   source=rows["source"][i], line=rows["line"][i]))
@@ -56,8 +61,11 @@ def check_global(shards: dict[str, FlatShard], seam: pa.Table, manifest: dict, r
         shard = shards[where[0]]
         a = shard.row_offsets[where[1]] + where[2]
         span = shard.ids[a:a + where[3]]
+        span_supervised = int(np.count_nonzero(shard.labels[a:a + where[3]] != IGNORE_INDEX))
         tokens += len(span)
-        supervised += int(np.count_nonzero(shard.labels[a:a + where[3]] != IGNORE_INDEX))
+        supervised += span_supervised
+        mine["tokens"] += len(span)
+        mine["supervised_tokens"] += span_supervised
         if token_hash(span) != rows["token_hash"][i]:
             result.fail(Violation("tokens in the pack do not hash to the seam table's token_hash", example_id=eid,
                                   shard=where[0], row=where[1], source=rows["source"][i], line=rows["line"][i]))
@@ -73,6 +81,11 @@ def check_global(shards: dict[str, FlatShard], seam: pa.Table, manifest: dict, r
         if pinned["records"] != per_input[k]:
             result.fail(Violation(f"input {k} ({pinned['name']}): manifest says {pinned['records']} records, the "
                                   f"seam table has {per_input[k]}"))
+    for k, value in enumerate(by_input):
+        given = (mc.get("by_input") or [])[k:k + 1]
+        if given != [value]:
+            result.fail(Violation(f"counts of input {k} ({inputs[k]['name']}): manifest says "
+                                  f"{given[0] if given else None}, the artifact has {value}"))
     if sum(counts.values()) != mc.get("records"):
         result.fail(Violation(f"packed + truncated + dropped + rejected = {sum(counts.values())} != "
                               f"{mc.get('records')} input records"))

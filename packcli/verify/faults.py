@@ -175,6 +175,17 @@ def _dropped_without_record(d: Path, ws: Path) -> dict:
     return {}
 
 
+def _copy_claimed(d: Path, ws: Path) -> dict:
+    """The seam table's first packed example renumbered as a second copy of its record."""
+    seam = pq.read_table(d / SEAM_TABLE_NAME)
+    copy = seam["copy"].to_pylist()
+    copy[seam["status"].to_pylist().index("packed")] = 1
+    seam = seam.set_column(seam.schema.get_field_index("copy"), "copy", pa.array(copy, pa.int32()))
+    pq.write_table(seam, d / SEAM_TABLE_NAME, compression="zstd", write_statistics=False)
+    _reseal(d)
+    return {}
+
+
 def _tokenizer_swapped(d: Path, ws: Path) -> dict:
     path = ws / "tokenizer" / "tokenizer.json"
     data = json.loads(path.read_text())
@@ -232,6 +243,8 @@ FAULTS = (
     Fault("duplicate", "an example duplicated (a pack row repeated)", "global", "appears twice", _duplicate),
     Fault("dropped-without-record", "a pack and its examples removed, with no record", "reconstruction",
           "no seam-table row", _dropped_without_record),
+    Fault("copy-claimed", "an example renumbered as another copy of its record", "copies", "has copies [1]",
+          _copy_claimed),
     Fault("tokenizer-swapped", "the pinned tokenizer file replaced by a different one", "contract_drift",
           "tokenizer changed", _tokenizer_swapped),
     Fault("template-edited", "the chat template edited after packing", "contract_drift", "template changed",

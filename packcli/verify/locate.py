@@ -13,7 +13,6 @@ import gzip
 import hashlib
 from pathlib import Path
 
-from packcli.contract import file_sha256
 
 TOKENIZER_NAMES = ("tokenizer.json", "tokenizer.json.gz")
 
@@ -32,19 +31,30 @@ def at(path: str | None, root: Path | None) -> Path | None:
 
 
 def find_source(manifest: dict, index: int, root: Path | None) -> Path | None:
-    """Input ``index`` of the manifest: at its provenance path, else the file under ``root`` with its
-    name, size and sha256 (None if neither is there)."""
+    """Input ``index`` of the manifest: at its provenance path, else the file (or ``datasets``
+    directory) under ``root`` with its name, size and sha256 (None if neither is there)."""
     pinned = manifest["inputs"][index]
     paths = provenance(manifest).get("inputs", [])
     here = at(paths[index] if index < len(paths) else None, root)
-    if here is not None and here.is_file():
+    if here is not None and here.exists():
         return here
     if root is not None:
         for candidate in sorted(root.rglob(pinned["name"])):
-            if candidate.is_file() and candidate.stat().st_size == pinned["size"] \
-                    and file_sha256(candidate) == pinned["sha256"]:
+            if _holds(candidate, pinned):
                 return candidate
     return here
+
+
+def _holds(candidate: Path, pinned: dict) -> bool:
+    """Whether ``candidate`` is the input ``pinned`` names: the same size and sha256, as `describe_input` takes them."""
+    from packcli.errors import InputError
+    from packcli.ingest import describe_input, source_of
+
+    try:
+        described = describe_input(source_of(candidate))
+    except (InputError, OSError):  # a directory that is not a dataset, an unreadable file
+        return False
+    return described.size == pinned["size"] and described.sha256 == pinned["sha256"]
 
 
 def find_tokenizer(manifest: dict, root: Path | None) -> Path | None:

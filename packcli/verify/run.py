@@ -2,7 +2,7 @@
 
 Order: integrity first (a shard that fails its hash is still checked structurally when readable, so
 one corrupted byte does not hide a broken seam elsewhere), then contract drift, per-pack layout,
-global bookkeeping, and reconstruction from the sources.
+global bookkeeping, each record's copies, and reconstruction from the sources.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from packcli.artifact import manifest as mf
 from packcli.errors import InputError
 from packcli.progress import NO_PROGRESS, Progress
 from packcli.verify.bookkeeping import check_global
+from packcli.verify.copies import check_copies
 from packcli.verify.drift import check_drift
 from packcli.verify.integrity import check_integrity
 from packcli.verify.layout import check_packs
@@ -54,6 +55,7 @@ def verify_artifact(directory: str | Path, *, tokenizer: str | None = None, temp
             raise InputError(f"{seam_path}: missing; the artifact is incomplete")
         seam = pq.read_table(seam_path)
         check_global(shards, seam, manifest, report.check("global", max_violations))
+        check_copies(seam, manifest, report.check("copies", max_violations))
         if reconstruct:
             result = report.check("reconstruction", max_violations)
             if tok is None or text is None:

@@ -1,7 +1,8 @@
-"""Read JSONL chat data: expand inputs, open plain/gz/zst files, detect formats, validate records.
+"""Records: detect the format, validate and normalise one record, whatever source kind it came from.
 
-Every non-blank line is one record and ends up as exactly one of: a `Record` (normalised, ready to
-render) or a `Rejection` (file, line, reason). Nothing is dropped silently, so counts always add up.
+A record arrives as a JSONL line's bytes or as a row of a Parquet or Arrow table (a dict), and ends
+up as exactly one of: a `Record` (normalised, ready to render) or a `Rejection` (file, line or row,
+reason). Nothing is dropped silently, so counts always add up.
 Validation is strict and names the field ("messages[2].content: expected a string ...") because a
 vague rejection is a rejection nobody fixes; a chat record's messages are checked and shaped in
 `packcli.messages`.
@@ -9,21 +10,13 @@ vague rejection is a rejection nobody fixes; a chat record's messages are checke
 
 from __future__ import annotations
 
-import glob
-import gzip
-import io
+import hashlib
 import json
-import os
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from enum import Enum
-from pathlib import Path
-from typing import IO
 
 from packcli.choices import Format
-from packcli.contract import file_sha256
-from packcli.errors import InputError
+from packcli.ingest.fields import DEFAULT_FIELDS, FieldMap
 from packcli.messages import (
     Invalid,
     chat_messages,
@@ -65,6 +58,24 @@ class Record:
     untrained: frozenset[int] = frozenset()
 
 
+def content_key(record: Record) -> bytes:
+    """16 bytes that are equal for two records exactly when they say the same thing once read (every
+    field of the normalised record but where it is and how it was read), whatever their files'
+    formats or JSON spelling: what ``--dedupe exact`` compares. 128 bits, so a collision in any real
+    corpus is out of reach."""
+    data = asdict(record)
+    for where in ("file_index", "line", "format", "ambiguous"):
+        del data[where]
+    text = json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=_plain)
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
+
+
+def _plain(value: object) -> object:
+    """JSON for what a record may hold beyond JSON's types: sets (``untrained``) sorted, anything a
+    table row carries (bytes, dates) as its repr, so different values never hash alike."""
+    return sorted(value) if isinstance(value, (set, frozenset)) else repr(value)
+
+
 @dataclass(frozen=True)
 class Rejection:
     """One input record that could not be used, and why (and its format, when it was recognised)."""
@@ -75,106 +86,35 @@ class Rejection:
     format: Format | None = None
 
 
-@dataclass(frozen=True)
-class InputFile:
-    """An input file as pinned in the manifest."""
+def parse_record(raw: bytes | dict, *, file_index: int, line: int, fmt: Format = Format.auto,
+                 fields: FieldMap = DEFAULT_FIELDS) -> Record | Rejection:
+    """Decode, parse and normalise one record, or say exactly why it cannot be used.
 
-    path: Path
-    size: int
-    sha256: str
-
-
-def expand_inputs(patterns: Sequence[str | Path]) -> list[Path]:
-    """Expand paths and globs into a sorted list of existing files, each file once (however it is named).
-
-    Raises:
-        InputError: a pattern matches nothing, or a path is a directory.
+    Args:
+        raw: a JSONL line's bytes, or a Parquet/Arrow row as a dict (already decoded; a null there
+            arrives as an absent field, see `packcli.ingest.columnar`).
+        fields: where each part of the record is read from (`FieldMap`), applied before detection.
     """
-    found: dict[str, Path] = {}
-    for pattern in patterns:
-        text = str(pattern)
-        matches = sorted(glob.glob(text, recursive=True)) if glob.has_magic(text) else [text]
-        if not matches or not all(Path(m).exists() for m in matches):
-            raise InputError(f"{text}: no such file", "check the path; globs are expanded by packcli when quoted")
-        for match in matches:
-            path = Path(match)
-            if path.is_dir():
-                raise InputError(f"{path}: is a directory", "pass the JSONL files inside it, e.g. 'DIR/*.jsonl'")
-            found.setdefault(os.path.realpath(path), path)
-    return sorted(found.values(), key=lambda p: str(p))
-
-
-def describe_input(path: Path) -> InputFile:
-    """Size and sha256 of the file as stored (compressed bytes for .gz/.zst)."""
-    return InputFile(path=path, size=path.stat().st_size, sha256=file_sha256(path))
-
-
-def describe_inputs(patterns: Sequence[str | Path]) -> list[InputFile]:
-    """The input files in the order ``pack`` reads them: by base name, then content (sha256).
-
-    Never by directory, so the same files give the same example order, seam table and manifest
-    wherever they sit; the paths stay in the manifest's provenance only.
-    """
-    files = [describe_input(p) for p in expand_inputs(patterns)]
-    return sorted(files, key=lambda f: (f.path.name, f.sha256, str(f.path)))
-
-
-def open_binary(path: str | Path) -> IO[bytes]:
-    """Open a JSONL file for reading raw lines, decompressing .gz and .zst transparently."""
-    path = Path(path)
-    name = path.name.lower()
-    if name.endswith(".gz"):
-        return gzip.open(path, "rb")
-    if name.endswith(".zst"):
-        import zstandard
-
-        return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(open(path, "rb"), closefd=True))
-    return open(path, "rb")
-
-
-@contextmanager
-def read_errors(path: str | Path) -> Iterator[None]:
-    """Turn a failure to read or decompress ``path`` into an `InputError` that names it."""
-    try:
-        yield
-    except (OSError, EOFError) as exc:
-        raise InputError(f"{path}: cannot read: {exc}", "is the file complete and its extension right?") from exc
-    except Exception as exc:  # zstandard raises its own ZstdError for corrupt frames
-        if type(exc).__name__ == "ZstdError":
-            raise InputError(f"{path}: cannot decompress: {exc}") from exc
-        raise
-
-
-def read_lines(path: str | Path, file_index: int) -> Iterator[tuple[int, bytes]]:
-    """Yield (1-based line number, raw bytes) for every non-blank line.
-
-    Raises:
-        InputError: the file cannot be read or decompressed.
-    """
-    with read_errors(path), open_binary(path) as handle:
-        for number, raw in enumerate(handle, start=1):
-            if raw.strip():
-                yield number, raw
-
-
-
-def parse_record(raw: bytes, *, file_index: int, line: int, fmt: Format = Format.auto) -> Record | Rejection:
-    """Decode, parse and normalise one JSONL line, or say exactly why it cannot be used."""
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return Rejection(file_index, line, f"invalid UTF-8 at byte {exc.start}; re-encode the file as UTF-8")
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as exc:
-        return Rejection(file_index, line, f"malformed JSON: {exc.msg} (column {exc.colno})")
+    if isinstance(raw, dict):
+        obj: object = raw
+    else:
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return Rejection(file_index, line, f"invalid UTF-8 at byte {exc.start}; re-encode the file as UTF-8")
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as exc:
+            return Rejection(file_index, line, f"malformed JSON: {exc.msg} (column {exc.colno})")
     chosen = None
     try:
         if not isinstance(obj, dict):
             raise Invalid(f"expected a JSON object, got {type_name(obj)}")
+        obj = fields.apply(obj)
         chosen, ambiguous = _detect(obj) if fmt is Format.auto else (fmt, ())
         record = _normalise(obj, file_index, line, chosen, ambiguous)
-        if b"\\ud" in raw or b"\\uD" in raw:  # a surrogate can only come from a \uD800-\uDFFF escape
+        # A surrogate can only come from a \uD800-\uDFFF escape in JSON text (Arrow strings are valid UTF-8).
+        if isinstance(raw, bytes) and (b"\\ud" in raw or b"\\uD" in raw):
             _check_encodable(record)
     except Invalid as exc:
         return Rejection(file_index, line, str(exc), chosen)

@@ -1,0 +1,225 @@
+"""Sources: what the inputs are, the one interface every reader implements, and the checks made
+before any work starts.
+
+An input is a JSONL file (plain, ``.gz``, ``.zst``), a Parquet file, or a Hugging Face ``datasets``
+table: a ``save_to_disk`` directory, a single ``.arrow`` file, or ``hf:NAME[:CONFIG][:SPLIT]`` for a
+dataset already in the local cache (read offline). Each kind has a `Reader` (`packcli.ingest.jsonl`,
+`packcli.ingest.parquet`, `packcli.ingest.hf`) that cuts a source into `Span` s (the units of work)
+and yields a span's records; everything after reading (parsing, column mapping, rejects, ids) is
+the same for every kind.
+
+Records are numbered as their kind numbers them, so a message or a seam-table row points at the
+record a user can open: JSONL lines from 1 (as an editor shows them), Parquet and dataset rows from 0
+(as ``pq.read_table(f).slice(row, 1)`` and ``dataset[row]`` address them).
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Protocol
+
+from packcli.choices import Format
+from packcli.contract import file_sha256
+from packcli.errors import InputError
+from packcli.ingest.fields import FieldMap
+
+HUB_PREFIX = "hf:"
+
+
+class SourceKind(str, Enum):
+    """How a source is read."""
+
+    jsonl = "jsonl"
+    parquet = "parquet"
+    dataset = "dataset"  # the Arrow files of a `datasets` table (save_to_disk, a cached hub split, an .arrow file)
+
+
+@dataclass(frozen=True)
+class Source:
+    """An input as resolved: the path as given, its kind, and the files read, in record order."""
+
+    path: str
+    kind: SourceKind
+    files: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        """The location-free name the manifest and the seam table give it: a file's or directory's
+        base name, or the ``hf:`` name as given."""
+        return self.path if self.path.startswith(HUB_PREFIX) else Path(self.path).name
+
+
+@dataclass(frozen=True)
+class InputFile(Source):
+    """A source as the manifest pins it: with its size and sha256 (of its files' bytes as stored)."""
+
+    size: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class Span:
+    """Records of one file from ``first`` on: bytes ``start``..``end`` of a JSONL file (-1: to the end),
+    or rows ``start``..``end`` (of that file) of a Parquet or Arrow file. ``first`` is the number of
+    the span's first record in its source (see the module docstring)."""
+
+    kind: SourceKind
+    path: str
+    first: int
+    start: int
+    end: int
+
+
+class Reader(Protocol):
+    """What a source kind provides. Implementations are stateless, so any process can read any span."""
+
+    kind: SourceKind
+
+    def schema(self, source: Source) -> object | None:
+        """The source's ``pyarrow.Schema`` (checked before any work), or None (JSONL: no schema)."""
+        ...
+
+    def split(self, source: Source, per_unit: int) -> list[Span]:
+        """Spans of about ``per_unit`` records each, in record order, covering the source once."""
+        ...
+
+    def read(self, span: Span) -> Iterator[tuple[int, bytes | dict]]:
+        """(record number, payload) of every record of the span: a JSONL line's bytes, or a row as a dict."""
+        ...
+
+
+def reader(kind: SourceKind) -> Reader:
+    """The reader of ``kind`` (imported on first use: pyarrow's Parquet module and ``datasets`` are heavy)."""
+    if kind is SourceKind.jsonl:
+        from packcli.ingest.jsonl import READER
+    elif kind is SourceKind.parquet:
+        from packcli.ingest.parquet import READER
+    else:
+        from packcli.ingest.hf import READER
+    return READER
+
+
+def read_span(span: Span) -> Iterator[tuple[int, bytes | dict]]:
+    """(record number, payload) of every record of ``span``, from its kind's reader."""
+    return reader(span.kind).read(span)
+
+
+def read_source(source: Source) -> Iterator[tuple[int, bytes | dict]]:
+    """(record number, payload) of every record of ``source``, in order, in one pass (no units)."""
+    if source.kind is SourceKind.jsonl:
+        yield from read_span(Span(SourceKind.jsonl, source.path, 1, 0, -1))
+        return
+    for span in reader(source.kind).split(source, sys.maxsize):
+        yield from read_span(span)
+
+
+def expand_inputs(patterns: Sequence[str | Path]) -> list[Source]:
+    """Resolve paths, globs and ``hf:`` names into a list of sources, sorted by path, each file once
+    (however it is named: a file reached by two paths is one input).
+
+    Raises:
+        InputError: a pattern matches nothing; a directory that is not a ``datasets`` table; a
+            ``hf:`` name that is not in the local cache.
+    """
+    found: dict[str, Source] = {}
+    for pattern in patterns:
+        text = str(pattern)
+        if text.startswith(HUB_PREFIX):
+            from packcli.ingest.hf import hub_source
+
+            if text not in found:
+                found[text] = hub_source(text)
+            continue
+        matches = sorted(glob.glob(text, recursive=True)) if glob.has_magic(text) else [text]
+        if not matches or not all(Path(m).exists() for m in matches):
+            raise InputError(f"{text}: no such file", "check the path; globs are expanded by packcli when quoted")
+        for match in matches:
+            real = os.path.realpath(match)
+            if real not in found:
+                found[real] = source_of(Path(match))
+    return sorted(found.values(), key=lambda s: s.path)
+
+
+def is_dataset_dir(path: Path) -> bool:
+    """Whether ``path`` is a ``datasets`` save (a ``Dataset``, or a ``DatasetDict`` of them)."""
+    return path.is_dir() and any((path / name).is_file() for name in ("state.json", "dataset_dict.json"))
+
+
+def source_of(path: Path) -> Source:
+    """The source a path names: a JSONL, Parquet or .arrow file, or a datasets directory (by its name and kind)."""
+    name = path.name.lower()
+    if path.is_dir():
+        from packcli.ingest.hf import dataset_dir_source
+
+        return dataset_dir_source(path)
+    if name.endswith(".parquet"):
+        return Source(str(path), SourceKind.parquet, (str(path),))
+    if name.endswith(".arrow"):
+        return Source(str(path), SourceKind.dataset, (str(path),))
+    return Source(str(path), SourceKind.jsonl, (str(path),))
+
+
+def describe_input(source: Source | str | Path) -> InputFile:
+    """The source with its size and sha256: of the file as stored (compressed bytes for .gz/.zst), or,
+    for a table of several Arrow files, the sha256 of the files' sha256 hex digests, one a line in
+    row order (location-free: names and directories do not enter it)."""
+    if not isinstance(source, Source):
+        source = source_of(Path(source))
+    digests = [file_sha256(f) for f in source.files]
+    size = sum(Path(f).stat().st_size for f in source.files)
+    sha = digests[0] if len(digests) == 1 else hashlib.sha256("\n".join(digests).encode()).hexdigest()
+    return InputFile(source.path, source.kind, source.files, size=size, sha256=sha)
+
+
+def describe_inputs(sources: Sequence[Source]) -> list[InputFile]:
+    """The sources described, in the order ``pack`` reads them: by name, then content (sha256).
+
+    Never by directory, so the same inputs give the same example order, seam table and manifest
+    wherever they sit; the paths stay in the manifest's provenance only.
+    """
+    return sorted((describe_input(s) for s in sources), key=lambda f: (f.name, f.sha256, f.path))
+
+
+def check_sources(sources: Sequence[Source], fields: FieldMap, fmt: Format) -> None:
+    """Every Parquet and dataset source has the columns the mapping and the format read.
+
+    JSONL has no schema to check before reading; its records are checked one by one (rejects).
+
+    Raises:
+        InputError: one line naming each source and the column it lacks.
+    """
+    from packcli.ingest.columnar import schema_problems
+
+    problems = []
+    for source in sources:
+        schema = reader(source.kind).schema(source)
+        if schema is not None:
+            problems += [f"{source.path}: {p}" for p in schema_problems(schema, fields, fmt)]
+    if problems:
+        raise InputError("; ".join(problems), "map the columns with --messages-field, --role-field, --content-field, "
+                                              "--prompt-field, --completion-field or --text-field, or choose --format")
+
+
+@contextmanager
+def read_errors(path: str | Path) -> Iterator[None]:
+    """Turn a failure to read, decompress or decode ``path`` into an `InputError` that names it."""
+    try:
+        yield
+    except (OSError, EOFError) as exc:
+        raise InputError(f"{path}: cannot read: {exc}", "is the file complete and its extension right?") from exc
+    except Exception as exc:
+        import pyarrow as pa
+
+        if isinstance(exc, pa.ArrowException):  # a corrupt or truncated Parquet/Arrow file
+            raise InputError(f"{path}: cannot read: {exc}", "is the file complete and its extension right?") from exc
+        if type(exc).__name__ == "ZstdError":  # zstandard raises its own error for corrupt frames
+            raise InputError(f"{path}: cannot decompress: {exc}") from exc
+        raise

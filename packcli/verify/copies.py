@@ -1,0 +1,51 @@
+"""Copies: every record has exactly the examples its mixture gives it (one, without a mixture).
+
+The expected number of copies is recomputed, not read: `packcli.mix.draw_copies` on the manifest's
+mixture and seed and the seam table's usable records (packed, truncated or unsampled; reconstruction
+checks those statuses against the sources). Each record must then have rows ``copy`` 0..k-1, all in
+packs, or, where the draw gave it none, one ``unsampled`` row; any other record one row, copy 0.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from packcli.contract import IN_PACKS
+from packcli.mix import Mixture, draw_copies
+from packcli.verify.report import CheckResult, Violation
+
+USABLE = (*IN_PACKS, "unsampled")  # statuses of a record that could go into a pack
+
+
+def check_copies(seam: pa.Table, manifest: dict, result: CheckResult) -> None:
+    """Recompute each record's copies and compare them with its seam-table rows."""
+    rows = seam.select(["example_id", "input", "source", "line", "copy", "status"]).to_pydict()
+    records: dict[tuple[int, int], list[int]] = {}  # (input, line) -> its rows
+    for i, (k, line) in enumerate(zip(rows["input"], rows["line"])):
+        if not 0 <= k < len(manifest["inputs"]):
+            continue  # the global check reports a row of an input the manifest does not hold
+        records.setdefault((k, line), []).append(i)
+    keys = sorted(records)  # input order: by input, then by record number, as pack reads them
+    statuses = [[rows["status"][i] for i in records[k]] for k in keys]
+    usable = np.array([any(s in USABLE for s in st) for st in statuses], dtype=bool)
+    mix = manifest["config"].get("mix")
+    if mix is None:
+        expected = usable.astype(np.int64)
+    else:
+        file_index = np.array([k[0] for k in keys], dtype=np.int32)
+        expected = draw_copies(Mixture.from_manifest(mix), usable, file_index, manifest["config"]["seed"])
+    for k, st, want, ok in zip(keys, statuses, expected.tolist(), usable.tolist()):
+        result.checked += 1
+        mine = records[k]
+        got = sorted(rows["copy"][i] for i in mine)
+        loc = dict(example_id=rows["example_id"][mine[0]], source=rows["source"][mine[0]], line=k[1])
+        why = ("without --mix, one example per record" if mix is None else
+               f"the mixture draws {want} cop{'y' if want == 1 else 'ies'} of it" if ok else "it is not usable")
+        wanted = list(range(want)) if ok and want else [0]
+        if got != wanted:
+            result.fail(Violation(f"has copies {got[:6]}, expected {wanted[:6]} ({why})", **loc))
+        elif ok and want == 0 and st != ["unsampled"]:
+            result.fail(Violation(f"the mixture draws no copy of it, but the seam table says {st}", **loc))
+        elif ok and want and not all(s in IN_PACKS for s in st):
+            result.fail(Violation(f"{why}, but the seam table says {st}", **loc))
