@@ -127,3 +127,25 @@ def hub_cache(root: Path, name: str, split_files: dict[str, Path]) -> Path:
     info.update(builder_name=dataset, dataset_name=dataset)
     (target / "dataset_info.json").write_text(json.dumps(info))
     return root / "cache"
+
+
+@pytest.fixture(scope="module")
+def nfc_fixture(tmp_path_factory) -> Path:
+    """The fixture tokenizer with an NFC normalizer (Qwen3's kind), in a module's temporary folder."""
+    from tokenizer_cases import variant
+
+    return variant(tmp_path_factory.mktemp("tok"), "nfc", normalizer={"type": "NFC"})
+
+
+@pytest.fixture(scope="module")
+def pairs(nfc_fixture):
+    """(reference, fast) per tokenizer, loaded once a module: the real ones take seconds each."""
+    from tokenizer_cases import FIXTURE_JSON, pair
+
+    loaded = {"fixture": pair(FIXTURE_JSON), "fixture+nfc": pair(nfc_fixture)}
+
+    def get(name: str):
+        if name not in loaded:
+            loaded[name] = pair(real_asset(name))
+        return loaded[name]
+    return get

@@ -144,7 +144,7 @@ def test_proportions_and_repeats_end_to_end(tmp_path, sources, tokenizer_dir):
 
     again = pack([chat, qa], tokenizer_dir, tmp_path / "r2", mix="chat.jsonl=3x,qa.parquet=0.5x", seed=3)
     assert again.manifest["manifest_sha256"] == rep.manifest["manifest_sha256"]  # deterministic
-    other = pack([chat, qa], tokenizer_dir, tmp_path / "r3", mix="chat.jsonl=3x,qa.parquet=0.5x", seed=4)
+    pack([chat, qa], tokenizer_dir, tmp_path / "r3", mix="chat.jsonl=3x,qa.parquet=0.5x", seed=4)
     drawn = [{n for s, n, st_ in zip(r["source"], r["line"], r["status"]) if s == qa.name and st_ == "packed"}
              for r in (seam(tmp_path / "r"), seam(tmp_path / "r3"))]
     assert drawn[0] != drawn[1]  # the seed decides which half

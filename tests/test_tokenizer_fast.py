@@ -9,11 +9,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import real_asset
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tokenizer_cases import (
@@ -36,23 +34,6 @@ from packcli.tokenizer.types import (
 )
 
 fastokens = pytest.importorskip("fastokens")
-
-
-@pytest.fixture(scope="module")
-def nfc_fixture(tmp_path_factory) -> Path:
-    return variant(tmp_path_factory.mktemp("tok"), "nfc", normalizer={"type": "NFC"})
-
-
-@pytest.fixture(scope="module")
-def pairs(nfc_fixture):
-    """(reference, fast) per tokenizer, loaded once: the real ones take seconds each."""
-    loaded = {"fixture": pair(FIXTURE_JSON), "fixture+nfc": pair(nfc_fixture)}
-
-    def get(name: str):
-        if name not in loaded:
-            loaded[name] = pair(real_asset(name))
-        return loaded[name]
-    return get
 
 
 @pytest.mark.parametrize("name", TOKENIZERS)

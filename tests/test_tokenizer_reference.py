@@ -2,42 +2,19 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
-from conftest import real_asset
 from hypothesis import HealthCheck, given, settings
 from tokenizer_cases import (
-    FIXTURE_JSON,
     MIXED,
     TOKENIZERS,
     assert_char_span_labels,
     examples,
-    pair,
-    variant,
 )
 
 from packcli.tokenizer.reference import (
     ReferenceBackend,
 )
-
-
-@pytest.fixture(scope="module")
-def nfc_fixture(tmp_path_factory) -> Path:
-    return variant(tmp_path_factory.mktemp("tok"), "nfc", normalizer={"type": "NFC"})
-
-
-@pytest.fixture(scope="module")
-def pairs(nfc_fixture):
-    """(reference, fast) per tokenizer, loaded once: the real ones take seconds each."""
-    loaded = {"fixture": pair(FIXTURE_JSON), "fixture+nfc": pair(nfc_fixture)}
-
-    def get(name: str):
-        if name not in loaded:
-            loaded[name] = pair(real_asset(name))
-        return loaded[name]
-    return get
 
 
 @pytest.mark.parametrize("name", TOKENIZERS)
