@@ -112,13 +112,14 @@ def write_records(directory: Path, index: ExampleIndex, fates: Fates, layout: Sh
     for i in np.flatnonzero(np.isin(fates.status, (DROPPED, DUPLICATE, UNSAMPLED))).tolist():
         thash[i] = token_hash(spill.read(index.spill_offset[i], full_len[i])[0])
     names = [f.name for f in files]  # location-free: the manifest's ``inputs[i].name``
+    placement = layout.placement
     supervised = np.asarray(index.supervised, dtype=np.int64)
     lost = np.where(np.isin(fates.status, OVERLONG_FATES), supervised - fates.used_sup, 0)
     write_seam_table(directory / SEAM_TABLE_NAME, {
         "example_id": index.ids, "input": index.file_index, "source": [names[fi] for fi in index.file_index],
         "line": index.line, "copy": copy, "status": [STATUSES[s] for s in fates.status], "reason": fates.reasons,
-        "shard": [shard_name(k) if k >= 0 else None for k in layout.shard.tolist()],
-        "row": layout.row, "offset": layout.offset, "length": fates.used_len, "original_length": full_len,
+        "shard": [shard_name(k) if k >= 0 else None for k in placement.shard.tolist()],
+        "row": placement.row, "offset": placement.offset, "length": fates.used_len, "original_length": full_len,
         "supervised": fates.used_sup, "supervised_lost": lost, "token_hash": thash,
         "format": [f or None for f in index.format],
     })
