@@ -161,6 +161,14 @@ def plan_packs(fates: Fates, settings: PlanSettings) -> PackPlan:
     return plan
 
 
+def plan_metrics(plan: PackPlan, fates: Fates) -> dict[str, int | float]:
+    """The manifest's ``metrics``: the plan's (`PackMetrics`) and the supervised density."""
+    metrics = plan.metrics.to_dict()
+    supervised = int(fates.used_sup[fates.packable].sum())
+    metrics["supervised_density"] = supervised / (plan.num_packs * plan.capacity) if plan.num_packs else 0.0
+    return metrics
+
+
 @dataclass(frozen=True)
 class Placement:
     """Where each example lands: per example (input order) its shard index, row and token offset in

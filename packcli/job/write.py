@@ -18,7 +18,6 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from packcli.artifact import manifest as mf
 from packcli.artifact.seams import write_rejects, write_seam_table
 from packcli.artifact.shards import ShardInfo, build_table, write_shard
 from packcli.contract import (
@@ -145,6 +144,8 @@ def build_manifest(directory: Path, *, index: ExampleIndex, fates: Fates, plan: 
     ``inputs[i].records`` the records read from input ``i``; ``counts.by_input[i]`` breaks the
     statuses, examples and tokens down by input.
     """
+    from packcli.job.plan import plan_metrics  # here: plan.py imports this module's ShardTask
+
     n = len(index.ids)
     status, used_len, used_sup = fates.status, fates.used_len, fates.used_sup
     full_len = np.asarray(index.length, dtype=np.int64)
@@ -156,9 +157,6 @@ def build_manifest(directory: Path, *, index: ExampleIndex, fates: Fates, plan: 
                   tokens_lost=int((full_len - used_len)[overlong].sum()),
                   by_input=[_counts(status[mask], used_len[mask], used_sup[mask])
                             for mask in (index.file_index == i for i in range(len(files)))])
-    sup_tokens = counts["supervised_tokens"]
-    metrics = plan.metrics.to_dict()
-    metrics["supervised_density"] = sup_tokens / (plan.num_packs * config.capacity) if plan.num_packs else 0.0
     seam_table = directory / SEAM_TABLE_NAME
     return {
         "tokenizer": {"sha256": tokenizer.sha256, "bos_token": tokenizer.bos_token, "eos_token": tokenizer.eos_token},
@@ -171,12 +169,12 @@ def build_manifest(directory: Path, *, index: ExampleIndex, fates: Fates, plan: 
         "inputs": [{"name": f.name, "kind": f.kind.value, "size": f.size, "sha256": f.sha256,
                     "records": index.records_per_file[i]} for i, f in enumerate(files)],
         "counts": counts,
-        "metrics": metrics,
+        "metrics": plan_metrics(plan, fates),
         "shards": [vars(s) for s in shards],
         "seam_table": {"name": seam_table.name, "rows": n, "bytes": seam_table.stat().st_size,
                        "sha256": file_sha256(seam_table)},
-        "rejects": {"name": REJECTS_NAME, "rows": rejects},
-        "versions": mf.versions(),
+        "rejects": {"name": REJECTS_NAME, "rows": rejects, "bytes": (directory / REJECTS_NAME).stat().st_size,
+                    "sha256": file_sha256(directory / REJECTS_NAME)},
     }
 
 
