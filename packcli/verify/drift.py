@@ -1,4 +1,5 @@
-"""Contract drift: the tokenizer and template that reconstruction will use still hash as pinned.
+"""Contract drift: the tokenizer and template that reconstruction will use still hash as pinned, and the
+tokenizer's special tokens are the ones pinned.
 
 Where they are comes from `packcli.verify.locate` (the manifest pins content, not locations).
 """
@@ -33,8 +34,14 @@ def check_drift(manifest: dict, result: CheckResult, *, tokenizer: str | None, t
         loaded = load_tokenizer(tok_path, backend=BackendChoice.tokenizers)  # the reference, always: a fast-path error cannot pass
         if loaded.sha256 != pinned_tok["sha256"]:
             result.fail(Violation(f"tokenizer changed: {tok_path} has sha256 {loaded.sha256[:16]}, "
-                                  f"the manifest pins {pinned_tok['sha256'][:16]}"))
+                                  f"the manifest pins {pinned_tok['sha256'][:16]}", field="tokenizer.sha256"))
             loaded = None
+        else:
+            for key in ("bos_token", "eos_token"):  # the renderer appends/inserts them: pinned as the tokenizer has them
+                if getattr(loaded, key) != pinned_tok[key]:
+                    result.fail(Violation(f"tokenizer.{key} is {pinned_tok[key]!r}, but the tokenizer's is "
+                                          f"{getattr(loaded, key)!r}", field=f"tokenizer.{key}"))
+                    loaded = None
     elif tokenizer or require_tokenizer:
         raise InputError(f"tokenizer {tok_path or '(no path recorded)'}: not found (reconstruction re-tokenizes "
                          "with it)",
@@ -42,12 +49,15 @@ def check_drift(manifest: dict, result: CheckResult, *, tokenizer: str | None, t
     text = pinned_tpl["text"]
     result.checked += 1
     if hashlib.sha256(text.encode()).hexdigest() != pinned_tpl["sha256"]:
-        result.fail(Violation("template text in the manifest does not match its sha256"))
+        result.fail(Violation("template.text in the manifest does not hash to template.sha256", field="template.text"))
         text = None
     current, where = _current_template(manifest, template, tok_path, source_root, loaded)
-    if current is not None and hashlib.sha256(current.encode()).hexdigest() != pinned_tpl["sha256"]:
-        result.fail(Violation(f"template changed: {where} no longer hashes to the pinned "
-                              f"{pinned_tpl['sha256'][:16]}"))
+    if current is None and require_tokenizer:  # as for the tokenizer: --no-reconstruct needs neither file
+        result.fail(Violation(f"template.origin {pinned_tpl['origin']!r}: no template at {where}, so it cannot be "
+                              "shown unchanged", field="template.origin"))
+    elif current is not None and hashlib.sha256(current.encode()).hexdigest() != pinned_tpl["sha256"]:
+        result.fail(Violation(f"template changed: {where} no longer hashes to the pinned template.sha256 "
+                              f"{pinned_tpl['sha256'][:16]}", field="template.sha256"))
         text = None
     return loaded, text
 

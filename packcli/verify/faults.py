@@ -22,6 +22,7 @@ from packcli.artifact import manifest as mf
 from packcli.artifact.shards import SCHEMA, load_flat, write_shard
 from packcli.contract import CARD_NAME, IGNORE_INDEX, MANIFEST_NAME, SEAM_TABLE_NAME, file_sha256
 from packcli.errors import InputError
+from packcli.verify import forge
 from packcli.tokenizer.load import CHAT_TEMPLATE_DIR, CHAT_TEMPLATE_FILE, TOKENIZER_SOURCE
 from packcli.verify.locate import find_source, find_template_file, find_tokenizer
 from packcli.verify.run import verify_artifact
@@ -46,16 +47,7 @@ class FaultResult:
 
 
 def _reseal(directory: Path, edit: Callable[[dict], None] | None = None) -> None:
-    manifest = json.loads((directory / MANIFEST_NAME).read_text())
-    if edit:
-        edit(manifest)
-    for info in manifest["shards"]:
-        path = directory / info["name"]
-        info.update(bytes=path.stat().st_size, sha256=file_sha256(path), rows=pq.read_metadata(path).num_rows)
-    seam = directory / SEAM_TABLE_NAME
-    manifest["seam_table"].update(bytes=seam.stat().st_size, sha256=file_sha256(seam), rows=pq.read_metadata(seam).num_rows)
-    manifest["manifest_sha256"] = mf.manifest_hash(manifest)
-    mf.write_manifest(manifest, directory)
+    forge.reseal(directory, edit)
 
 
 def _rewrite_first_shard(directory: Path, mutate: Callable[[dict], None]) -> None:
@@ -152,26 +144,17 @@ def _duplicate(d: Path, ws: Path) -> dict:
 
 
 def _dropped_without_record(d: Path, ws: Path) -> dict:
-    path = d / "shard-00000.parquet"
-    table = pq.read_table(path)
-    gone = set(table["example_ids"][0].as_py())
-    tokens, sup = table["num_tokens"][0].as_py(), table["num_supervised"][0].as_py()
-    write_shard(table.slice(1), path)
-    seam = pq.read_table(d / SEAM_TABLE_NAME)
-    keep = pc.invert(pc.is_in(seam["example_id"], pa.array(sorted(gone), pa.int64())))
-    seam = seam.filter(keep)
-    # Later rows of shard-00000 moved up by one: fix their row numbers so only the loss remains.
-    rows = pc.if_else(pc.equal(seam["shard"], "shard-00000.parquet"), pc.subtract(seam["row"], 1), seam["row"])
-    seam = seam.set_column(seam.schema.get_field_index("row"), "row", pc.cast(rows, pa.int32()))
-    pq.write_table(seam, d / SEAM_TABLE_NAME, compression="zstd", write_statistics=False)
+    first = pq.read_table(d / "shard-00000.parquet").slice(0, 1)
+    gone = set(first["example_ids"][0].as_py())
+    forge.rewrite_packs(d, 0, lambda rows: rows.pop(0))
 
-    def edit(m: dict) -> None:
-        c = m["counts"]
-        c.update(records=c["records"] - len(gone), packs=c["packs"] - 1, tokens=c["tokens"] - tokens,
-                 supervised_tokens=c["supervised_tokens"] - sup)
-        statuses = seam["status"].to_pylist()
-        c.update(packed=statuses.count("packed"), truncated=statuses.count("truncated"))
-    _reseal(d, edit)
+    def edit_seam(rows: list[dict]) -> None:
+        rows[:] = [r for r in rows if r["example_id"] not in gone]
+        for r in rows:  # later rows of shard-00000 moved up by one: fix their row numbers so only the loss remains
+            if r["shard"] == "shard-00000.parquet":
+                r["row"] -= 1
+    forge.rewrite_seam(d, edit_seam)
+    forge.reseal(d, recount_counts=True)
     return {}
 
 
@@ -231,7 +214,7 @@ def _manifest_edited(d: Path, ws: Path) -> dict:
 
 FAULTS = (
     Fault("byte-flip", "one byte flipped in a shard", "integrity", "sha256 differs", _byte_flip),
-    Fault("cu-shift", "a cu_seqlens entry shifted by one", "pack_layout", "position_ids not reset", _cu_shift),
+    Fault("cu-shift", "a cu_seqlens entry shifted by one", "pack_layout", "disagree on a seam", _cu_shift),
     Fault("seq-lengths-off", "seq_lengths (TRL's seams) disagree with cu_seqlens", "pack_layout",
           "disagree with cu_seqlens", _seq_lengths_off),
     Fault("position-not-reset", "positions continue across a seam", "pack_layout", "position_ids not reset",

@@ -1,12 +1,13 @@
-"""Reconstruction: re-derive every example from its source record and compare it with its pack span.
+"""Reconstruction: re-derive every example from its source line and compare it with its pack span.
 
-Re-reads every source the manifest pins (JSONL, Parquet, ``datasets`` tables), runs every record
-through the same `Preparer` as ``pack`` (always the reference tokenizer, ``tokenizers``; the pinned
-column mapping), and demands that each record has seam-table rows (one per copy) whose fate it
-reproduces: the same tokens and labels in the pack, the same over-long length when dropped, the
-same reason when rejected. Under ``--dedupe exact`` it recomputes every record's content key and
-checks that exactly the records whose content an earlier record has are marked ``duplicate``, each
-naming that first record.
+Re-reads every source file the manifest pins (its size and sha256, and as many records as
+``inputs[].records`` says), runs every non-blank line through the same `Preparer` as ``pack``
+(always the reference tokenizer, ``tokenizers``), and demands that each line has exactly one
+seam-table row that it reproduces: its ``original_length``, the tokens and labels in its pack span
+(the whole example, or its first ``capacity`` tokens when truncated), a dropped example's
+``token_hash``, a rejected record's reason. What it re-derives per record (length, supervised
+tokens, supervised tokens in the first ``capacity``) is returned as `Reconstructed`, from which the
+plan check re-decides every fate and re-runs the planner (`packcli.verify.plan`).
 
 Parallel: the sources are split into units of lines (`packcli.job.units.plan_units`), and with
 ``workers > 1`` each unit is re-tokenized in a worker process that sends back, per line, only the
@@ -22,31 +23,56 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
-import pyarrow as pa
+import numpy.typing as npt
 
 from packcli.artifact.shards import FlatShard
 from packcli.chat import DEFAULT_TEMPLATE_DATE, ChatTemplate, Renderer
 from packcli.choices import BackendChoice, Format, LossPolicy
-from packcli.contract import token_hash
+from packcli.contract import IGNORE_INDEX, token_hash
 from packcli.engine.pool import SharedPool, usable_cpus
 from packcli.errors import InputError
-from packcli.ingest import HUB_PREFIX, FieldMap, Source, describe_input, source_of
-from packcli.job.select import duplicate_reason
+from packcli.ingest import describe_input
 from packcli.job.units import UnitSpec, iter_unit_lines, plan_units
 from packcli.prepare import Preparer, preparer_for, share_preparer
 from packcli.progress import NO_PROGRESS, Progress
 from packcli.tokenizer.load import LoadedTokenizer, cached_tokenizer
-from packcli.verify.locate import find_source
+from packcli.verify.drift import resolve
 from packcli.verify.report import CheckResult, Violation
 
 BATCH = 2048  # lines per Preparer call
 UNIT_LINES = 8192  # lines per unit of parallel work
 PARALLEL_MIN_RECORDS = 2 * UNIT_LINES  # below this, starting worker processes costs more than it saves
-# A record's outcome: the rejection reason, or (tokens, digest of the kept ids, digest of the kept labels); and
-# the format the record was read as ("" when it was not recognised).
-Outcome = tuple[str, str | tuple[int, str, str]]
+
+
+class Fresh(NamedTuple):
+    """A record's fresh tokenization, small enough to send between processes: counts and digests
+    (`packcli.contract.token_hash`) of the whole example and of its first ``capacity`` tokens."""
+
+    length: int
+    supervised: int
+    ids: str
+    labels: str
+    kept_supervised: int
+    kept_ids: str
+    kept_labels: str
+
+
+Outcome = str | Fresh  # a line's outcome: the rejection reason, or its fresh tokenization
+
+
+@dataclass(frozen=True)
+class Reconstructed:
+    """Per seam-table row, what a fresh tokenization of its line gives (-1 where no line gave one):
+    its tokens, supervised tokens, supervised tokens in its first ``capacity``; ``rejection`` is
+    the reason re-parsing rejects it, or None."""
+
+    length: npt.NDArray[np.int64]
+    supervised: npt.NDArray[np.int64]
+    kept_supervised: npt.NDArray[np.int64]
+    rejection: list[str | None]
 
 
 @dataclass(frozen=True)
@@ -60,8 +86,6 @@ class ReconstructJob:
     template_date: str
     loss: str
     input_format: str
-    fields: tuple[tuple[str, str], ...]  # the pinned column mapping (`FieldMap.renames` items)
-    keys: bool  # compute content keys (the artifact was deduplicated)
     bos_token: str | None
     eos_token: str | None
     capacity: int
@@ -74,113 +98,90 @@ class ReconstructJob:
         renderer = Renderer(ChatTemplate(self.template_text, self.template_source), LossPolicy(self.loss),
                             bos_token=self.bos_token, eos_token=self.eos_token,
                             template_date=date.fromisoformat(self.template_date))
-        return Preparer(renderer, tok, Format(self.input_format), FieldMap.of(dict(self.fields)), keys=self.keys)
+        return Preparer(renderer, tok, Format(self.input_format))
 
 
-def locate_input(manifest: dict, k: int, source_root: Path | None) -> Source:
-    """Input ``k`` of a manifest, found where verify runs (`packcli.verify.locate.find_source`; a
-    ``hf:`` name from the local cache).
-
-    Raises:
-        InputError: it is not there (or, for ``hf:``, not in the local cache).
-    """
-    pinned = manifest["inputs"][k]
-    if pinned["name"].startswith(HUB_PREFIX):
-        from packcli.ingest.hf import hub_source
-
-        return hub_source(pinned["name"])
-    path = find_source(manifest, k, source_root)
-    if path is None or not path.exists():
-        raise InputError(f"source {path or pinned['name']}: no such file (input {k} of the manifest, "
-                         f"{pinned['name']}, sha256 {pinned['sha256'][:16]})",
-                         "run verify from the directory pack ran in, or pass --source-root (searched by name)")
-    return source_of(path)
-
-
-def check_reconstruction(manifest: dict, seam: pa.Table, shards: dict[str, FlatShard], tokenizer: LoadedTokenizer,
-                         template_text: str, result: CheckResult, *, source_root: Path | None,
-                         progress: Progress = NO_PROGRESS, workers: int | None = None) -> None:
+def check_reconstruction(manifest: dict, rows: dict[str, list], shards: dict[str, FlatShard],
+                         tokenizer: LoadedTokenizer, template_text: str, result: CheckResult, *,
+                         source_root: Path | None, progress: Progress = NO_PROGRESS,
+                         workers: int | None = None) -> Reconstructed:
     """Compare every source line's fresh tokenization with the artifact; record violations in ``result``.
 
     Args:
+        rows: the seam table's columns as lists.
         workers: processes that re-tokenize (None: one per CPU, for artifacts of at least
             `PARALLEL_MIN_RECORDS` records in more than one unit of work; else this process alone).
+
+    Returns:
+        What each seam-table row's line reproduces, for the plan check.
     """
-    config = manifest["config"]
-    job = ReconstructJob(tokenizer=tokenizer.source, tokenizer_sha256=tokenizer.sha256, template_text=template_text,
-                         template_source=manifest["template"]["origin"], loss=manifest["loss_policy"],
-                         template_date=config.get("template_date", DEFAULT_TEMPLATE_DATE.isoformat()),
-                         input_format=config["input_format"], fields=tuple(sorted(config["fields"].items())),
-                         keys=config["dedupe"] == "exact", bos_token=manifest["tokenizer"]["bos_token"],
-                         eos_token=manifest["tokenizer"]["eos_token"], capacity=config["capacity"])
-    preparer = job.build_preparer(tokenizer)
-    rows = seam.to_pydict()
-    by_line: dict[tuple[int, int], list[int]] = {}  # a record's rows: one per copy
-    for i, key in enumerate(zip(rows["input"], rows["line"])):
-        by_line.setdefault(key, []).append(i)
-    files, kept = [], []  # the sources found unchanged, and their index in the manifest's inputs
-    for k, pinned in enumerate(manifest["inputs"]):
-        source = locate_input(manifest, k, source_root)
-        described = describe_input(source)
-        if described.sha256 != pinned["sha256"]:
-            result.fail(Violation(f"source file changed since packing (sha256 differs): {source.path}",
-                                  source=pinned["name"]))
-            continue
-        files.append(described)
-        kept.append(k)
-    specs = plan_units(files, UNIT_LINES)
-    progress.start("reconstruct", "reconstructing", total=manifest["counts"]["records"])
-    compare = _Comparer(preparer, rows, shards, config["capacity"], result)
     if workers is not None and workers < 1:
         raise InputError(f"--workers must be at least 1, got {workers}")
+    config = manifest["config"]
+    job = ReconstructJob(tokenizer=tokenizer.source, tokenizer_sha256=tokenizer.sha256, template_text=template_text,
+                         template_source=manifest["template"]["source"], loss=manifest["loss_policy"],
+                         input_format=config["input_format"], bos_token=manifest["tokenizer"]["bos_token"],
+                         eos_token=manifest["tokenizer"]["eos_token"], capacity=config["capacity"])
+    preparer = job.build_preparer(tokenizer)
+    n = len(rows["example_id"])
+    by_line: dict[tuple[str, int], int] = {}
+    for i in range(n):
+        by_line.setdefault((rows["source"][i], rows["line"][i]), i)  # a second row for a line: global's
+    files, pinned = [], []
+    for k, entry in enumerate(manifest["inputs"]):
+        path = resolve(entry["path"], source_root)
+        if not path.is_file():
+            raise InputError(f"source {path}: no such file (named by the manifest)",
+                             "run verify from the directory pack ran in, or pass --source-root")
+        described = describe_input(path)
+        if described.size != entry["size"]:
+            result.fail(Violation(f"source has {described.size} bytes, inputs[{k}].size says {entry['size']}",
+                                  source=entry["path"], field=f"inputs[{k}].size"))
+        if described.sha256 != entry["sha256"]:
+            result.fail(Violation("source file changed since packing (its sha256 differs from "
+                                  f"inputs[{k}].sha256)", source=entry["path"], field=f"inputs[{k}].sha256"))
+            continue
+        files.append(described)
+        pinned.append((k, entry))
+    specs = plan_units(files, UNIT_LINES)
+    progress.start("reconstruct", "reconstructing", total=manifest["counts"]["records"])
+    facts = Reconstructed(np.full(n, -1, np.int64), np.full(n, -1, np.int64), np.full(n, -1, np.int64), [None] * n)
+    compare = _Comparer(preparer, rows, shards, config["capacity"], result, facts)
     if workers is None and manifest["counts"]["records"] < PARALLEL_MIN_RECORDS:
         workers = 1
+
     def advance(spec: UnitSpec, outcomes: list) -> None:
         progress.advance("reconstruct", len(outcomes))
 
-    first: dict[bytes, str] = {}  # each content key's first record, as a duplicate's reason names it
+    read = [0] * len(pinned)
     for spec, outcomes in zip(specs, _outcomes(job, preparer, specs, workers, advance)):
-        k = kept[spec.file_index]
-        source = manifest["inputs"][k]["name"]
-        differing: dict[int, list[tuple]] = {}
-        for line, key, outcome in outcomes:
+        source = pinned[spec.file_index][1]["path"]
+        read[spec.file_index] += len(outcomes)
+        differing: dict[int, tuple] = {}
+        for line, outcome in outcomes:
             result.checked += 1
-            found = by_line.pop((k, line), None)
-            if found is None:
+            i = by_line.pop((source, line), None)
+            if i is None:
                 result.fail(Violation("record has no seam-table row (dropped without a record)", source=source,
                                       line=line))
-                continue
-            _check_duplicate(rows, found, key, first, duplicate_reason(source, line, k), job.keys, result, source)
-            for i in found:
-                if (span := compare(i, outcome, source, line)) is not None:
-                    differing.setdefault(line, []).append(span)
+            elif (span := compare(i, outcome, source, line)) is not None:
+                differing[line] = span
         if differing:
             compare.explain(spec, differing)
-    names = [pinned["name"] for pinned in manifest["inputs"]]
-    for (k, line) in by_line:
-        source = names[k] if 0 <= k < len(names) else f"input {k}"
-        result.fail(Violation("seam table names a line that is not a record in the source", source=source, line=line))
-
-
-def _check_duplicate(rows: dict, found: list[int], key: bytes | None, first: dict[bytes, str], reason: str,
-                     dedupe: bool, result: CheckResult, source: str) -> None:
-    """A record is ``duplicate`` exactly when the run deduplicated and an earlier record has its content
-    key; then it has one row, whose reason names that earlier record (``reason``: how a later duplicate
-    of this record would name it)."""
-    expected = first.get(key) if dedupe and key is not None else None
-    if dedupe and key is not None and expected is None:
-        first[key] = reason
-    statuses = [rows["status"][i] for i in found]
-    loc = dict(example_id=rows["example_id"][found[0]], source=source, line=rows["line"][found[0]])
-    if expected is None and "duplicate" in statuses:
-        why = "no earlier record has its content" if dedupe else "the run did not deduplicate (--dedupe none)"
-        result.fail(Violation(f"marked duplicate, but {why}", **loc))
-    elif expected is not None and (statuses != ["duplicate"] or rows["reason"][found[0]] != expected):
-        result.fail(Violation(f"{expected}, but the seam table says {statuses} {rows['reason'][found[0]]!r}", **loc))
+    for (k, entry), count in zip(pinned, read):
+        if count != entry["records"]:
+            result.fail(Violation(f"{count} records read from the source, inputs[{k}].records says {entry['records']}",
+                                  source=entry["path"], field=f"inputs[{k}].records"))
+    read_sources = {entry["path"] for _, entry in pinned}
+    for (source, line) in by_line:
+        if source in read_sources:
+            result.fail(Violation("seam table names a line that is not a record in the source", source=source,
+                                  line=line, field="line"))
+    return facts
 
 
 def _outcomes(job: ReconstructJob, preparer: Preparer, specs: list[UnitSpec], workers: int | None,
-              on_done: Callable[[UnitSpec, list], None]) -> list[list[tuple[int, bytes | None, Outcome]]]:
+              on_done: Callable[[UnitSpec, list[tuple[int, Outcome]]], None]) -> list[list[tuple[int, Outcome]]]:
     """Each unit's outcomes, in unit order: here, or here and in worker processes (`SharedPool`)."""
     count = max(1, min(workers or usable_cpus(), len(specs)))
     share_preparer(job, preparer)  # this process is a worker too, with the tokenizer it has loaded
@@ -191,11 +192,10 @@ def _outcomes(job: ReconstructJob, preparer: Preparer, specs: list[UnitSpec], wo
         share_preparer(job, None)
 
 
-def unit_outcomes(job: ReconstructJob, spec: UnitSpec) -> list[tuple[int, bytes | None, Outcome]]:
-    """Re-tokenize one unit's records; per record its number, content key (None unless the job
-    deduplicates or where it did not parse) and `Outcome` (small: digests, not tokens)."""
+def unit_outcomes(job: ReconstructJob, spec: UnitSpec) -> list[tuple[int, Outcome]]:
+    """Re-tokenize one unit's lines; per line its `Outcome` (small: digests, not tokens)."""
     preparer = preparer_for(job)
-    out: list[tuple[int, bytes | None, Outcome]] = []
+    out: list[tuple[int, Outcome]] = []
     batch: list[tuple[int, int, bytes]] = []
     lines = iter_unit_lines(spec)
     while True:
@@ -205,27 +205,36 @@ def unit_outcomes(job: ReconstructJob, spec: UnitSpec) -> list[tuple[int, bytes 
                 break
         if not batch:
             return out
-        prepared = preparer.prepare(batch, source=spec.path)
-        keys = prepared.keys or [None] * len(batch)
-        for (_, line, _), key, enc, fmt in zip(batch, keys, prepared, prepared.formats):
-            if isinstance(enc, str):
-                out.append((line, key, (fmt, enc)))
-            else:
-                keep = min(len(enc.input_ids), job.capacity)
-                digests = token_hash(enc.input_ids[:keep]), token_hash(enc.labels[:keep])
-                out.append((line, key, (fmt, (len(enc.input_ids), *digests))))
+        for (_, line, _), enc in zip(batch, preparer.prepare(batch, source=spec.path)):
+            out.append((line, enc if isinstance(enc, str) else fresh_of(enc.input_ids, enc.labels, job.capacity)))
         batch = []
 
 
+def fresh_of(ids: np.ndarray, labels: np.ndarray, capacity: int) -> Fresh:
+    """Counts and digests of an example and of its first ``capacity`` tokens."""
+    whole = token_hash(ids), token_hash(labels)
+    supervised = int(np.count_nonzero(labels != IGNORE_INDEX))
+    if len(ids) <= capacity:
+        return Fresh(len(ids), supervised, *whole, supervised, *whole)
+    kept = labels[:capacity]
+    return Fresh(len(ids), supervised, *whole, int(np.count_nonzero(kept != IGNORE_INDEX)),
+                 token_hash(ids[:capacity]), token_hash(kept))
+
+
 class _Comparer:
-    """Checks each line's outcome against its seam-table row and pack span; explains digest mismatches."""
+    """Checks each line's outcome against its seam-table row and pack span; explains digest mismatches.
+
+    Whether the row's status and lengths are the right fate is the plan check's question: here the
+    pack span is compared with the first ``length`` tokens of the fresh example, whatever the length.
+    """
 
     def __init__(self, preparer: Preparer, rows: dict, shards: dict[str, FlatShard], capacity: int,
-                 result: CheckResult) -> None:
-        self.preparer, self.rows, self.shards, self.capacity, self.result = preparer, rows, shards, capacity, result
+                 result: CheckResult, facts: Reconstructed) -> None:
+        self.preparer, self.rows, self.shards, self.capacity = preparer, rows, shards, capacity
+        self.result, self.facts = result, facts
 
     def __call__(self, i: int, outcome: Outcome, source: str, line: int) -> tuple | None:
-        """Record what is wrong with row ``i``; return its pack span when only the digests differ."""
+        """Record what is wrong with row ``i``; return its pack span when the digests cannot vouch for it."""
         rows, result = self.rows, self.result
         status = rows["status"][i]
         loc = dict(example_id=rows["example_id"][i], source=source, line=line)
@@ -233,58 +242,75 @@ class _Comparer:
         if (rows["format"][i] or "") != fmt:
             result.fail(Violation(f"read as format {fmt or 'none'!r} now; the seam table says "
                                   f"{rows['format'][i]!r}", **loc))
-        if status == "duplicate" and isinstance(outcome, str):
-            return None  # its first record fails the same way; the duplicate itself is checked by its key
         if isinstance(outcome, str):
+            self.facts.rejection[i] = outcome
+            self.facts.length[i] = self.facts.supervised[i] = self.facts.kept_supervised[i] = 0
             if status != "rejected" or rows["reason"][i] != outcome:
                 result.fail(Violation(f"re-running gives rejection {outcome!r}; the seam table says {status} "
-                                      f"{rows['reason'][i]!r}", **loc))
+                                      f"{rows['reason'][i]!r}", field="reason", **loc))
             return None
-        n, ids_digest, labels_digest = outcome
+        self.facts.length[i], self.facts.supervised[i] = outcome.length, outcome.supervised
+        self.facts.kept_supervised[i] = outcome.kept_supervised
         if status == "rejected":
-            result.fail(Violation("record tokenizes now but the seam table says rejected", **loc))
-        elif status == "dropped":
-            if n <= self.capacity or rows["original_length"][i] != n:
-                result.fail(Violation(f"dropped as over-long, but it has {n} tokens (capacity {self.capacity})", **loc))
-        elif status in ("duplicate", "unsampled"):
-            if rows["original_length"][i] != n or rows["length"][i] != 0:
-                result.fail(Violation(f"{status} with {rows['original_length'][i]} tokens and {rows['length'][i]} "
-                                      f"in a pack, but it has {n} and is in none", **loc))
-        elif status == "truncated" and (n <= self.capacity or rows["length"][i] != self.capacity):
-            result.fail(Violation(f"truncated to {rows['length'][i]} tokens, but it has {n} (capacity "
-                                  f"{self.capacity})", **loc))
-        elif status == "packed" and rows["length"][i] != n:
-            result.fail(Violation(f"packed with {rows['length'][i]} tokens, but it has {n}", **loc))
-        elif (shard := self.shards.get(rows["shard"][i])) is None:
-            result.fail(Violation(f"its shard {rows['shard'][i]} is unreadable", **loc))
+            result.fail(Violation("record tokenizes now but the seam table says rejected", field="status", **loc))
+            return None
+        if rows["original_length"][i] != outcome.length:
+            result.fail(Violation(f"original_length is {rows['original_length'][i]}, the record has {outcome.length} "
+                                  "tokens", field="original_length", **loc))
+        if status == "dropped":
+            if rows["token_hash"][i] != outcome.ids:
+                result.fail(Violation("token_hash of the dropped example differs from a fresh tokenization",
+                                      field="token_hash", **loc))
+            return None
+        span = self._span(i)
+        if span is None:
+            return None  # not a span of a readable pack: global reports where it should be
+        ids, labels, shard, row = span
+        length = len(ids)
+        if length == outcome.length:
+            digests = outcome.ids, outcome.labels
+        elif length == self.capacity < outcome.length:
+            digests = outcome.kept_ids, outcome.kept_labels
         else:
-            a = shard.row_offsets[rows["row"][i]] + rows["offset"][i]
-            ids, labels = shard.ids[a:a + rows["length"][i]], shard.labels[a:a + rows["length"][i]]
-            if token_hash(ids) != ids_digest or token_hash(labels) != labels_digest:
-                return ids, labels, shard, rows["row"][i], loc
+            return ids, labels, shard, row, loc, False  # no digest of this prefix: compare tokens here
+        if (token_hash(ids), token_hash(labels)) != digests:
+            return ids, labels, shard, row, loc, True
         return None
 
-    def explain(self, spec: UnitSpec, differing: dict[int, list[tuple]]) -> None:
-        """Re-tokenize the unit's differing records here (one pass over it) and name the first differing
-        token of each of their rows (copies); past the violation limit only count them."""
+    def _span(self, i: int) -> tuple | None:
+        rows = self.rows
+        shard = self.shards.get(rows["shard"][i])
+        r, offset, length = rows["row"][i], rows["offset"][i], rows["length"][i]
+        if shard is None or not 0 <= r < shard.rows or offset < 0 or length < 1:
+            return None
+        a, end = shard.row_offsets[r] + offset, shard.row_offsets[r + 1]
+        if a + length > end:
+            return None
+        return shard.ids[a:a + length], shard.labels[a:a + length], shard, r
+
+    def explain(self, spec: UnitSpec, differing: dict[int, tuple]) -> None:
+        """Re-tokenize the unit's differing lines here (one pass over it) and name the first differing
+        token of each; past the violation limit only count them."""
         room = max(0, self.result.limit - len(self.result.violations))
-        wanted = dict(list(differing.items())[:room])
+        checked = [(line, span) for line, span in differing.items() if not span[5]]  # no digest: all of them
+        mismatched = [(line, span) for line, span in differing.items() if span[5]]
+        wanted = dict(checked + mismatched[:room])
         batch = [(spec.file_index, line, raw) for line, raw in iter_unit_lines(spec) if line in wanted]
         for (_, line, _), fresh in zip(batch, self.preparer.prepare(batch, source=spec.path) if batch else []):
-            for ids, labels, shard, row, loc in wanted[line]:
-                if isinstance(fresh, str):
-                    self.result.fail(Violation(f"tokenizes in a worker process, rejected here ({fresh!r})", **loc))
-                    continue
-                keep = len(ids)
-                before = self.result.count
-                _diff(ids, fresh.input_ids[:keep], "tokens", shard, row, loc, self.result)
-                _diff(labels, fresh.labels[:keep], "labels", shard, row, loc, self.result)
-                if self.result.count == before:  # the worker's digest and this process disagree
-                    self.result.fail(Violation("a worker process tokenized it differently from this one", **loc))
-        for spans in list(differing.values())[room:]:
-            for _, _, shard, row, loc in spans:
-                self.result.fail(Violation("tokens or labels differ from a fresh tokenization", shard=shard.name,
-                                           row=row, **loc))
+            ids, labels, shard, row, loc, digest_differed = wanted[line]
+            if isinstance(fresh, str):
+                self.result.fail(Violation(f"tokenizes in a worker process, rejected here ({fresh!r})", **loc))
+                continue
+            keep = len(ids)
+            before = self.result.count
+            _diff(ids, fresh.input_ids[:keep], "tokens", shard, row, loc, self.result)
+            _diff(labels, fresh.labels[:keep], "labels", shard, row, loc, self.result)
+            if digest_differed and self.result.count == before:
+                self.result.fail(Violation("the digest of a fresh tokenization differs from this process's: the "
+                                           "tokenizer is not deterministic across processes", **loc))
+        for line, (_, _, shard, row, loc, _) in mismatched[room:]:
+            self.result.fail(Violation("tokens or labels differ from a fresh tokenization", shard=shard.name,
+                                       row=row, **loc))
 
 
 def _diff(got: np.ndarray, want: np.ndarray, what: str, shard: FlatShard, row: int, loc: dict,

@@ -16,6 +16,7 @@ class Violation:
     example_id: int | None = None
     source: str | None = None
     line: int | None = None
+    field: str | None = None  # the manifest field or column it disproves (messages name it too; --json has it)
 
     def where(self) -> str:
         parts = []
