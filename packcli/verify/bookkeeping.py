@@ -36,7 +36,7 @@ def check_global(artifact: Artifact, rows: dict[str, list], manifest: dict, resu
         if entry is None:
             result.fail(Violation(f"source {source!r} is not an input of the manifest", field="source", **loc))
         elif eid != example_id(entry["sha256"], line):
-            result.fail(Violation(f"example_id is not the id of {source}:{line} (expected "
+            result.fail(Violation(f"example_id {eid} is not the id of its source and line {source}:{line} (expected "
                                   f"{example_id(entry['sha256'], line)})", field="example_id", **loc))
         if (source, line) in seen_lines:
             result.fail(Violation(f"seam-table rows {seen_lines[source, line]} and {i} both name {source}:{line}",

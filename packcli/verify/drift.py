@@ -37,11 +37,13 @@ def check_drift(manifest: dict, result: CheckResult, *, tokenizer: str | None, t
                                   f"the manifest pins {pinned_tok['sha256'][:16]}", field="tokenizer.sha256"))
             loaded = None
         else:
-            for key in ("bos_token", "eos_token"):  # the renderer appends/inserts them: pinned as the tokenizer has them
-                if getattr(loaded, key) != pinned_tok[key]:
-                    result.fail(Violation(f"tokenizer.{key} is {pinned_tok[key]!r}, but the tokenizer's is "
-                                          f"{getattr(loaded, key)!r}", field=f"tokenizer.{key}"))
-                    loaded = None
+            # The renderer appends and inserts these: pinned as the tokenizer has them, or reconstruction would
+            # reproduce a forged one.
+            wrong = [key for key in ("bos_token", "eos_token") if getattr(loaded, key) != pinned_tok[key]]
+            for key in wrong:
+                result.fail(Violation(f"tokenizer.{key} is {pinned_tok[key]!r}, but the tokenizer's is "
+                                      f"{getattr(loaded, key)!r}", field=f"tokenizer.{key}"))
+            loaded = None if wrong else loaded
     elif tokenizer or require_tokenizer:
         raise InputError(f"tokenizer {tok_path or '(no path recorded)'}: not found (reconstruction re-tokenizes "
                          "with it)",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +21,13 @@ import pyarrow.parquet as pq
 from packcli.artifact import manifest as mf
 from packcli.artifact.seams import SEAM_TABLE_SCHEMA, write_seam_table
 from packcli.artifact.shards import SCHEMA, load_flat, write_shard
-from packcli.contract import IGNORE_INDEX, MANIFEST_NAME, SEAM_TABLE_NAME, file_sha256, shard_name
+from packcli.chat import ChatTemplate, Renderer
+from packcli.choices import Format, LossPolicy
+from packcli.contract import IGNORE_INDEX, MANIFEST_NAME, SEAM_TABLE_NAME, file_sha256, shard_name, token_hash
+from packcli.ingest import read_lines
+from packcli.prepare import Preparer
+from packcli.tokenizer import Encoded
+from packcli.tokenizer.load import load_tokenizer
 from packcli.verify.bookkeeping import recount
 
 
@@ -44,9 +51,11 @@ def reseal(directory: Path, edit: Callable[[dict], None] | None = None, *, recou
                              else path.read_bytes().count(b"\n"))
     for info in manifest["shards"]:
         path = directory / info["name"]
-        if path.is_file():
-            flat = load_flat(pq.read_table(path), path.name)
-            info.update(tokens=len(flat.ids), supervised=int(np.count_nonzero(flat.labels != IGNORE_INDEX)))
+        if path.is_file():  # from the columns as stored, so a shard with malformed rows re-seals too
+            table = pq.read_table(path, columns=["input_ids", "labels"])
+            labels = table["labels"].combine_chunks().flatten().to_numpy()
+            info.update(tokens=len(table["input_ids"].combine_chunks().flatten()),
+                        supervised=int(np.count_nonzero(labels != IGNORE_INDEX)))
     if recount_counts:
         shards = {i["name"]: load_flat(pq.read_table(directory / i["name"]), i["name"]) for i in manifest["shards"]}
         rows = pq.read_table(directory / SEAM_TABLE_NAME).to_pydict()
@@ -96,3 +105,77 @@ def rewrite_rejects(directory: Path, mutate: Callable[[list[dict]], None]) -> No
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").split("\n") if line]
     mutate(rows)
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+
+
+@dataclass
+class Segment:
+    """One example in a pack, as a forger moves it: its id, tokens and labels (positions follow)."""
+
+    example_id: int
+    input_ids: list[int]
+    labels: list[int]
+
+
+def read_segments(directory: Path, shard: int) -> list[list[Segment]]:
+    """Shard ``shard``'s packs, each a list of its segments in order."""
+    packs = []
+    for row in pq.read_table(directory / shard_name(shard)).to_pylist():
+        cu = row["cu_seqlens"]
+        packs.append([Segment(eid, row["input_ids"][a:b], row["labels"][a:b])
+                      for eid, a, b in zip(row["example_ids"], cu[:-1], cu[1:])])
+    return packs
+
+
+def write_segments(directory: Path, shard: int, packs: list[list[Segment]]) -> None:
+    """Write shard ``shard`` from packs of segments, every column consistent with them (positions
+    reset per segment, cu_seqlens, counts), as a forger who knows the contract would."""
+    rows = []
+    for pack in packs:
+        lengths = [len(s.input_ids) for s in pack]
+        labels = [label for s in pack for label in s.labels]
+        rows.append({"input_ids": [t for s in pack for t in s.input_ids], "labels": labels,
+                     "position_ids": [p for n in lengths for p in range(n)],
+                     "cu_seqlens": [0, *np.cumsum(lengths).tolist()], "example_ids": [s.example_id for s in pack],
+                     "num_tokens": sum(lengths), "num_supervised": sum(label != IGNORE_INDEX for label in labels)})
+    unknown = set(SCHEMA.names) - set(rows[0] if rows else SCHEMA.names)
+    if unknown:
+        raise AssertionError(f"write_segments does not know how to forge {sorted(unknown)}")
+    write_shard(pa.Table.from_pylist(rows, schema=SCHEMA), directory / shard_name(shard))
+
+
+def follow_packs(directory: Path) -> None:
+    """Point every packed or truncated seam-table row at where its example now is in the packs, with
+    its length, token_hash and supervised count, as a forger who moved segments would."""
+    manifest = json.loads((directory / MANIFEST_NAME).read_text(encoding="utf-8"))
+    found = {}
+    for k in range(len(manifest["shards"])):
+        for r, pack in enumerate(read_segments(directory, k)):
+            offset = 0
+            for s in pack:
+                found[s.example_id] = (shard_name(k), r, offset, s)
+                offset += len(s.input_ids)
+
+    def mutate(rows: list[dict]) -> None:
+        for row in rows:
+            if row["example_id"] in found and row["status"] in ("packed", "truncated"):
+                name, r, offset, s = found[row["example_id"]]
+                supervised = sum(label != IGNORE_INDEX for label in s.labels)
+                row.update(shard=name, row=r, offset=offset, length=len(s.input_ids), supervised=supervised,
+                           supervised_lost=row["supervised"] + row["supervised_lost"] - supervised,
+                           token_hash=token_hash(np.asarray(s.input_ids, np.int32)))
+    rewrite_seam(directory, mutate)
+
+
+def fresh_example(directory: Path, source: str, line: int) -> Encoded:
+    """The example pack would make of ``source:line`` under the artifact's pinned tokenizer, template
+    and policy: what a forger tokenizes to make a fake row's hashes right."""
+    manifest = json.loads((directory / MANIFEST_NAME).read_text(encoding="utf-8"))
+    tokenizer = load_tokenizer(manifest["tokenizer"]["source"])
+    renderer = Renderer(ChatTemplate(manifest["template"]["text"], manifest["template"]["source"]),
+                        LossPolicy(manifest["loss_policy"]), bos_token=tokenizer.bos_token,
+                        eos_token=tokenizer.eos_token)
+    raw = dict(read_lines(source, 0))[line]
+    encoded = Preparer(renderer, tokenizer, Format(manifest["config"]["input_format"])).prepare([(0, line, raw)])[0]
+    if isinstance(encoded, str):
+        raise ValueError(f"{source}:{line} is rejected ({encoded})")
+    return encoded

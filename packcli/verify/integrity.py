@@ -69,7 +69,7 @@ def check_integrity(directory: Path, manifest: dict, result: CheckResult) -> Art
             artifact.unreadable.add(name)
             continue
         if len(table) != info["rows"]:
-            result.fail(Violation(f"{len(table)} rows != manifest {info['rows']}", shard=name, field=f"{at}.rows"))
+            result.fail(Violation(f"{len(table)} rows != {at}.rows {info['rows']}", shard=name, field=f"{at}.rows"))
         if not _rows_well_formed(table, name, result):
             artifact.unreadable.add(name)
             continue
@@ -77,7 +77,7 @@ def check_integrity(directory: Path, manifest: dict, result: CheckResult) -> Art
         supervised = int(np.count_nonzero(flat.labels != IGNORE_INDEX))
         for key, actual in (("tokens", len(flat.ids)), ("supervised", supervised)):
             if info[key] != actual:
-                result.fail(Violation(f"{key}: manifest says {info[key]}, the shard holds {actual}", shard=name,
+                result.fail(Violation(f"{at}.{key} is {info[key]}, the shard holds {actual}", shard=name,
                                       field=f"{at}.{key}"))
     for stray in sorted(p.name for p in directory.glob("shard-*.parquet") if p.name not in listed):
         result.fail(Violation("shard not listed in the manifest", shard=stray))
@@ -102,13 +102,13 @@ def check_integrity(directory: Path, manifest: dict, result: CheckResult) -> Art
 def _pinned_file(path: Path, info: dict, at: str, result: CheckResult) -> bool:
     """Size and sha256 as pinned; False when the file is missing (nothing more to read)."""
     if not path.is_file():
-        result.fail(Violation(f"{path.name}, pinned by the manifest, is missing", field=f"{at}.name"))
+        result.fail(Violation(f"{path.name}, pinned by {at}, is missing", field=f"{at}.name"))
         return False
     size = path.stat().st_size
     if size != info["bytes"]:
-        result.fail(Violation(f"{path.name}: size {size} != manifest {info['bytes']}", field=f"{at}.bytes"))
+        result.fail(Violation(f"{path.name}: size {size} != {at}.bytes {info['bytes']}", field=f"{at}.bytes"))
     if file_sha256(path) != info["sha256"]:
-        result.fail(Violation(f"{path.name}: sha256 differs from the manifest (corrupted or modified)",
+        result.fail(Violation(f"{path.name}: sha256 differs from {at}.sha256 (corrupted or modified)",
                               field=f"{at}.sha256"))
     return True
 
@@ -145,7 +145,7 @@ def _read_seam_table(path: Path, info: dict, result: CheckResult) -> pa.Table | 
         result.fail(Violation(f"{path.name}: schema differs from the contract: {table.schema}"))
         return None
     if len(table) != info["rows"]:
-        result.fail(Violation(f"{path.name}: {len(table)} rows != manifest {info['rows']}", field="seam_table.rows"))
+        result.fail(Violation(f"{path.name}: {len(table)} rows != seam_table.rows {info['rows']}", field="seam_table.rows"))
     nulls = [name for name in table.column_names if name != "shard" and table[name].null_count]
     if nulls:  # only a record in no pack has no shard
         result.fail(Violation(f"{path.name}: null values in {', '.join(nulls)}", field=nulls[0]))
@@ -164,5 +164,5 @@ def _read_rejects(path: Path, info: dict, result: CheckResult) -> list[dict] | N
             return None
         rows.append(row)
     if len(rows) != info["rows"]:
-        result.fail(Violation(f"{path.name}: {len(rows)} rows != manifest {info['rows']}", field="rejects.rows"))
+        result.fail(Violation(f"{path.name}: {len(rows)} rows != rejects.rows {info['rows']}", field="rejects.rows"))
     return rows

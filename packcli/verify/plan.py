@@ -28,7 +28,7 @@ from packcli.verify.integrity import Artifact
 from packcli.verify.reconstruct import Reconstructed
 from packcli.verify.report import CheckResult, Violation
 
-PLAN_FIELDS = ("strategy", "capacity", "window", "seed", "shuffle", "shuffle_packs")
+PLAN_FIELDS = ("strategy", "capacity", "window", "seed", "shuffle", "shuffle_packs", "packs_per_shard")
 FATE_COLUMNS = ("status", "reason", "length", "supervised", "supervised_lost")
 
 
@@ -44,33 +44,39 @@ def check_plan(manifest: dict, rows: dict[str, list], artifact: Artifact, facts:
     status, length, supervised, kept, reasons, reconstructed = _inputs(rows, facts, settings)
     fates = decide_fates(status, length, supervised, reasons, settings.capacity, settings.overlong,
                          lambda i: int(kept[i]))
-    claimed = {c: rows[c] for c in FATE_COLUMNS}
-    expected = {"status": [STATUSES[s] for s in fates.status.tolist()], "reason": fates.reasons,
-                "length": fates.used_len.tolist(), "supervised": fates.used_sup.tolist(),
-                "supervised_lost": (np.asarray(supervised) - fates.used_sup).tolist()}
-    for i in range(n):
-        if claimed["status"][i] != expected["status"][i]:
-            result.fail(Violation(_status_message(rows, i, fates.status[i], length[i], kept[i], settings,
-                                                  reconstructed[i]), field="status", **_loc(rows, i)))
-            continue
-        for column in FATE_COLUMNS[1:]:
-            if claimed[column][i] != expected[column][i]:
-                result.fail(Violation(f"{column} is {claimed[column][i]!r}; its fate under config.overlong "
-                                      f"{settings.overlong.value!r} and config.capacity {settings.capacity} gives "
-                                      f"{expected[column][i]!r}", field=column, **_loc(rows, i)))
-                break
     plan = plan_examples(fates, settings)
+    placement = place_examples(plan, fates, settings.packs_per_shard)
+    # Artifact-wide findings first: the per-example ones below can fill the report's violation limit.
     if plan.window != settings.window:
         result.fail(Violation(f"config.window is {settings.window!r}, but strategy {settings.strategy} packs with "
                               f"window {plan.window!r}", field="config.window"))
-    placement = place_examples(plan, fates, settings.packs_per_shard)
-    _check_placement(rows, placement, settings, result)
     _check_shards(manifest, placement, plan, settings, result)
     for problem in check_budgets(plan, min_density=settings.min_density, max_displacement=settings.max_displacement):
         budget = "config.min_density" if problem.startswith("density") else "config.max_displacement"
         result.fail(Violation(f"{budget} is not met by the plan (pack would have refused it): {problem}",
                               field=budget))
     _check_metrics(manifest["metrics"], plan_metrics(plan, fates), result)
+    _check_fates(rows, fates, length, kept, supervised, reconstructed, settings, result)
+    _check_placement(rows, placement, settings, result)
+
+
+def _check_fates(rows: dict[str, list], fates, length: np.ndarray, kept: np.ndarray, supervised: np.ndarray,  # noqa: ANN001
+                 reconstructed: np.ndarray, settings: PlanSettings, result: CheckResult) -> None:
+    """Every row's status, reason, length and supervised counts are its re-derived fate's."""
+    expected = {"status": [STATUSES[s] for s in fates.status.tolist()], "reason": fates.reasons,
+                "length": fates.used_len.tolist(), "supervised": fates.used_sup.tolist(),
+                "supervised_lost": (supervised - fates.used_sup).tolist()}
+    for i in range(len(fates.status)):
+        if rows["status"][i] != expected["status"][i]:
+            result.fail(Violation(_status_message(rows, i, fates.status[i], length[i], kept[i], settings,
+                                                  reconstructed[i]), field="status", **_loc(rows, i)))
+            continue
+        for column in FATE_COLUMNS[1:]:
+            if rows[column][i] != expected[column][i]:
+                result.fail(Violation(f"{column} is {rows[column][i]!r}; its fate under config.overlong "
+                                      f"{settings.overlong.value!r} and config.capacity {settings.capacity} gives "
+                                      f"{expected[column][i]!r}", field=column, **_loc(rows, i)))
+                break
 
 
 def _settings(config: dict, result: CheckResult) -> PlanSettings | None:
@@ -151,9 +157,11 @@ def _check_placement(rows: dict[str, list], placement, settings: PlanSettings, r
     plan = ", ".join(f"config.{key}={getattr(settings, key)!r}" for key in PLAN_FIELDS)
     result.fail(Violation(f"{len(wrong)} of {len(shard_col)} examples are not where the plan puts them; re-run on "
                           f"the reconstructed lengths with {plan}"))
-    for i, (shard, r, o) in wrong:
-        result.fail(Violation(f"the seam table puts it at {shard_col[i]} row {row_col[i]} offset {off_col[i]}, the "
-                              f"plan at {shard} row {r} offset {o}", field="shard", **_loc(rows, i)))
+    for i, want in wrong:
+        got = (shard_col[i], row_col[i], off_col[i])
+        column = next(c for c, g, w in zip(("shard", "row", "offset"), got, want) if g != w)
+        result.fail(Violation(f"the seam table puts it at (shard, row, offset) {got}, the plan at {want}",
+                              field=column, **_loc(rows, i)))
 
 
 def _check_shards(manifest: dict, placement, plan, settings: PlanSettings, result: CheckResult) -> None:  # noqa: ANN001

@@ -118,12 +118,18 @@ def check_reconstruction(manifest: dict, rows: dict[str, list], shards: dict[str
     if workers is not None and workers < 1:
         raise InputError(f"--workers must be at least 1, got {workers}")
     config = manifest["config"]
+    n = len(rows["example_id"])
+    facts = Reconstructed(np.full(n, -1, np.int64), np.full(n, -1, np.int64), np.full(n, -1, np.int64), [None] * n)
+    if config["input_format"] not in {f.value for f in Format} or manifest["loss_policy"] not in {p.value for p in LossPolicy}:
+        result.fail(Violation(f"config.input_format {config['input_format']!r} or loss_policy "
+                              f"{manifest['loss_policy']!r} is not a choice packcli has: nothing can be re-parsed",
+                              field="config.input_format"))
+        return facts
     job = ReconstructJob(tokenizer=tokenizer.source, tokenizer_sha256=tokenizer.sha256, template_text=template_text,
                          template_source=manifest["template"]["source"], loss=manifest["loss_policy"],
                          input_format=config["input_format"], bos_token=manifest["tokenizer"]["bos_token"],
                          eos_token=manifest["tokenizer"]["eos_token"], capacity=config["capacity"])
     preparer = job.build_preparer(tokenizer)
-    n = len(rows["example_id"])
     by_line: dict[tuple[str, int], int] = {}
     for i in range(n):
         by_line.setdefault((rows["source"][i], rows["line"][i]), i)  # a second row for a line: global's
@@ -145,7 +151,6 @@ def check_reconstruction(manifest: dict, rows: dict[str, list], shards: dict[str
         pinned.append((k, entry))
     specs = plan_units(files, UNIT_LINES)
     progress.start("reconstruct", "reconstructing", total=manifest["counts"]["records"])
-    facts = Reconstructed(np.full(n, -1, np.int64), np.full(n, -1, np.int64), np.full(n, -1, np.int64), [None] * n)
     compare = _Comparer(preparer, rows, shards, config["capacity"], result, facts)
     if workers is None and manifest["counts"]["records"] < PARALLEL_MIN_RECORDS:
         workers = 1
@@ -303,7 +308,7 @@ class _Comparer:
                 continue
             keep = len(ids)
             before = self.result.count
-            _diff(ids, fresh.input_ids[:keep], "tokens", shard, row, loc, self.result)
+            _diff(ids, fresh.input_ids[:keep], "input_ids", shard, row, loc, self.result)
             _diff(labels, fresh.labels[:keep], "labels", shard, row, loc, self.result)
             if digest_differed and self.result.count == before:
                 self.result.fail(Violation("the digest of a fresh tokenization differs from this process's: the "
@@ -321,4 +326,4 @@ def _diff(got: np.ndarray, want: np.ndarray, what: str, shard: FlatShard, row: i
     at = int(differ[0]) if len(differ) else min(len(got), len(want))
     result.fail(Violation(f"{what} differ from a fresh tokenization at position {at} "
                           f"(pack {got[at:at + 3].tolist()}, fresh {want[at:at + 3].tolist()}; "
-                          f"lengths {len(got)} vs {len(want)})", shard=shard.name, row=row, **loc))
+                          f"lengths {len(got)} vs {len(want)})", shard=shard.name, row=row, field=what, **loc))
