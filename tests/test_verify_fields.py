@@ -172,6 +172,7 @@ SHARD_EDITS = {
     "labels": _supervise_a_masked_label,
     "position_ids": lambda row: row["position_ids"].__setitem__(1, 5),
     "cu_seqlens": lambda row: row["cu_seqlens"].__setitem__(1, row["cu_seqlens"][1] - 1),
+    "seq_lengths": lambda row: row["seq_lengths"].__setitem__(0, row["seq_lengths"][0] - 1),
     "example_ids": lambda row: row["example_ids"].__setitem__(0, row["example_ids"][0] + 1),
     "num_tokens": lambda row: row.__setitem__("num_tokens", row["num_tokens"] - 1),
     "num_supervised": lambda row: row.__setitem__("num_supervised", row["num_supervised"] + 1),

@@ -79,6 +79,9 @@ MANIFEST_FIELDS: dict[str, Owner] = {
     "rejects.rows": Owner("integrity", INT, "lines in rejects.jsonl"),
     "rejects.bytes": Owner("integrity", INT, "the size of rejects.jsonl"),
     "rejects.sha256": Owner("integrity", STR, "the sha256 of rejects.jsonl (its rows: global)"),
+    "dataset_card.name": Owner("integrity", STR, "README.md"),
+    "dataset_card.bytes": Owner("integrity", INT, "the card's size"),
+    "dataset_card.sha256": Owner("integrity", STR, "the card's sha256; the card is the one the manifest renders"),
 }
 
 SEAM_COLUMNS: dict[str, str] = {  # column -> the check that proves it
@@ -97,6 +100,7 @@ SEAM_COLUMNS: dict[str, str] = {  # column -> the check that proves it
 SHARD_COLUMNS: dict[str, str] = {  # column -> the check that proves it
     "input_ids": "reconstruction", "labels": "reconstruction",  # a fresh tokenization of each record
     "position_ids": "pack_layout", "cu_seqlens": "pack_layout",  # the seams, three ways, agree
+    "seq_lengths": "pack_layout",  # diff(cu_seqlens)
     "example_ids": "global",  # one segment per seam-table row and back
     "num_tokens": "pack_layout", "num_supervised": "pack_layout",  # recounted per row
 }

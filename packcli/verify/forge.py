@@ -3,7 +3,8 @@
 The negative controls (`packcli.verify.faults`, tests/test_verify_forgeries.py) damage copies of an
 artifact through these helpers, so what they test is the semantic check, never a stale hash: after
 `reseal`, every pinned file's bytes, sha256 and rows, every shard's tokens and supervised labels, and
-the manifest hash are right (and, with ``recount``, the counts and each input's records too).
+the manifest hash are right, the dataset card is re-rendered from the edited manifest (and, with
+``recount_counts``, the counts and each input's records are recounted too).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from packcli.artifact import manifest as mf
+from packcli.artifact.card import write_card
 from packcli.artifact.seams import SEAM_TABLE_SCHEMA, write_seam_table
 from packcli.artifact.shards import SCHEMA, load_flat, write_shard
 from packcli.chat import ChatTemplate, Renderer
@@ -41,6 +43,15 @@ def reseal(directory: Path, edit: Callable[[dict], None] | None = None, *, recou
     manifest = json.loads((directory / MANIFEST_NAME).read_text(encoding="utf-8"))
     if edit:
         edit(manifest)
+    if recount_counts:
+        shards = {i["name"]: load_flat(pq.read_table(directory / i["name"]), i["name"]) for i in manifest["shards"]}
+        rows = pq.read_table(directory / SEAM_TABLE_NAME).to_pydict()
+        manifest["counts"] = recount(shards, rows)
+        per_source = Counter(rows["source"])
+        for entry in manifest["inputs"]:
+            entry["records"] = per_source.get(entry["path"], 0)
+    if "dataset_card" in manifest:
+        manifest["dataset_card"] = write_card(directory, manifest)  # rendered from the manifest: a forger re-renders it
     for entry in _pinned_files(manifest):
         path = directory / entry["name"]
         if not path.is_file():
@@ -56,13 +67,6 @@ def reseal(directory: Path, edit: Callable[[dict], None] | None = None, *, recou
             labels = table["labels"].combine_chunks().flatten().to_numpy()
             info.update(tokens=len(table["input_ids"].combine_chunks().flatten()),
                         supervised=int(np.count_nonzero(labels != IGNORE_INDEX)))
-    if recount_counts:
-        shards = {i["name"]: load_flat(pq.read_table(directory / i["name"]), i["name"]) for i in manifest["shards"]}
-        rows = pq.read_table(directory / SEAM_TABLE_NAME).to_pydict()
-        manifest["counts"] = recount(shards, rows)
-        per_source = Counter(rows["source"])
-        for entry in manifest["inputs"]:
-            entry["records"] = per_source.get(entry["path"], 0)
     manifest["manifest_sha256"] = mf.manifest_hash(manifest)
     mf.write_manifest(manifest, directory)
     return manifest
@@ -135,7 +139,8 @@ def write_segments(directory: Path, shard: int, packs: list[list[Segment]]) -> N
         labels = [label for s in pack for label in s.labels]
         rows.append({"input_ids": [t for s in pack for t in s.input_ids], "labels": labels,
                      "position_ids": [p for n in lengths for p in range(n)],
-                     "cu_seqlens": [0, *np.cumsum(lengths).tolist()], "example_ids": [s.example_id for s in pack],
+                     "cu_seqlens": [0, *np.cumsum(lengths).tolist()], "seq_lengths": lengths,
+                     "example_ids": [s.example_id for s in pack],
                      "num_tokens": sum(lengths), "num_supervised": sum(label != IGNORE_INDEX for label in labels)})
     unknown = set(SCHEMA.names) - set(rows[0] if rows else SCHEMA.names)
     if unknown:
