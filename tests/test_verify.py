@@ -95,6 +95,8 @@ def test_self_test_runs_all_faults(packed, tmp_path):
 
 
 def test_structure_only_without_tokenizer(packed_copy, tmp_path):
+    import json
+
     path = packed_copy / "manifest.json"
     data = json.loads(path.read_text())
     data["unhashed"]["provenance"]["tokenizer"] = str(tmp_path / "gone.json")  # unhashed: no reseal needed

@@ -121,7 +121,7 @@ def test_a_second_row_for_a_line_cannot_smuggle_in_supervised_garbage(packed_cop
     ids = [random.Random(0).randrange(4, 2000) for _ in range(40)]
     _smuggle(packed_copy, ids, [IGNORE_INDEX] + ids[1:], eid=123_456_789)
     caught(packed_copy, "global", "both name")
-    caught(packed_copy, "global", "is not the id of its source and line")
+    caught(packed_copy, "global", "is not the id of its input and line")
 
 
 def test_a_trailing_padding_segment_is_not_an_example(packed_copy):
@@ -144,11 +144,11 @@ def test_a_whole_pack_duplicated_under_fresh_ids(packed_copy):
 
 def test_an_extra_dropped_record_beyond_the_source(packed_copy):
     """301 records from a 300-line corpus: a dropped row for a line the file does not have, its id by the formula."""
-    entry = next(e for e in manifest_of(packed_copy)["inputs"] if e["path"].endswith("openai.jsonl"))
+    k, entry = next((k, e) for k, e in enumerate(manifest_of(packed_copy)["inputs"]) if e["name"] == "openai.jsonl")
     line = entry["records"] + 1
 
     def add_row(rows: list[dict]) -> None:
-        last = max(i for i, r in enumerate(rows) if r["source"] == entry["path"])
+        last = max(i for i, r in enumerate(rows) if r["input"] == k)
         rows.insert(last + 1, dict(rows[last], example_id=example_id(entry["sha256"], line), line=line,
                                    status="dropped", reason="2000 tokens > capacity 1024; truncation would keep no "
                                    "supervised tokens", shard=None, row=-1, offset=-1, length=0,
@@ -156,7 +156,7 @@ def test_an_extra_dropped_record_beyond_the_source(packed_copy):
     rewrite_seam(packed_copy, add_row)
     reseal(packed_copy, recount_counts=True)
     caught(packed_copy, "reconstruction", "not a record in the source")
-    caught(packed_copy, "reconstruction", f"{line - 1} records read from the source, inputs[1].records says {line}")
+    caught(packed_copy, "reconstruction", f"{line - 1} records read from the source, inputs[{k}].records says {line}")
 
 
 def test_a_shard_listed_twice(packed_copy):
@@ -170,17 +170,17 @@ def test_every_id_renumbered(packed_copy):
         write_segments(packed_copy, k, [[Segment(s.example_id + 1, s.input_ids, s.labels) for s in p] for p in packs])
     rewrite_seam(packed_copy, lambda rows: [r.update(example_id=r["example_id"] + 1) for r in rows])
     reseal(packed_copy, recount_counts=True)
-    caught(packed_copy, "global", "is not the id of its source and line")
+    caught(packed_copy, "global", "is not the id of its input and line")
 
 
 def test_two_lines_swapped_with_their_ids_recomputed(packed_copy):
     """The forger swaps two records' lines and gives each the documented id of its new line."""
     m = manifest_of(packed_copy)
-    sha = {e["path"]: e["sha256"] for e in m["inputs"]}
+    sha = [e["sha256"] for e in m["inputs"]]
     rows = seam_rows(packed_copy)
-    a, b = [i for i, r in enumerate(rows) if r["status"] == "packed" and r["source"].endswith("openai.jsonl")][:2]
-    new = {rows[a]["example_id"]: example_id(sha[rows[a]["source"]], rows[b]["line"]),
-           rows[b]["example_id"]: example_id(sha[rows[b]["source"]], rows[a]["line"])}
+    a, b = [i for i, r in enumerate(rows) if r["status"] == "packed" and r["source"] == "openai.jsonl"][:2]
+    new = {rows[a]["example_id"]: example_id(sha[rows[a]["input"]], rows[b]["line"]),
+           rows[b]["example_id"]: example_id(sha[rows[b]["input"]], rows[a]["line"])}
     for k in range(len(m["shards"])):
         packs = read_segments(packed_copy, k)
         write_segments(packed_copy, k, [[Segment(new.get(s.example_id, s.example_id), s.input_ids, s.labels)
@@ -219,7 +219,7 @@ def test_a_truncated_example_marked_dropped(packed_copy):
     packs = read_segments(packed_copy, k)
     packs[row["row"]] = [s for s in packs[row["row"]] if s.example_id != row["example_id"]]
     write_segments(packed_copy, k, packs)
-    full = forge.fresh_example(packed_copy, row["source"], row["line"])
+    full = forge.fresh_example(packed_copy, row["input"], row["line"])
     capacity = manifest_of(packed_copy)["config"]["capacity"]
 
     def drop(rows: list[dict]) -> None:
@@ -239,7 +239,7 @@ def test_a_dropped_example_smuggled_in_as_truncated(drop_copy):
     capacity, last = m["config"]["capacity"], len(m["shards"]) - 1
     rows = seam_rows(drop_copy)
     i = next(i for i, r in enumerate(rows) if r["status"] == "dropped")
-    full = forge.fresh_example(drop_copy, rows[i]["source"], rows[i]["line"])
+    full = forge.fresh_example(drop_copy, rows[i]["input"], rows[i]["line"])
     kept = full.labels[:capacity]
     packs = read_segments(drop_copy, last)
     packs.append([Segment(rows[i]["example_id"], full.input_ids[:capacity].tolist(), kept.tolist())])

@@ -1,7 +1,7 @@
 """Global bookkeeping: the seam table and the packs are a bijection, and every count adds up.
 
-Every seam-table row names an input of the manifest and a line no other row names, and carries the
-documented id of that line (`packcli.contract.example_id`); every segment of every pack (a
+Every seam-table row names an input of the manifest (by index, and by its name in ``source``) and a
+line no other row names, and carries the documented id of that line (`packcli.contract.example_id`); every segment of every pack (a
 cu_seqlens span: together they cover every token) belongs to exactly one packed or truncated row,
 at the shard, row, offset and length the row says, and holds the tokens its ``token_hash`` pins;
 every other row is in no pack. rejects.jsonl holds exactly the rejected rows. The manifest's
@@ -25,23 +25,26 @@ from packcli.verify.report import CheckResult, Violation
 def check_global(artifact: Artifact, rows: dict[str, list], manifest: dict, result: CheckResult) -> None:
     """The seam table (``rows``: its columns as lists) against the packs, rejects.jsonl and the manifest."""
     segments = _segments(artifact, result)
-    inputs = {entry["path"]: entry for entry in manifest["inputs"]}
-    seen_lines: dict[tuple[str, int], int] = {}
+    inputs = manifest["inputs"]
+    seen_lines: dict[tuple[int, int], int] = {}
     seen_ids: dict[int, int] = {}
     for i, eid in enumerate(rows["example_id"]):
         result.checked += 1
-        source, line, status = rows["source"][i], rows["line"][i], rows["status"][i]
+        k, source, line, status = rows["input"][i], rows["source"][i], rows["line"][i], rows["status"][i]
         loc = dict(example_id=eid, source=source, line=line)
-        entry = inputs.get(source)
-        if entry is None:
-            result.fail(Violation(f"source {source!r} is not an input of the manifest", field="source", **loc))
-        elif eid != example_id(entry["sha256"], line):
-            result.fail(Violation(f"example_id {eid} is not the id of its source and line {source}:{line} (expected "
-                                  f"{example_id(entry['sha256'], line)})", field="example_id", **loc))
-        if (source, line) in seen_lines:
-            result.fail(Violation(f"seam-table rows {seen_lines[source, line]} and {i} both name {source}:{line}",
+        if not 0 <= k < len(inputs):
+            result.fail(Violation(f"input {k} is not an input of the manifest (it has {len(inputs)})", field="input",
+                                  **loc))
+        elif source != inputs[k]["name"]:
+            result.fail(Violation(f"source {source!r} is not the name of input {k}, inputs[{k}].name "
+                                  f"{inputs[k]['name']!r}", field="source", **loc))
+        elif eid != example_id(inputs[k]["sha256"], line):
+            result.fail(Violation(f"example_id {eid} is not the id of its input and line {source}:{line} (expected "
+                                  f"{example_id(inputs[k]['sha256'], line)})", field="example_id", **loc))
+        if (k, line) in seen_lines:
+            result.fail(Violation(f"seam-table rows {seen_lines[k, line]} and {i} both name {source}:{line}",
                                   field="line", **loc))
-        seen_lines.setdefault((source, line), i)
+        seen_lines.setdefault((k, line), i)
         if eid in seen_ids:
             result.fail(Violation(f"example appears twice in the seam table (rows {seen_ids[eid]} and {i})",
                                   field="example_id", **loc))
@@ -98,7 +101,7 @@ def _check_rejects(artifact: Artifact, rows: dict[str, list], result: CheckResul
     """rejects.jsonl lists the rejected rows of the seam table, in order, with their reasons."""
     if artifact.rejects is None:
         return  # integrity reported it
-    expected = [reject_row(rows["source"][i], rows["line"][i], rows["reason"][i])
+    expected = [reject_row(rows["input"][i], rows["source"][i], rows["line"][i], rows["reason"][i])
                 for i, status in enumerate(rows["status"]) if status == STATUSES[REJECTED]]
     for k in range(max(len(expected), len(artifact.rejects))):
         got = artifact.rejects[k] if k < len(artifact.rejects) else None
@@ -137,9 +140,9 @@ def _check_counts(artifact: Artifact, rows: dict[str, list], manifest: dict, res
                                   field=f"counts.{key}"))
         elif key not in actual and key not in over_packs:
             result.fail(Violation(f"counts.{key} is not a count packcli writes", field=f"counts.{key}"))
-    per_source = Counter(rows["source"])
+    per_input = Counter(rows["input"])
     for k, entry in enumerate(manifest["inputs"]):
-        if per_source.get(entry["path"], 0) != entry["records"]:
+        if per_input.get(k, 0) != entry["records"]:
             result.fail(Violation(f"inputs[{k}].records is {entry['records']}, the seam table has "
-                                  f"{per_source.get(entry['path'], 0)} rows of {entry['path']}",
+                                  f"{per_input.get(k, 0)} rows of input {k} ({entry['name']})",
                                   field=f"inputs[{k}].records"))

@@ -51,16 +51,16 @@ MANIFEST_FIELDS: dict[str, Owner] = {
     "config.overlong": Owner("plan", STR, "the fates re-derived from the reconstructed lengths"),
     "config.min_density": Owner("plan", OPT_NUMBER, "met by the re-run plan"),
     "config.max_displacement": Owner("plan", OPT_NUMBER, "met by the re-run plan"),
+    "config.max_reject_fraction": Owner("plan", NUMBER, "met by the re-derived fates"),
     "config.packs_per_shard": Owner("plan", INT, "how the re-run plan is cut into shards"),
     "metrics.*": Owner("plan", NUMBER, "the metrics of the re-run plan"),
-    "tokenizer.source": Owner("contract_drift", STR, "where the tokenizer is found; it must hash as pinned"),
     "tokenizer.sha256": Owner("contract_drift", STR, "sha256 of the tokenizer found"),
     "tokenizer.bos_token": Owner("contract_drift", OPT_STR, "the tokenizer's own bos_token"),
     "tokenizer.eos_token": Owner("contract_drift", OPT_STR, "the tokenizer's own eos_token"),
-    "template.source": Owner("contract_drift", STR, "where the template is found; it must hash as pinned"),
+    "template.origin": Owner("contract_drift", STR, "where the template came from; the one there hashes as pinned"),
     "template.sha256": Owner("contract_drift", STR, "sha256 of template.text and of the template found"),
     "template.text": Owner("contract_drift", STR, "hashes to template.sha256"),
-    "inputs[].path": Owner("reconstruction", STR, "where the source is read from; it must hash as pinned"),
+    "inputs[].name": Owner("global", STR, "the seam table's source column of the input's rows"),
     "inputs[].size": Owner("reconstruction", INT, "the source's size in bytes"),
     "inputs[].sha256": Owner("reconstruction", STR, "the source's sha256"),
     "inputs[].records": Owner("global", INT, "seam-table rows of the input; reconstruction: records read"),
@@ -86,7 +86,8 @@ MANIFEST_FIELDS: dict[str, Owner] = {
 
 SEAM_COLUMNS: dict[str, str] = {  # column -> the check that proves it
     "example_id": "global",  # the documented formula, unique
-    "source": "global",  # an input of the manifest
+    "input": "global",  # an input of the manifest
+    "source": "global",  # that input's name
     "line": "reconstruction",  # a record of that source; (source, line) unique: global
     "status": "plan",  # the fate re-derived from the reconstructed length and the overlong policy
     "reason": "plan",  # the same, and for a rejected record the reason re-parsing gives (reconstruction)

@@ -31,6 +31,7 @@ from packcli.prepare import Preparer
 from packcli.tokenizer import Encoded
 from packcli.tokenizer.load import load_tokenizer
 from packcli.verify.bookkeeping import recount
+from packcli.verify.locate import find_source, find_tokenizer
 
 
 def reseal(directory: Path, edit: Callable[[dict], None] | None = None, *, recount_counts: bool = False) -> dict:
@@ -47,9 +48,9 @@ def reseal(directory: Path, edit: Callable[[dict], None] | None = None, *, recou
         shards = {i["name"]: load_flat(pq.read_table(directory / i["name"]), i["name"]) for i in manifest["shards"]}
         rows = pq.read_table(directory / SEAM_TABLE_NAME).to_pydict()
         manifest["counts"] = recount(shards, rows)
-        per_source = Counter(rows["source"])
-        for entry in manifest["inputs"]:
-            entry["records"] = per_source.get(entry["path"], 0)
+        per_input = Counter(rows["input"])
+        for k, entry in enumerate(manifest["inputs"]):
+            entry["records"] = per_input.get(k, 0)
     if "dataset_card" in manifest:
         manifest["dataset_card"] = write_card(directory, manifest)  # rendered from the manifest: a forger re-renders it
     for entry in _pinned_files(manifest):
@@ -171,16 +172,16 @@ def follow_packs(directory: Path) -> None:
     rewrite_seam(directory, mutate)
 
 
-def fresh_example(directory: Path, source: str, line: int) -> Encoded:
-    """The example pack would make of ``source:line`` under the artifact's pinned tokenizer, template
-    and policy: what a forger tokenizes to make a fake row's hashes right."""
+def fresh_example(directory: Path, index: int, line: int) -> Encoded:
+    """The example pack would make of line ``line`` of input ``index`` under the artifact's pinned
+    tokenizer, template and policy: what a forger tokenizes to make a fake row's hashes right."""
     manifest = json.loads((directory / MANIFEST_NAME).read_text(encoding="utf-8"))
-    tokenizer = load_tokenizer(manifest["tokenizer"]["source"])
-    renderer = Renderer(ChatTemplate(manifest["template"]["text"], manifest["template"]["source"]),
+    tokenizer = load_tokenizer(find_tokenizer(manifest, None))
+    renderer = Renderer(ChatTemplate(manifest["template"]["text"], manifest["template"]["origin"]),
                         LossPolicy(manifest["loss_policy"]), bos_token=tokenizer.bos_token,
                         eos_token=tokenizer.eos_token)
-    raw = dict(read_lines(source, 0))[line]
+    raw = dict(read_lines(find_source(manifest, index, None), 0))[line]
     encoded = Preparer(renderer, tokenizer, Format(manifest["config"]["input_format"])).prepare([(0, line, raw)])[0]
     if isinstance(encoded, str):
-        raise ValueError(f"{source}:{line} is rejected ({encoded})")
+        raise ValueError(f"input {index} line {line} is rejected ({encoded})")
     return encoded

@@ -8,7 +8,8 @@ functions (`packcli.job.plan`: `decide_fates`, `plan_examples`, `place_examples`
 under the manifest's ``config``, then demands that the seam table holds exactly those fates (status,
 reason, length, supervised, supervised_lost), that every example sits in the shard, row and offset
 the plan gives it (global has tied those to the packs), that the shards are cut every
-``packs_per_shard`` packs, that the budgets hold, and that ``metrics`` are the plan's.
+``packs_per_shard`` packs, that the budgets hold (density, displacement, reject fraction), and that
+``metrics`` are the plan's.
 
 The planner is deterministic and fast (numba kernels over one int64 per example), so this costs a
 small fraction of reconstruction (docs/contract.md, "What verify proves").
@@ -22,7 +23,7 @@ import numpy as np
 
 from packcli.choices import Overlong
 from packcli.contract import DROPPED, IN_PACKS, PACKED, REJECTED, STATUSES, TRUNCATED, shard_name
-from packcli.job.plan import PlanSettings, decide_fates, place_examples, plan_examples, plan_metrics
+from packcli.job.plan import PlanSettings, decide_fates, loss_problem, place_examples, plan_examples, plan_metrics
 from packcli.pack import STRATEGIES, check_budgets
 from packcli.verify.integrity import Artifact
 from packcli.verify.reconstruct import Reconstructed
@@ -55,6 +56,10 @@ def check_plan(manifest: dict, rows: dict[str, list], artifact: Artifact, facts:
         budget = "config.min_density" if problem.startswith("density") else "config.max_displacement"
         result.fail(Violation(f"{budget} is not met by the plan (pack would have refused it): {problem}",
                               field=budget))
+    lost = loss_problem(fates, lambda i: f"{rows['source'][i]}:{rows['line'][i]}", settings.max_reject_fraction)
+    if lost:
+        result.fail(Violation(f"config.max_reject_fraction is not met (pack would have refused it): {lost[0]}: "
+                              f"{lost[1]}", field="config.max_reject_fraction"))
     _check_metrics(manifest["metrics"], plan_metrics(plan, fates), result)
     _check_fates(rows, fates, length, kept, supervised, reconstructed, settings, result)
     _check_placement(rows, placement, settings, result)
@@ -91,6 +96,9 @@ def _settings(config: dict, result: CheckResult) -> PlanSettings | None:
     for key, low in (("capacity", 2), ("packs_per_shard", 1), ("seed", 0)):
         if config[key] < low:
             problems.append((f"config.{key}", f"config.{key} is {config[key]}, below {low}"))
+    if not 0 <= config["max_reject_fraction"] <= 1:
+        problems.append(("config.max_reject_fraction", f"config.max_reject_fraction {config['max_reject_fraction']} "
+                                                       "is not a fraction"))
     if config["strategy"] == "window" and (config["window"] is None or config["window"] < 1):
         problems.append(("config.window", f"config.window {config['window']!r} is not a window size"))
     for field, message in problems:

@@ -39,7 +39,7 @@ from packcli.job.units import UnitSpec, iter_unit_lines, plan_units
 from packcli.prepare import Preparer, preparer_for, share_preparer
 from packcli.progress import NO_PROGRESS, Progress
 from packcli.tokenizer.load import LoadedTokenizer, cached_tokenizer
-from packcli.verify.drift import resolve
+from packcli.verify.locate import find_source
 from packcli.verify.report import CheckResult, Violation
 
 BATCH = 2048  # lines per Preparer call
@@ -126,26 +126,27 @@ def check_reconstruction(manifest: dict, rows: dict[str, list], shards: dict[str
                               field="config.input_format"))
         return facts
     job = ReconstructJob(tokenizer=tokenizer.source, tokenizer_sha256=tokenizer.sha256, template_text=template_text,
-                         template_source=manifest["template"]["source"], loss=manifest["loss_policy"],
+                         template_source=manifest["template"]["origin"], loss=manifest["loss_policy"],
                          input_format=config["input_format"], bos_token=manifest["tokenizer"]["bos_token"],
                          eos_token=manifest["tokenizer"]["eos_token"], capacity=config["capacity"])
     preparer = job.build_preparer(tokenizer)
-    by_line: dict[tuple[str, int], int] = {}
+    by_line: dict[tuple[int, int], int] = {}
     for i in range(n):
-        by_line.setdefault((rows["source"][i], rows["line"][i]), i)  # a second row for a line: global's
-    files, pinned = [], []
+        by_line.setdefault((rows["input"][i], rows["line"][i]), i)  # a second row for a line: global's
+    files, pinned = [], []  # the sources found unchanged, with their index in the manifest's inputs
     for k, entry in enumerate(manifest["inputs"]):
-        path = resolve(entry["path"], source_root)
-        if not path.is_file():
-            raise InputError(f"source {path}: no such file (named by the manifest)",
-                             "run verify from the directory pack ran in, or pass --source-root")
+        path = find_source(manifest, k, source_root)
+        if path is None or not path.is_file():
+            raise InputError(f"source {path or entry['name']}: no such file (input {k} of the manifest, "
+                             f"{entry['name']}, sha256 {entry['sha256'][:16]})",
+                             "run verify from the directory pack ran in, or pass --source-root (searched by name)")
         described = describe_input(path)
         if described.size != entry["size"]:
-            result.fail(Violation(f"source has {described.size} bytes, inputs[{k}].size says {entry['size']}",
-                                  source=entry["path"], field=f"inputs[{k}].size"))
+            result.fail(Violation(f"source {path} has {described.size} bytes, inputs[{k}].size says {entry['size']}",
+                                  source=entry["name"], field=f"inputs[{k}].size"))
         if described.sha256 != entry["sha256"]:
-            result.fail(Violation("source file changed since packing (its sha256 differs from "
-                                  f"inputs[{k}].sha256)", source=entry["path"], field=f"inputs[{k}].sha256"))
+            result.fail(Violation(f"source file changed since packing: {path} does not hash to inputs[{k}].sha256",
+                                  source=entry["name"], field=f"inputs[{k}].sha256"))
             continue
         files.append(described)
         pinned.append((k, entry))
@@ -160,28 +161,28 @@ def check_reconstruction(manifest: dict, rows: dict[str, list], shards: dict[str
 
     read = [0] * len(pinned)
     for spec, outcomes in zip(specs, _outcomes(job, preparer, specs, workers, advance)):
-        source = pinned[spec.file_index][1]["path"]
+        k, entry = pinned[spec.file_index]
         read[spec.file_index] += len(outcomes)
         differing: dict[int, tuple] = {}
         for line, outcome in outcomes:
             result.checked += 1
-            i = by_line.pop((source, line), None)
+            i = by_line.pop((k, line), None)
             if i is None:
-                result.fail(Violation("record has no seam-table row (dropped without a record)", source=source,
+                result.fail(Violation("record has no seam-table row (dropped without a record)", source=entry["name"],
                                       line=line))
-            elif (span := compare(i, outcome, source, line)) is not None:
+            elif (span := compare(i, outcome, entry["name"], line)) is not None:
                 differing[line] = span
         if differing:
             compare.explain(spec, differing)
     for (k, entry), count in zip(pinned, read):
         if count != entry["records"]:
             result.fail(Violation(f"{count} records read from the source, inputs[{k}].records says {entry['records']}",
-                                  source=entry["path"], field=f"inputs[{k}].records"))
-    read_sources = {entry["path"] for _, entry in pinned}
-    for (source, line) in by_line:
-        if source in read_sources:
-            result.fail(Violation("seam table names a line that is not a record in the source", source=source,
-                                  line=line, field="line"))
+                                  source=entry["name"], field=f"inputs[{k}].records"))
+    read_inputs = {k for k, _ in pinned}
+    for (k, line) in by_line:
+        if k in read_inputs:
+            result.fail(Violation("seam table names a line that is not a record in the source",
+                                  source=manifest["inputs"][k]["name"], line=line, field="line"))
     return facts
 
 
