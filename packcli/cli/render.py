@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rich.markup import escape
 from rich.table import Table
 
 from packcli.cli import console
@@ -147,7 +148,9 @@ def render_verify(report, attention, *, as_json: bool, consumers=()) -> bool:  #
     console.out.print(table)
     for c in report.checks:
         for v in c.violations:
-            console.out.print(f"[red]{c.name}[/]: {v.where()}: {v.message}", highlight=False, soft_wrap=True)
+            # escaped, no emoji: a message holds token lists ("[1, -100]") and places ("data.jsonl:100:")
+            console.out.print(f"[red]{c.name}[/]: {escape(v.where())}: {escape(v.message)}", highlight=False,
+                              soft_wrap=True, emoji=False)
         if c.count > len(c.violations):
             console.out.print(f"  ... and {c.count - len(c.violations)} more {c.name} violations")
     if attention is not None:

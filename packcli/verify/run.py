@@ -19,6 +19,7 @@ from packcli.verify.drift import check_drift
 from packcli.verify.fields import check_manifest
 from packcli.verify.integrity import check_integrity
 from packcli.verify.layout import check_packs
+from packcli.verify.oracle import check_render_oracle, require_oracle
 from packcli.verify.plan import check_plan
 from packcli.verify.reconstruct import check_reconstruction
 from packcli.verify.report import VerifyReport
@@ -26,7 +27,8 @@ from packcli.verify.report import VerifyReport
 
 def verify_artifact(directory: str | Path, *, tokenizer: str | None = None, template: str | None = None,
                     source_root: str | Path | None = None, reconstruct: bool = True, max_violations: int = 20,
-                    progress: Progress = NO_PROGRESS, workers: int | None = None) -> VerifyReport:
+                    progress: Progress = NO_PROGRESS, workers: int | None = None, render_oracle: str | None = None,
+                    sample: int | None = None) -> VerifyReport:
     """Check every invariant of a ``packcli pack`` artifact.
 
     Args:
@@ -38,6 +40,8 @@ def verify_artifact(directory: str | Path, *, tokenizer: str | None = None, temp
         max_violations: keep at most this many offending examples per check.
         workers: processes for reconstruction (None: one per CPU for artifacts of at least 16,384
             records in more than one unit of 8,192 lines; a compressed source is one unit).
+        render_oracle: also render the records with this library (``transformers``) and compare
+            (`packcli.verify.oracle`); ``sample`` limits it to that many records, drawn with a fixed seed.
 
     Raises:
         InputError: the directory, a source or the tokenizer needed for reconstruction is missing.
@@ -45,12 +49,15 @@ def verify_artifact(directory: str | Path, *, tokenizer: str | None = None, temp
     """
     directory = Path(directory)
     root = Path(source_root) if source_root is not None else None
+    if render_oracle is not None:
+        require_oracle(render_oracle)  # before any work
     manifest = mf.read_manifest(directory)
     report = VerifyReport(str(directory), manifest_sha256=manifest.get("manifest_sha256"))
     later = ["integrity", "contract_drift", "pack_layout", "global"] + (["reconstruction"] if reconstruct else [])
+    last = ["plan"] + (["render_oracle"] if render_oracle else [])
     with progress.running():
         if not check_manifest(manifest, report.check("manifest", max_violations)):
-            for name in later + ["plan"]:
+            for name in later + last:
                 report.check(name).skipped = "the manifest is malformed (see the manifest check)"
             return report
         artifact = check_integrity(directory, manifest, report.check("integrity", max_violations))
@@ -58,7 +65,7 @@ def verify_artifact(directory: str | Path, *, tokenizer: str | None = None, temp
                                 template=template, source_root=root, require_tokenizer=reconstruct)
         check_packs(artifact.shards, manifest["config"]["capacity"], report.check("pack_layout", max_violations))
         if artifact.seam is None:
-            for name in later[3:] + ["copies", "plan"]:
+            for name in later[3:] + ["copies"] + last:
                 report.check(name).skipped = "the seam table is missing or unreadable (see integrity)"
             return report
         rows = artifact.seam.to_pydict()
@@ -73,6 +80,12 @@ def verify_artifact(directory: str | Path, *, tokenizer: str | None = None, temp
                 facts = check_reconstruction(manifest, rows, artifact.shards, tok, text, result, source_root=root,
                                              progress=progress, workers=workers)
         check_plan(manifest, rows, artifact, facts, report.check("plan", max_violations))
+        if render_oracle:
+            result = report.check("render_oracle", max_violations)
+            if tok is None:
+                result.skipped = "the pinned tokenizer was not found or changed (see contract_drift)"
+            else:
+                check_render_oracle(manifest, rows, artifact.shards, tok, result, source_root=root, sample=sample)
     return report
 
 
