@@ -174,6 +174,7 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
             manifest["dataset_card"] = write_card(tmp, manifest)  # pinned, so verify covers the card too
             manifest = mf.finalize(manifest, {"tokenization": _tokenization_facts(tokenizer, units),
                                               "provenance": provenance(config, files, template),
+                                              "template_note": template.note,  # about the choice: unhashed
                                               "input_warnings": _warning_facts(index, files)})
             mf.write_manifest(manifest, tmp)
         space.publish(tmp)

@@ -160,8 +160,8 @@ def build_manifest(directory: Path, *, index: ExampleIndex, fates: Fates, plan: 
     seam_table = directory / SEAM_TABLE_NAME
     return {
         "tokenizer": {"sha256": tokenizer.sha256, "bos_token": tokenizer.bos_token, "eos_token": tokenizer.eos_token},
-        "template": {"origin": template.origin, "name": template.name, "note": template.note,
-                     "sha256": template.sha256, "text": template.text},
+        "template": {"origin": template.origin, "name": template.name, "sha256": template.sha256,
+                     "text": template.text},
         "loss_policy": config.loss.value,
         "conventions": CONVENTIONS,
         "config": {**config.seam_settings(), "window": plan.window,
