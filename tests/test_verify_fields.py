@@ -29,6 +29,7 @@ EDITS = {
     "config.min_density": 0.9999,  # null: any budget the plan meets would be true; this one it misses
     "config.max_displacement": 0.0,
     "config.max_reject_fraction": 0.01,  # a looser budget is as true; the fixture loses 8 of 300 records
+    "config.template_date": "not-a-date",  # the fixture's template prints no date: any real one renders alike
 }
 RAISES = {"contract_version": ContractError}  # read_manifest refuses a version it does not know
 
@@ -141,6 +142,7 @@ SEAM_EDITS = {  # column -> edit of the first packed row that is not first in it
     "supervised": lambda r, rows: r["supervised"] + 1,
     "supervised_lost": lambda r, rows: r["supervised_lost"] + 1,
     "token_hash": lambda r, rows: "0" * 16,
+    "format": lambda r, rows: "text" if r["format"] != "text" else "messages",
 }
 
 

@@ -23,16 +23,10 @@ pytest.importorskip("transformers")
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory) -> list[str]:
-    """The fixture corpus without list-of-parts content: the fixture template concatenates content as a
-    string, so transformers, handing it the list as the record has it, cannot render those records."""
-    folder = tmp_path_factory.mktemp("oracle-corpus")
-    lines = (FIXTURES / "corpus" / "openai.jsonl").read_bytes().split(b"\n")
-    plain = [line for line in lines if line and not any(isinstance(m["content"], list)
-                                                         for m in json.loads(line)["messages"])]
-    (folder / "openai_plain.jsonl").write_bytes(b"\n".join(plain) + b"\n")
-    return [str(folder / "openai_plain.jsonl")] + [str(FIXTURES / "corpus" / name) for name in
-                                                   ("sharegpt.jsonl", "prompt_completion.jsonl", "text.jsonl")]
+def corpus(corpus_files) -> list[str]:
+    """The whole fixture corpus: messages (content as strings and as lists of parts), ShareGPT,
+    prompt/completion, text, a gzip file; broken.jsonl's rejects are not examples, so not compared."""
+    return corpus_files + [str(FIXTURES / "corpus" / "broken.jsonl")]
 
 
 def _pack(corpus: list[str], tokenizer_dir: Path, out: Path, **options) -> Path:
@@ -61,11 +55,14 @@ def test_a_sample_is_seeded(corpus, tokenizer_dir, tmp_path):
 
 
 def _drop_system_messages(monkeypatch) -> None:  # noqa: ANN001
+    import dataclasses
+
     from packcli.chat.render import Renderer
 
     original = Renderer._render_chat
-    monkeypatch.setattr(Renderer, "_render_chat", lambda self, messages, policy: original(
-        self, [m for m in messages if m.role != "system"], policy))
+    monkeypatch.setattr(Renderer, "_render_chat", lambda self, record, policy: original(
+        self, dataclasses.replace(record, messages=tuple(m for m in record.messages if m["role"] != "system")),
+        policy))
 
 
 def _supervise_half_of_each_turn(monkeypatch) -> None:  # noqa: ANN001
@@ -73,8 +70,8 @@ def _supervise_half_of_each_turn(monkeypatch) -> None:  # noqa: ANN001
 
     original = Renderer._render_chat
 
-    def render(self, messages, policy):  # noqa: ANN001, ANN202
-        out = original(self, messages, policy)
+    def render(self, record, policy):  # noqa: ANN001, ANN202
+        out = original(self, record, policy)
         return Rendered(out.text, tuple((s, s + (e - s) // 2) for s, e in out.spans), out.add_special_tokens)
     monkeypatch.setattr(Renderer, "_render_chat", render)
 
@@ -93,7 +90,8 @@ def test_a_rendering_bug_passes_reconstruction_but_not_the_oracle(plant, what, c
     assert not oracle.ok
     first = oracle.violations[0]
     assert first.field == what and f"{what} differ from transformers' rendering at token" in first.message
-    assert first.source == "openai_plain.jsonl" and first.line is not None and first.example_id is not None
+    assert first.source.startswith(("openai.jsonl", "broken.jsonl", "sharegpt.jsonl"))  # a chat record, named
+    assert first.line is not None and first.example_id is not None
 
 
 def test_without_transformers_it_is_a_clear_usage_error(packed, monkeypatch):
@@ -113,3 +111,38 @@ def test_without_transformers_it_is_a_clear_usage_error(packed, monkeypatch):
 def test_bad_oracle_options_are_usage_errors(args, packed):
     result = CliRunner().invoke(app, ["verify", str(packed), *args])
     assert result.exit_code == 2, result.output
+
+
+def _drop_tool_calls(monkeypatch) -> None:  # noqa: ANN001
+    import dataclasses
+
+    from packcli.chat.render import Renderer
+
+    original = Renderer._render_chat
+    monkeypatch.setattr(Renderer, "_render_chat", lambda self, record, policy: original(
+        self, dataclasses.replace(record, messages=tuple({k: v for k, v in m.items() if k != "tool_calls"}
+                                                         for m in record.messages)), policy))
+
+
+@pytest.mark.real
+@pytest.mark.parametrize("planted", [False, True], ids=["clean", "tool-calls-dropped"])
+def test_tool_calling_records_with_qwen3(planted, tmp_path, monkeypatch):
+    """Qwen3's tokenizer with TRL's training template on function-calling records: transformers renders what
+    packcli packed; with the tool calls dropped in packcli's renderer, only the oracle notices."""
+    from chat_data import tool_conversations
+    from conftest import real_asset
+
+    data = tmp_path / "tools.jsonl"
+    data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in tool_conversations(40)), encoding="utf-8")
+    if planted:
+        _drop_tool_calls(monkeypatch)
+    out = tmp_path / "packed"
+    pack_corpus(PackConfig(inputs=(str(data),), tokenizer=str(real_asset("qwen3")), out=out, capacity=4096,
+                           template=str(real_asset("templates", "qwen3_training.jinja"))))
+    report = verify_artifact(out, workers=1, render_oracle="transformers")
+    checks = {c.name: c for c in report.checks}
+    assert all(checks[name].ok for name in checks if name != "render_oracle"), report.to_dict()
+    oracle = checks["render_oracle"]
+    assert oracle.checked == 40 and oracle.ok is not planted, [v.message for v in oracle.violations][:3]
+    if planted:
+        assert "differ from transformers' rendering" in oracle.violations[0].message

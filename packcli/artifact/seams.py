@@ -25,6 +25,7 @@ SEAM_TABLE_SCHEMA = pa.schema([
     ("length", pa.int32()), ("original_length", pa.int32()), ("supervised", pa.int32()),
     ("supervised_lost", pa.int32()), ("token_hash", pa.string()), ("format", pa.string()),
 ])
+NULLABLE_COLUMNS = ("shard", "format")  # a record in no pack has no shard; one of no known format, no format
 
 
 def write_seam_table(path: Path, columns: dict[str, object]) -> None:

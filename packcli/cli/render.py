@@ -51,7 +51,8 @@ def render_pack_summary(summary, *, as_json: bool) -> None:  # noqa: ANN001 - Pa
                             "metrics": metrics, "stage_seconds": summary.stage_seconds, "units": summary.units,
                             "resumed_units": summary.resumed_units,
                             "shards": [s["name"] for s in m["shards"]], "tokenization": m["unhashed"]["tokenization"],
-                            "template": {k: m["template"].get(k) for k in ("origin", "name", "note", "sha256")},
+                            "template": {**{k: m["template"].get(k) for k in ("origin", "name", "sha256")},
+                                         "note": m["unhashed"].get("template_note", "")},
                             "input_warnings": m["unhashed"]["input_warnings"]})
         return
     table = Table(title=f"packed -> {summary.out}", show_header=False, title_justify="left")
@@ -68,7 +69,7 @@ def render_pack_summary(summary, *, as_json: bool) -> None:  # noqa: ANN001 - Pa
     table.add_row("supervised density", f"{metrics['supervised_density']:.4f}")
     table.add_row("gap to lower bound", f"{metrics['gap_to_bound']:.4%}")
     table.add_row("displacement mean / max", f"{metrics['displacement_mean']:.1f} / {metrics['displacement_max']:.0f}")
-    table.add_row("template", _template_line(m["template"]))
+    table.add_row("template", _template_line(m["template"], m["unhashed"].get("template_note", "")))
     table.add_row("strategy", f"{m['config']['strategy']} (window {m['config']['window']})")
     table.add_row("shards", str(len(m["shards"])))
     if summary.resumed_units:
@@ -90,10 +91,10 @@ def render_pack_summary(summary, *, as_json: bool) -> None:  # noqa: ANN001 - Pa
         console.err.print(f"[yellow]warning:[/] {line}", highlight=False, soft_wrap=True)
 
 
-def _template_line(template: dict) -> str:
+def _template_line(template: dict, note: str) -> str:
     name = template.get("name")
     line = f"{template['origin']} ({name})" if name and name != "default" else template["origin"]
-    return f"{line}: {template['note']}" if template.get("note") else line
+    return f"{line}: {note}" if note else line
 
 
 def input_warning_lines(warnings: dict) -> list[str]:
@@ -153,6 +154,8 @@ def render_verify(report, attention, *, as_json: bool, consumers=()) -> bool:  #
                               soft_wrap=True, emoji=False)
         if c.count > len(c.violations):
             console.out.print(f"  ... and {c.count - len(c.violations)} more {c.name} violations")
+        if c.note:
+            console.out.print(f"{c.name}: {escape(c.note)}", highlight=False, soft_wrap=True, emoji=False)
     if attention is not None:
         render_attention(attention)
     for c in consumers:

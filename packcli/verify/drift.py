@@ -55,8 +55,9 @@ def check_drift(manifest: dict, result: CheckResult, *, tokenizer: str | None, t
         text = None
     current, where = _current_template(manifest, template, tok_path, source_root, loaded)
     if current is None and require_tokenizer:  # as for the tokenizer: --no-reconstruct needs neither file
-        result.fail(Violation(f"template.origin {pinned_tpl['origin']!r}: no template at {where}, so it cannot be "
-                              "shown unchanged", field="template.origin"))
+        named = f" (template.name {pinned_tpl['name']!r})" if pinned_tpl.get("name") else ""
+        result.fail(Violation(f"template.origin {pinned_tpl['origin']!r}{named}: no template at {where}, so it "
+                              "cannot be shown unchanged", field="template.origin"))
     elif current is not None and hashlib.sha256(current.encode()).hexdigest() != pinned_tpl["sha256"]:
         result.fail(Violation(f"template changed: {where} no longer hashes to the pinned template.sha256 "
                               f"{pinned_tpl['sha256'][:16]}", field="template.sha256"))
@@ -78,7 +79,8 @@ def _current_template(manifest: dict, override: str | None, tok_path: Path | Non
             return None, origin
         directory = tok_path if tok_path.is_dir() else tok_path.parent
         named = find_chat_templates(directory).get(pinned.get("name") or "default")
-        return (named[0] if named is not None else None), str(directory / origin.removeprefix(TOKENIZER_SOURCE))
+        here = named is not None and named[1] == origin  # the named template, and in the file the origin names
+        return (named[0] if here else None), str(directory / origin.removeprefix(TOKENIZER_SOURCE))
     path = find_template_file(manifest, source_root)
     if path is not None and path.is_file():
         return load_template(str(path)).text, str(path)

@@ -22,8 +22,8 @@ from packcli.artifact import manifest as mf
 from packcli.artifact.shards import SCHEMA, load_flat, write_shard
 from packcli.contract import CARD_NAME, IGNORE_INDEX, MANIFEST_NAME, SEAM_TABLE_NAME, file_sha256
 from packcli.errors import InputError
-from packcli.verify import forge
 from packcli.tokenizer.load import CHAT_TEMPLATE_DIR, CHAT_TEMPLATE_FILE, TOKENIZER_SOURCE
+from packcli.verify import forge
 from packcli.verify.locate import find_source, find_template_file, find_tokenizer
 from packcli.verify.run import verify_artifact
 

@@ -42,6 +42,7 @@ MANIFEST_FIELDS: dict[str, Owner] = {
     "loss_policy": Owner("manifest", STR, "a LossPolicy, equal to config.loss"),
     "config.loss": Owner("manifest", STR, "equal to loss_policy (reconstruction renders with it)"),
     "config.input_format": Owner("reconstruction", STR, "re-parsing every source line with it"),
+    "config.template_date": Owner("reconstruction", STR, "a date; re-rendering every record on it"),
     "config.capacity": Owner("plan", INT, "the re-derived fates and plan; no pack above it"),
     "config.strategy": Owner("plan", STR, "a strategy, re-run on the reconstructed lengths"),
     "config.window": Owner("plan", OPT_INT, "the window the re-run plan used (None unless strategy=window)"),
@@ -58,6 +59,7 @@ MANIFEST_FIELDS: dict[str, Owner] = {
     "tokenizer.bos_token": Owner("contract_drift", OPT_STR, "the tokenizer's own bos_token"),
     "tokenizer.eos_token": Owner("contract_drift", OPT_STR, "the tokenizer's own eos_token"),
     "template.origin": Owner("contract_drift", STR, "where the template came from; the one there hashes as pinned"),
+    "template.name": Owner("contract_drift", OPT_STR, "which of the tokenizer's templates; it hashes as pinned"),
     "template.sha256": Owner("contract_drift", STR, "sha256 of template.text and of the template found"),
     "template.text": Owner("contract_drift", STR, "hashes to template.sha256"),
     "inputs[].name": Owner("global", STR, "the seam table's source column of the input's rows"),
@@ -96,6 +98,7 @@ SEAM_COLUMNS: dict[str, str] = {  # column -> the check that proves it
     "original_length": "reconstruction",  # the record's tokens, re-tokenized
     "supervised": "plan", "supervised_lost": "plan",  # re-derived from the reconstructed counts
     "token_hash": "global",  # the pack span's tokens (a dropped example's: reconstruction)
+    "format": "reconstruction",  # the format the line is read as
 }
 
 SHARD_COLUMNS: dict[str, str] = {  # column -> the check that proves it

@@ -23,15 +23,12 @@ from packcli.artifact import manifest as mf
 from packcli.artifact.card import write_card
 from packcli.artifact.seams import SEAM_TABLE_SCHEMA, write_seam_table
 from packcli.artifact.shards import SCHEMA, load_flat, write_shard
-from packcli.chat import ChatTemplate, Renderer
-from packcli.choices import Format, LossPolicy
 from packcli.contract import IGNORE_INDEX, MANIFEST_NAME, SEAM_TABLE_NAME, file_sha256, shard_name, token_hash
 from packcli.ingest import read_lines
-from packcli.prepare import Preparer
 from packcli.tokenizer import Encoded
-from packcli.tokenizer.load import load_tokenizer
 from packcli.verify.bookkeeping import recount
 from packcli.verify.locate import find_source, find_tokenizer
+from packcli.verify.reconstruct import ReconstructJob
 
 
 def reseal(directory: Path, edit: Callable[[dict], None] | None = None, *, recount_counts: bool = False) -> dict:
@@ -176,12 +173,14 @@ def fresh_example(directory: Path, index: int, line: int) -> Encoded:
     """The example pack would make of line ``line`` of input ``index`` under the artifact's pinned
     tokenizer, template and policy: what a forger tokenizes to make a fake row's hashes right."""
     manifest = json.loads((directory / MANIFEST_NAME).read_text(encoding="utf-8"))
-    tokenizer = load_tokenizer(find_tokenizer(manifest, None))
-    renderer = Renderer(ChatTemplate(manifest["template"]["text"], manifest["template"]["origin"]),
-                        LossPolicy(manifest["loss_policy"]), bos_token=tokenizer.bos_token,
-                        eos_token=tokenizer.eos_token)
+    pinned, config = manifest["tokenizer"], manifest["config"]
+    job = ReconstructJob(tokenizer=str(find_tokenizer(manifest, None)), tokenizer_sha256=pinned["sha256"],
+                         template_text=manifest["template"]["text"], template_source=manifest["template"]["origin"],
+                         template_date=config["template_date"], loss=manifest["loss_policy"],
+                         input_format=config["input_format"], bos_token=pinned["bos_token"],
+                         eos_token=pinned["eos_token"], capacity=config["capacity"])
     raw = dict(read_lines(find_source(manifest, index, None), 0))[line]
-    encoded = Preparer(renderer, tokenizer, Format(manifest["config"]["input_format"])).prepare([(0, line, raw)])[0]
+    encoded = job.build_preparer().prepare([(0, line, raw)])[0]
     if isinstance(encoded, str):
         raise ValueError(f"input {index} line {line} is rejected ({encoded})")
     return encoded

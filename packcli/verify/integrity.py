@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 
 from packcli.artifact import manifest as mf
 from packcli.artifact.card import render_card
-from packcli.artifact.seams import SEAM_TABLE_SCHEMA
+from packcli.artifact.seams import NULLABLE_COLUMNS, SEAM_TABLE_SCHEMA
 from packcli.artifact.shards import SCHEMA, FlatShard, load_flat
 from packcli.contract import CARD_NAME, IGNORE_INDEX, REJECTS_NAME, SEAM_TABLE_NAME, file_sha256, shard_name
 from packcli.verify.report import CheckResult, Violation
@@ -146,8 +146,8 @@ def _read_seam_table(path: Path, info: dict, result: CheckResult) -> pa.Table | 
         return None
     if len(table) != info["rows"]:
         result.fail(Violation(f"{path.name}: {len(table)} rows != seam_table.rows {info['rows']}", field="seam_table.rows"))
-    nulls = [name for name in table.column_names if name != "shard" and table[name].null_count]
-    if nulls:  # only a record in no pack has no shard
+    nulls = [name for name in table.column_names if name not in NULLABLE_COLUMNS and table[name].null_count]
+    if nulls:
         result.fail(Violation(f"{path.name}: null values in {', '.join(nulls)}", field=nulls[0]))
         return None
     return table

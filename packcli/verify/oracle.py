@@ -5,8 +5,12 @@ list content flattened where the template wanted the list, a system prompt lost)
 and passes. The oracle reads each record's JSON line itself and hands it to transformers as a user's
 training code would: chat records to ``apply_chat_template(messages, tools=...,
 chat_template=<pinned text>, return_assistant_tokens_mask=True)`` with the messages exactly as the
-record has them (only ShareGPT's ``from``/``value`` turns are renamed to ``role``/``content``), other
-records to the tokenizer itself with its offsets. Both run on a fresh ``PreTrainedTokenizerFast`` of
+record has them, the record's ``tools`` and ``documents`` (a JSON string of tools parsed, as TRL
+does) and its ``chat_template_kwargs``, ``strftime_now`` on the pinned ``template_date``; other
+records to the tokenizer itself with its offsets. Its own reading of a record is deliberately small:
+ShareGPT turns are renamed (``from``/``value`` to ``role``/``content``, a top-level ``system``
+prepended), and records that need packcli's own conventions to mean anything (a per-turn ``weight``,
+LLaMA-Factory's ``function_call``/``observation`` turns) are not judged: the check's note counts them. Both run on a fresh ``PreTrainedTokenizerFast`` of
 the pinned tokenizer file. The tokens and labels (the assistant mask under the loss policy, the first
 label ignored as the contract says) must equal the pack span token for token; a dropped example's
 length and token hash must equal the seam table's. A difference names the record and the first
@@ -19,21 +23,41 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from datetime import date, datetime, time
 from pathlib import Path
 
 import numpy as np
 
 from packcli.artifact.shards import FlatShard
-from packcli.chat.render import FIXED_DATE
 from packcli.contract import IGNORE_INDEX, IN_PACKS, token_hash
 from packcli.errors import InputError
-from packcli.ingest import SHAREGPT_ROLES, read_lines
+from packcli.ingest import read_lines
+from packcli.messages import SHAREGPT_ROLES
 from packcli.tokenizer.load import LoadedTokenizer
 from packcli.verify.locate import find_source
 from packcli.verify.report import CheckResult, Violation
 
 ORACLES = ("transformers",)
 SAMPLE_SEED = 0
+
+
+def require_oracle(name: str) -> None:
+    """Refuse an oracle this packcli does not have, or whose library is not installed (before any work).
+
+    Raises:
+        InputError: an unknown oracle, or transformers missing.
+    """
+    import importlib.util
+
+    if name not in ORACLES:
+        raise InputError(f"--render-oracle {name!r}: not an oracle ({', '.join(ORACLES)})")
+    if importlib.util.find_spec("transformers") is None:
+        raise InputError("--render-oracle transformers needs transformers, which is not installed",
+                         "pip install transformers (it is in packcli's dev extra)")
+
+
+class NotJudged(Exception):
+    """A record whose meaning rests on packcli's own conventions, which transformers has no notion of."""
 
 
 def check_render_oracle(manifest: dict, rows: dict[str, list], shards: dict[str, FlatShard],
@@ -57,6 +81,7 @@ def check_render_oracle(manifest: dict, rows: dict[str, list], shards: dict[str,
     for i in chosen:
         by_input[rows["input"][i]][rows["line"][i]] = i
     capacity = manifest["config"]["capacity"]
+    not_judged: dict[str, int] = defaultdict(int)
     for k, wanted in sorted(by_input.items()):
         path = find_source(manifest, k, source_root)
         if path is None or not path.is_file():
@@ -66,30 +91,22 @@ def check_render_oracle(manifest: dict, rows: dict[str, list], shards: dict[str,
             i = wanted.get(line)
             if i is None:
                 continue
-            result.checked += 1
             loc = dict(example_id=rows["example_id"][i], source=rows["source"][i], line=line)
             try:
                 ids, labels = oracle.render(raw)
+            except NotJudged as why:
+                not_judged[str(why)] += 1
+                continue
             except Exception as exc:  # noqa: BLE001 - any failure of transformers' rendering is the finding
+                result.checked += 1
                 result.fail(Violation(f"transformers cannot render this record ({type(exc).__name__}: {exc}); "
                                       f"packcli made it {rows['status'][i]}", **loc))
                 continue
+            result.checked += 1
             _compare(rows, i, ids, labels, shards, capacity, result, loc)
-
-
-def require_oracle(name: str) -> None:
-    """Refuse an oracle this packcli does not have, or whose library is not installed (before any work).
-
-    Raises:
-        InputError: an unknown oracle, or transformers missing.
-    """
-    import importlib.util
-
-    if name not in ORACLES:
-        raise InputError(f"--render-oracle {name!r}: not an oracle ({', '.join(ORACLES)})")
-    if importlib.util.find_spec("transformers") is None:
-        raise InputError("--render-oracle transformers needs transformers, which is not installed",
-                         "pip install transformers (it is in packcli's dev extra)")
+    if not_judged:
+        result.note = "not judged (transformers has no such notion): " + ", ".join(
+            f"{count} with {why}" for why, count in sorted(not_judged.items()))
 
 
 class _Oracle:
@@ -108,9 +125,15 @@ class _Oracle:
         self.policy = manifest["loss_policy"]
         self.input_format = manifest["config"]["input_format"]
         self.eos = pinned["eos_token"] or ""
+        moment = datetime.combine(date.fromisoformat(manifest["config"]["template_date"]), time())
+        self.strftime_now = moment.strftime  # transformers' strftime_now, on the pinned date instead of today
 
     def render(self, raw: bytes) -> tuple[np.ndarray, np.ndarray]:
-        """(input_ids, labels) of one record, as the artifact's contract defines them."""
+        """(input_ids, labels) of one record, as the artifact's contract defines them.
+
+        Raises:
+            NotJudged: the record means something only under packcli's own conventions.
+        """
         record = json.loads(raw.decode("utf-8"))
         kind = self._kind(record)
         if kind in ("messages", "sharegpt"):
@@ -134,17 +157,25 @@ class _Oracle:
         raise ValueError("no known field")
 
     def _chat(self, record: dict, kind: str) -> tuple[np.ndarray, np.ndarray]:
+        turns = record["messages"] if kind == "messages" else record["conversations"]
+        if any(isinstance(turn, dict) and "weight" in turn for turn in turns):
+            raise NotJudged("a per-turn weight")
         if kind == "sharegpt":  # the one renaming: ShareGPT's turns as transformers' messages
-            messages = [{"role": SHAREGPT_ROLES[turn["from"].lower()], "content": turn["value"]}
-                        for turn in record["conversations"]]
+            if any(str(turn.get("from")).lower() in ("function_call", "observation") for turn in turns):
+                raise NotJudged("LLaMA-Factory's function_call/observation turns")
+            system = [{"role": "system", "content": record["system"]}] if record.get("system") else []
+            messages = system + [{"role": SHAREGPT_ROLES[turn["from"].lower()], "content": turn["value"]}
+                                 for turn in turns]
         else:
-            messages = record["messages"]
-        extra = {key: record[key] for key in ("tools", "documents") if key in record}
+            messages = turns
+        extra = dict(record.get("chat_template_kwargs") or {})
+        for key in ("tools", "documents"):
+            if record.get(key) is not None:
+                value = record[key]
+                extra[key] = json.loads(value) if key == "tools" and isinstance(value, str) else value  # as TRL
         out = self.tokenizer.apply_chat_template(
             messages, chat_template=self.template, tokenize=True, return_dict=True,
-            return_assistant_tokens_mask=True, add_generation_prompt=False,
-            strftime_now=lambda fmt: FIXED_DATE if fmt == "%d %b %Y" else "2024-07-26", date_string=FIXED_DATE,
-            **extra)
+            return_assistant_tokens_mask=True, add_generation_prompt=False, strftime_now=self.strftime_now, **extra)
         ids = np.asarray(out["input_ids"], dtype=np.int32)
         mask = np.asarray(out["assistant_masks"], dtype=bool)
         policy = "assistant" if self.policy == "auto" else self.policy

@@ -29,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from packcli.artifact.shards import FlatShard
-from packcli.chat import DEFAULT_TEMPLATE_DATE, ChatTemplate, Renderer
+from packcli.chat import ChatTemplate, Renderer
 from packcli.choices import BackendChoice, Format, LossPolicy
 from packcli.contract import IGNORE_INDEX, token_hash
 from packcli.engine.pool import SharedPool, usable_cpus
@@ -60,7 +60,9 @@ class Fresh(NamedTuple):
     kept_labels: str
 
 
-Outcome = str | Fresh  # a line's outcome: the rejection reason, or its fresh tokenization
+# A line's outcome: the format it was read as ("" when not recognised), and its rejection reason or its
+# fresh tokenization.
+Outcome = tuple[str, str | Fresh]
 
 
 @dataclass(frozen=True)
@@ -120,14 +122,22 @@ def check_reconstruction(manifest: dict, rows: dict[str, list], shards: dict[str
     config = manifest["config"]
     n = len(rows["example_id"])
     facts = Reconstructed(np.full(n, -1, np.int64), np.full(n, -1, np.int64), np.full(n, -1, np.int64), [None] * n)
-    if config["input_format"] not in {f.value for f in Format} or manifest["loss_policy"] not in {p.value for p in LossPolicy}:
-        result.fail(Violation(f"config.input_format {config['input_format']!r} or loss_policy "
-                              f"{manifest['loss_policy']!r} is not a choice packcli has: nothing can be re-parsed",
-                              field="config.input_format"))
+    problems = []
+    if config["input_format"] not in {f.value for f in Format}:
+        problems.append(("config.input_format", f"config.input_format {config['input_format']!r} is not a format"))
+    if manifest["loss_policy"] not in {p.value for p in LossPolicy}:
+        problems.append(("loss_policy", f"loss_policy {manifest['loss_policy']!r} is not a loss policy"))
+    try:
+        date.fromisoformat(config["template_date"])
+    except ValueError:
+        problems.append(("config.template_date", f"config.template_date {config['template_date']!r} is not a date"))
+    for field, message in problems:
+        result.fail(Violation(message + ": nothing can be rendered as pack did", field=field))
+    if problems:
         return facts
     job = ReconstructJob(tokenizer=tokenizer.source, tokenizer_sha256=tokenizer.sha256, template_text=template_text,
                          template_source=manifest["template"]["origin"], loss=manifest["loss_policy"],
-                         input_format=config["input_format"], bos_token=manifest["tokenizer"]["bos_token"],
+                         template_date=config["template_date"], input_format=config["input_format"], bos_token=manifest["tokenizer"]["bos_token"],
                          eos_token=manifest["tokenizer"]["eos_token"], capacity=config["capacity"])
     preparer = job.build_preparer(tokenizer)
     by_line: dict[tuple[int, int], int] = {}
@@ -211,8 +221,10 @@ def unit_outcomes(job: ReconstructJob, spec: UnitSpec) -> list[tuple[int, Outcom
                 break
         if not batch:
             return out
-        for (_, line, _), enc in zip(batch, preparer.prepare(batch, source=spec.path)):
-            out.append((line, enc if isinstance(enc, str) else fresh_of(enc.input_ids, enc.labels, job.capacity)))
+        prepared = preparer.prepare(batch, source=spec.path)
+        for (_, line, _), enc, fmt in zip(batch, prepared, prepared.formats):
+            fresh = enc if isinstance(enc, str) else fresh_of(enc.input_ids, enc.labels, job.capacity)
+            out.append((line, (fmt, fresh)))
         batch = []
 
 
@@ -246,8 +258,8 @@ class _Comparer:
         loc = dict(example_id=rows["example_id"][i], source=source, line=line)
         fmt, outcome = outcome
         if (rows["format"][i] or "") != fmt:
-            result.fail(Violation(f"read as format {fmt or 'none'!r} now; the seam table says "
-                                  f"{rows['format'][i]!r}", **loc))
+            result.fail(Violation(f"read as format {fmt or 'none'!r} now; the seam table's format says "
+                                  f"{rows['format'][i]!r}", field="format", **loc))
         if isinstance(outcome, str):
             self.facts.rejection[i] = outcome
             self.facts.length[i] = self.facts.supervised[i] = self.facts.kept_supervised[i] = 0

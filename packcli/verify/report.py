@@ -39,6 +39,7 @@ class CheckResult:
     violations: list[Violation] = field(default_factory=list)
     skipped: str | None = None
     limit: int = 20
+    note: str | None = None  # what the check did not cover, in words (not a violation)
 
     @property
     def ok(self) -> bool:
