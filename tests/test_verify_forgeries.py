@@ -416,3 +416,26 @@ def test_a_null_in_the_seam_table(packed_copy):
     pq.write_table(table, path)
     reseal(packed_copy)
     caught(packed_copy, "integrity", "null values in length")
+
+
+def test_the_self_tests_overlong_fault_on_a_drop_artifact(packed_drop, tmp_path):
+    """--self-test's overlong-policy fault takes the drop branch on a --overlong drop artifact."""
+    from packcli.verify.faults import FAULTS, prepare_workspace
+
+    fault = next(f for f in FAULTS if f.name == "overlong-policy")
+    copy = prepare_workspace(packed_drop, tmp_path)
+    fault.apply(copy, tmp_path)
+    assert any("it must be dropped" in v.message for c in verify_artifact(copy).checks if c.name == "plan"
+               for v in c.violations)
+
+
+def test_a_fault_with_nothing_to_damage_says_so(corpus_files, tokenizer_dir, tmp_path):
+    from packcli.config import PackConfig
+    from packcli.job.run import pack_corpus
+    from packcli.verify.faults import FAULTS, NotApplicable, prepare_workspace
+
+    out = tmp_path / "roomy"
+    pack_corpus(PackConfig(inputs=tuple(corpus_files[:1]), tokenizer=str(tokenizer_dir), out=out, capacity=4096))
+    fault = next(f for f in FAULTS if f.name == "overlong-policy")
+    with pytest.raises(NotApplicable, match="no truncated example|no dropped example"):
+        fault.apply(prepare_workspace(out, tmp_path / "ws"), tmp_path / "ws")

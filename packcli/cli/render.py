@@ -167,7 +167,7 @@ def render_verify(report, attention, *, as_json: bool, consumers=()) -> bool:  #
 
 def render_self_test(results, *, as_json: bool) -> int:  # noqa: ANN001
     """Print the negative-control table; return the exit code (0 only if every fault was caught)."""
-    ok = all(r.caught for r in results)
+    ok = all(r.caught or not r.applies for r in results)
     if as_json:
         console.print_json({"ok": ok, "faults": [vars(r) for r in results]})
         return 0 if ok else 1
@@ -175,7 +175,8 @@ def render_self_test(results, *, as_json: bool) -> int:  # noqa: ANN001
     for col in ("fault", "caught by", "result", "message"):
         table.add_column(col, overflow="fold")
     for r in results:
-        table.add_row(r.name, r.check, "[green]caught[/]" if r.caught else "[red]MISSED[/]", r.message)
+        verdict = "[green]caught[/]" if r.caught else "[yellow]n/a[/]" if not r.applies else "[red]MISSED[/]"
+        table.add_row(r.name, r.check, verdict, escape(r.message))
     console.out.print(table)
     return 0 if ok else 1
 
