@@ -28,72 +28,76 @@ def check_global(artifact: Artifact, rows: dict[str, list], manifest: dict, resu
     inputs = manifest["inputs"]
     seen_lines: dict[tuple[int, int], int] = {}
     seen_ids: dict[int, int] = {}
-    for i, eid in enumerate(rows["example_id"]):
-        result.checked += 1
-        k, source, line, status = rows["input"][i], rows["source"][i], rows["line"][i], rows["status"][i]
-        loc = dict(example_id=eid, source=source, line=line)
+    ids, inputs_col, sources, lines, statuses = (rows[c] for c in ("example_id", "input", "source", "line", "status"))
+
+    def at(i: int) -> dict:  # where a violation is, built only when there is one
+        return dict(example_id=ids[i], source=sources[i], line=lines[i])
+
+    for i, eid in enumerate(ids):
+        k, line, status = inputs_col[i], lines[i], statuses[i]
         if not 0 <= k < len(inputs):
             result.fail(Violation(f"input {k} is not an input of the manifest (it has {len(inputs)})", field="input",
-                                  **loc))
-        elif source != inputs[k]["name"]:
-            result.fail(Violation(f"source {source!r} is not the name of input {k}, inputs[{k}].name "
-                                  f"{inputs[k]['name']!r}", field="source", **loc))
+                                  **at(i)))
+        elif sources[i] != inputs[k]["name"]:
+            result.fail(Violation(f"source {sources[i]!r} is not the name of input {k}, inputs[{k}].name "
+                                  f"{inputs[k]['name']!r}", field="source", **at(i)))
         elif eid != example_id(inputs[k]["sha256"], line):
-            result.fail(Violation(f"example_id {eid} is not the id of its input and line {source}:{line} (expected "
-                                  f"{example_id(inputs[k]['sha256'], line)})", field="example_id", **loc))
-        if (k, line) in seen_lines:
-            result.fail(Violation(f"seam-table rows {seen_lines[k, line]} and {i} both name {source}:{line}",
-                                  field="line", **loc))
-        seen_lines.setdefault((k, line), i)
-        if eid in seen_ids:
+            result.fail(Violation(f"example_id {eid} is not the id of its input and line {sources[i]}:{line} "
+                                  f"(expected {example_id(inputs[k]['sha256'], line)})", field="example_id", **at(i)))
+        if seen_lines.setdefault((k, line), i) != i:
+            result.fail(Violation(f"seam-table rows {seen_lines[k, line]} and {i} both name {sources[i]}:{line}",
+                                  field="line", **at(i)))
+        if seen_ids.setdefault(eid, i) != i:
             result.fail(Violation(f"example appears twice in the seam table (rows {seen_ids[eid]} and {i})",
-                                  field="example_id", **loc))
-        seen_ids.setdefault(eid, i)
+                                  field="example_id", **at(i)))
         if status not in STATUSES:
-            result.fail(Violation(f"status {status!r} is not one of {', '.join(STATUSES)}", field="status", **loc))
+            result.fail(Violation(f"status {status!r} is not one of {', '.join(STATUSES)}", field="status", **at(i)))
         where = segments.pop(eid, None)
         if status not in IN_PACKS:
             if where is not None:
                 result.fail(Violation(f"example is {status} in the seam table but present in a pack", shard=where[0],
-                                      row=where[1], field="status", **loc))
+                                      row=where[1], field="status", **at(i)))
             continue
         if rows["shard"][i] in artifact.unreadable:
             continue  # integrity reported the shard
         expected = (rows["shard"][i], rows["row"][i], rows["offset"][i], rows["length"][i])
-        if where != expected:
-            result.fail(Violation(f"seam table says (shard, row, offset, length) = {expected}, the packs say {where}",
-                                  **loc))
+        if where is None or where[:4] != expected:
+            result.fail(Violation(f"seam table says (shard, row, offset, length) = {expected}, the packs say "
+                                  f"{where[:4] if where else None}", **at(i)))
             continue
-        shard = artifact.shards[where[0]]
-        a = shard.row_offsets[where[1]] + where[2]
-        if token_hash(shard.ids[a:a + where[3]]) != rows["token_hash"][i]:
-            result.fail(Violation("tokens in the pack do not hash to the seam table's token_hash", shard=where[0],
-                                  row=where[1], field="token_hash", **loc))
-        supervised = int(np.count_nonzero(shard.labels[a:a + where[3]] != IGNORE_INDEX))
+        name, r, _, length, start, supervised = where
+        if token_hash(artifact.shards[name].ids[start:start + length]) != rows["token_hash"][i]:
+            result.fail(Violation("tokens in the pack do not hash to the seam table's token_hash", shard=name, row=r,
+                                  field="token_hash", **at(i)))
         if supervised != rows["supervised"][i]:
             result.fail(Violation(f"supervised is {rows['supervised'][i]}, the pack span has {supervised} supervised "
-                                  "labels", shard=where[0], row=where[1], field="supervised", **loc))
-    for eid, (name, r, offset, _) in segments.items():
+                                  "labels", shard=name, row=r, field="supervised", **at(i)))
+    result.checked += len(ids)
+    for eid, (name, r, offset, *_) in segments.items():
         result.fail(Violation(f"the segment at token {offset} of the pack has no packed row in the seam table",
                               shard=name, row=r, example_id=eid, field="example_ids"))
     _check_rejects(artifact, rows, result)
     _check_counts(artifact, rows, manifest, result)
 
 
-def _segments(artifact: Artifact, result: CheckResult) -> dict[int, tuple[str, int, int, int]]:
-    """Every segment of every pack by example id: (shard, row, offset, length). A segment is a
-    cu_seqlens span (pack_layout proves they tile the row), so no token is outside one."""
-    located: dict[int, tuple[str, int, int, int]] = {}
+def _segments(artifact: Artifact, result: CheckResult) -> dict[int, tuple[str, int, int, int, int, int]]:
+    """Every segment of every pack by example id: (shard, row, offset, length, flat start, supervised
+    labels). A segment is a cu_seqlens span (pack_layout proves they tile the row), so no token is
+    outside one."""
+    located: dict[int, tuple[str, int, int, int, int, int]] = {}
     for shard in artifact.shards.values():
+        supervised = np.concatenate([[0], np.cumsum(shard.labels != IGNORE_INDEX)])
         for r in range(shard.rows):
-            cu = shard.cu[r].tolist()
+            cu, base = shard.cu[r], int(shard.row_offsets[r])
+            counts = (supervised[base + cu[1:]] - supervised[base + cu[:-1]]).tolist()
+            cu = cu.tolist()
             for k, eid in enumerate(shard.example_ids[r].tolist()):
                 if eid in located:
                     result.fail(Violation(f"example appears twice in the packs (also in {located[eid][0]} row "
                                           f"{located[eid][1]})", shard=shard.name, row=r, example_id=eid,
                                           field="example_ids"))
                 elif k + 1 < len(cu):
-                    located[eid] = (shard.name, r, cu[k], cu[k + 1] - cu[k])
+                    located[eid] = (shard.name, r, cu[k], cu[k + 1] - cu[k], base + cu[k], counts[k])
     return located
 
 
