@@ -439,3 +439,15 @@ def test_a_fault_with_nothing_to_damage_says_so(corpus_files, tokenizer_dir, tmp
     fault = next(f for f in FAULTS if f.name == "overlong-policy")
     with pytest.raises(NotApplicable, match="no truncated example|no dropped example"):
         fault.apply(prepare_workspace(out, tmp_path / "ws"), tmp_path / "ws")
+
+
+@pytest.mark.parametrize(("edit", "field"), [
+    (lambda m: m.pop("metrics"), "metrics"),
+    (lambda m: m["config"].update(capacity="big"), "config.capacity"),
+    (lambda m: m["shards"][0].pop("sha256"), "shards[0].sha256"),
+    (lambda m: m.update(inputs={"name": "x"}), "inputs"),
+], ids=["no-metrics", "capacity-a-string", "shard-without-sha256", "inputs-not-a-list"])
+def test_a_malformed_manifest_is_named_not_a_traceback(edit, field, packed_copy):
+    edit_manifest(packed_copy, edit)
+    report = caught(packed_copy, "manifest", field)
+    assert all(c["skipped"] for c in report["checks"] if c["name"] != "manifest")

@@ -161,19 +161,19 @@ def check_manifest(manifest: dict, result: CheckResult) -> bool:
                                   field=path))
             whole = False
     for pattern, owner in MANIFEST_FIELDS.items():
-        if not pattern.endswith(".*"):
-            for path in _missing(manifest, pattern):
-                result.fail(Violation(f"{path} is missing (its check: {owner.check})", field=path))
-                whole = False
+        if pattern.endswith(".*"):  # a subtree its owner recomputes: it must be there to compare
+            missing = [] if isinstance(manifest.get(pattern[:-2]), dict) else [pattern[:-2]]
+        else:
+            missing = list(_missing(manifest, pattern))
+        for path in missing:
+            result.fail(Violation(f"{path} is missing (its check: {owner.check})", field=path))
+            whole = False
     conventions = manifest.get("conventions")
-    if isinstance(conventions, dict):
-        for key in sorted(set(CONVENTIONS) | set(conventions)):
-            if conventions.get(key) != CONVENTIONS.get(key):
-                result.fail(Violation(f"conventions.{key} = {conventions.get(key)!r}, but the contract's is "
-                                      f"{CONVENTIONS.get(key)!r}: a consumer following the manifest would misread "
-                                      "every pack", field=f"conventions.{key}"))
-    else:
-        result.fail(Violation("conventions is missing", field="conventions"))
+    for key in sorted(set(CONVENTIONS) | set(conventions)) if isinstance(conventions, dict) else ():
+        if conventions.get(key) != CONVENTIONS.get(key):
+            result.fail(Violation(f"conventions.{key} = {conventions.get(key)!r}, but the contract's is "
+                                  f"{CONVENTIONS.get(key)!r}: a consumer following the manifest would misread "
+                                  "every pack", field=f"conventions.{key}"))
     policy, config_loss = manifest.get("loss_policy"), (manifest.get("config") or {}).get("loss")
     if policy not in {p.value for p in LossPolicy}:
         result.fail(Violation(f"loss_policy {policy!r} is not a loss policy", field="loss_policy"))
