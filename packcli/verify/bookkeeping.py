@@ -1,12 +1,13 @@
 """Global bookkeeping: the seam table and the packs are a bijection, and every count adds up.
 
 Every seam-table row names an input of the manifest (by index, and by its name in ``source``) and a
-line no other row names, and carries the documented id of that line (`packcli.contract.example_id`); every segment of every pack (a
-cu_seqlens span: together they cover every token) belongs to exactly one packed or truncated row,
-at the shard, row, offset and length the row says, and holds the tokens its ``token_hash`` pins;
-every other row is in no pack. rejects.jsonl holds exactly the rejected rows. The manifest's
-``counts`` and each input's ``records`` are recounted from the seam table and the packs. That every
-source line has a row (and no row a line that is not a record) is reconstruction's half.
+line no other row names, and carries the documented id of that line (`packcli.contract.example_id`).
+Every segment of every pack (a cu_seqlens span: together they cover every token) belongs to exactly
+one packed or truncated row, at the shard, row, offset and length the row says, and holds the tokens
+its ``token_hash`` pins; every other row is in no pack. rejects.jsonl holds exactly the rejected
+rows. The manifest's ``counts`` and each input's ``records`` are recounted from the seam table and
+the packs. That every source line has a row (and no row a line that is not a record) is
+reconstruction's half.
 """
 
 from __future__ import annotations

@@ -145,7 +145,8 @@ def _read_seam_table(path: Path, info: dict, result: CheckResult) -> pa.Table | 
         result.fail(Violation(f"{path.name}: schema differs from the contract: {table.schema}"))
         return None
     if len(table) != info["rows"]:
-        result.fail(Violation(f"{path.name}: {len(table)} rows != seam_table.rows {info['rows']}", field="seam_table.rows"))
+        result.fail(Violation(f"{path.name}: {len(table)} rows != seam_table.rows {info['rows']}",
+                              field="seam_table.rows"))
     nulls = [name for name in table.column_names if name not in NULLABLE_COLUMNS and table[name].null_count]
     if nulls:
         result.fail(Violation(f"{path.name}: null values in {', '.join(nulls)}", field=nulls[0]))

@@ -7,13 +7,14 @@ training code would: chat records to ``apply_chat_template(messages, tools=...,
 chat_template=<pinned text>, return_assistant_tokens_mask=True)`` with the messages exactly as the
 record has them, the record's ``tools`` and ``documents`` (a JSON string of tools parsed, as TRL
 does) and its ``chat_template_kwargs``, ``strftime_now`` on the pinned ``template_date``; other
-records to the tokenizer itself with its offsets. Its own reading of a record is deliberately small:
-ShareGPT turns are renamed (``from``/``value`` to ``role``/``content``, a top-level ``system``
-prepended), and records that need packcli's own conventions to mean anything (a per-turn ``weight``,
-LLaMA-Factory's ``function_call``/``observation`` turns) are not judged: the check's note counts them. Both run on a fresh ``PreTrainedTokenizerFast`` of
-the pinned tokenizer file. The tokens and labels (the assistant mask under the loss policy, the first
-label ignored as the contract says) must equal the pack span token for token; a dropped example's
-length and token hash must equal the seam table's. A difference names the record and the first
+records to the tokenizer itself with its offsets; both on a fresh ``PreTrainedTokenizerFast`` of
+the pinned tokenizer file. Its own reading of a record is deliberately small: ShareGPT turns are
+renamed (``from``/``value`` to ``role``/``content``, a top-level ``system`` prepended), and records
+that need packcli's own conventions to mean anything (a per-turn ``weight``, LLaMA-Factory's
+``function_call``/``observation`` turns) are not judged: the check's note counts them. The tokens
+and labels (the assistant mask under the loss policy, the first label ignored as the contract says)
+must equal the pack span token for token; a dropped example's length and token hash must equal the
+seam table's. A difference names the record and the first
 differing token.
 
 Sampling (``--sample N``) draws records with a fixed seed, so a re-run checks the same ones.

@@ -23,9 +23,17 @@ import numpy as np
 
 from packcli.choices import Overlong
 from packcli.contract import DROPPED, IN_PACKS, PACKED, REJECTED, STATUSES, TRUNCATED, shard_name
-from packcli.job.plan import PlanSettings, decide_fates, loss_problem, place_examples, plan_examples, plan_metrics
-from packcli.pack import STRATEGIES, check_budgets
-from packcli.verify.integrity import Artifact
+from packcli.job.plan import (
+    Fates,
+    Placement,
+    PlanSettings,
+    decide_fates,
+    loss_problem,
+    place_examples,
+    plan_examples,
+    plan_metrics,
+)
+from packcli.pack import STRATEGIES, PackPlan, check_budgets
 from packcli.verify.reconstruct import Reconstructed
 from packcli.verify.report import CheckResult, Violation
 
@@ -33,8 +41,7 @@ PLAN_FIELDS = ("strategy", "capacity", "window", "seed", "shuffle", "shuffle_pac
 FATE_COLUMNS = ("status", "reason", "length", "supervised", "supervised_lost")
 
 
-def check_plan(manifest: dict, rows: dict[str, list], artifact: Artifact, facts: Reconstructed | None,
-               result: CheckResult) -> None:
+def check_plan(manifest: dict, rows: dict[str, list], facts: Reconstructed | None, result: CheckResult) -> None:
     """Re-derive fates, plan, placement, shards and metrics from the lengths; compare with the artifact."""
     config = manifest["config"]
     settings = _settings(config, result)
@@ -65,7 +72,7 @@ def check_plan(manifest: dict, rows: dict[str, list], artifact: Artifact, facts:
     _check_placement(rows, placement, settings, result)
 
 
-def _check_fates(rows: dict[str, list], fates, length: np.ndarray, kept: np.ndarray, supervised: np.ndarray,  # noqa: ANN001
+def _check_fates(rows: dict[str, list], fates: Fates, length: np.ndarray, kept: np.ndarray, supervised: np.ndarray,
                  reconstructed: np.ndarray, settings: PlanSettings, result: CheckResult) -> None:
     """Every row's status, reason, length and supervised counts are its re-derived fate's."""
     expected = {"status": [STATUSES[s] for s in fates.status.tolist()], "reason": fates.reasons,
@@ -152,7 +159,7 @@ def _loc(rows: dict[str, list], i: int) -> dict:
     return dict(example_id=rows["example_id"][i], source=rows["source"][i], line=rows["line"][i])
 
 
-def _check_placement(rows: dict[str, list], placement, settings: PlanSettings, result: CheckResult) -> None:  # noqa: ANN001
+def _check_placement(rows: dict[str, list], placement: Placement, settings: PlanSettings, result: CheckResult) -> None:
     """Every example at the shard, row and offset the plan gives it; nothing placed that is not packed."""
     shard_col, row_col, off_col = rows["shard"], rows["row"], rows["offset"]
     wrong = []
@@ -172,7 +179,8 @@ def _check_placement(rows: dict[str, list], placement, settings: PlanSettings, r
                               field=column, **_loc(rows, i)))
 
 
-def _check_shards(manifest: dict, placement, plan, settings: PlanSettings, result: CheckResult) -> None:  # noqa: ANN001
+def _check_shards(manifest: dict, placement: Placement, plan: PackPlan, settings: PlanSettings,
+                  result: CheckResult) -> None:
     """The shards are the plan's packs cut every ``packs_per_shard``."""
     pinned = [info["rows"] for info in manifest["shards"]]
     per = settings.packs_per_shard

@@ -137,8 +137,9 @@ def check_reconstruction(manifest: dict, rows: dict[str, list], shards: dict[str
         return facts
     job = ReconstructJob(tokenizer=tokenizer.source, tokenizer_sha256=tokenizer.sha256, template_text=template_text,
                          template_source=manifest["template"]["origin"], loss=manifest["loss_policy"],
-                         template_date=config["template_date"], input_format=config["input_format"], bos_token=manifest["tokenizer"]["bos_token"],
-                         eos_token=manifest["tokenizer"]["eos_token"], capacity=config["capacity"])
+                         template_date=config["template_date"], input_format=config["input_format"],
+                         bos_token=manifest["tokenizer"]["bos_token"], eos_token=manifest["tokenizer"]["eos_token"],
+                         capacity=config["capacity"])
     preparer = job.build_preparer(tokenizer)
     by_line: dict[tuple[int, int], int] = {}
     for i in range(n):

@@ -79,7 +79,7 @@ def verify_artifact(directory: str | Path, *, tokenizer: str | None = None, temp
             else:
                 facts = check_reconstruction(manifest, rows, artifact.shards, tok, text, result, source_root=root,
                                              progress=progress, workers=workers)
-        check_plan(manifest, rows, artifact, facts, report.check("plan", max_violations))
+        check_plan(manifest, rows, facts, report.check("plan", max_violations))
         if render_oracle:
             result = report.check("render_oracle", max_violations)
             if tok is None:
