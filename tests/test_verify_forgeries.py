@@ -121,7 +121,7 @@ def test_a_second_row_for_a_line_cannot_smuggle_in_supervised_garbage(packed_cop
     ids = [random.Random(0).randrange(4, 2000) for _ in range(40)]
     _smuggle(packed_copy, ids, [IGNORE_INDEX] + ids[1:], eid=123_456_789)
     caught(packed_copy, "global", "both name")
-    caught(packed_copy, "global", "is not the id of its input and line")
+    caught(packed_copy, "global", "is not the id of its input, line and copy")
 
 
 def test_a_trailing_padding_segment_is_not_an_example(packed_copy):
@@ -149,7 +149,7 @@ def test_an_extra_dropped_record_beyond_the_source(packed_copy):
 
     def add_row(rows: list[dict]) -> None:
         last = max(i for i, r in enumerate(rows) if r["input"] == k)
-        rows.insert(last + 1, dict(rows[last], example_id=example_id(entry["sha256"], line), line=line,
+        rows.insert(last + 1, dict(rows[last], example_id=example_id(entry["sha256"], 0, line), line=line,
                                    status="dropped", reason="2000 tokens > capacity 1024; truncation would keep no "
                                    "supervised tokens", shard=None, row=-1, offset=-1, length=0,
                                    original_length=2000, supervised=0, supervised_lost=10))
@@ -170,7 +170,7 @@ def test_every_id_renumbered(packed_copy):
         write_segments(packed_copy, k, [[Segment(s.example_id + 1, s.input_ids, s.labels) for s in p] for p in packs])
     rewrite_seam(packed_copy, lambda rows: [r.update(example_id=r["example_id"] + 1) for r in rows])
     reseal(packed_copy, recount_counts=True)
-    caught(packed_copy, "global", "is not the id of its input and line")
+    caught(packed_copy, "global", "is not the id of its input, line and copy")
 
 
 def test_two_lines_swapped_with_their_ids_recomputed(packed_copy):
@@ -179,8 +179,8 @@ def test_two_lines_swapped_with_their_ids_recomputed(packed_copy):
     sha = [e["sha256"] for e in m["inputs"]]
     rows = seam_rows(packed_copy)
     a, b = [i for i, r in enumerate(rows) if r["status"] == "packed" and r["source"] == "openai.jsonl"][:2]
-    new = {rows[a]["example_id"]: example_id(sha[rows[a]["input"]], rows[b]["line"]),
-           rows[b]["example_id"]: example_id(sha[rows[b]["input"]], rows[a]["line"])}
+    new = {rows[a]["example_id"]: example_id(sha[rows[a]["input"]], 0, rows[b]["line"]),
+           rows[b]["example_id"]: example_id(sha[rows[b]["input"]], 0, rows[a]["line"])}
     for k in range(len(m["shards"])):
         packs = read_segments(packed_copy, k)
         write_segments(packed_copy, k, [[Segment(new.get(s.example_id, s.example_id), s.input_ids, s.labels)

@@ -150,12 +150,12 @@ def build_manifest(directory: Path, *, index: ExampleIndex, fates: Fates, plan: 
     status, used_len, used_sup = fates.status, fates.used_len, fates.used_sup
     full_len = np.asarray(index.length, dtype=np.int64)
     supervised = np.asarray(index.supervised, dtype=np.int64)
-    counts = _counts(status, used_len, used_sup)
+    counts = count_examples(status, used_len, used_sup)
     overlong = np.isin(status, OVERLONG_FATES)
     counts.update(records=n, packs=plan.num_packs,
                   supervised_tokens_lost=int((supervised - used_sup)[overlong].sum()),
                   tokens_lost=int((full_len - used_len)[overlong].sum()),
-                  by_input=[_counts(status[mask], used_len[mask], used_sup[mask])
+                  by_input=[count_examples(status[mask], used_len[mask], used_sup[mask])
                             for mask in (index.file_index == i for i in range(len(files)))])
     seam_table = directory / SEAM_TABLE_NAME
     return {
@@ -178,8 +178,10 @@ def build_manifest(directory: Path, *, index: ExampleIndex, fates: Fates, plan: 
     }
 
 
-def _counts(status: npt.NDArray[np.int8], used_len: npt.NDArray[np.int64], used_sup: npt.NDArray[np.int64]) -> dict:
-    """Examples per status, and the tokens and supervised tokens of those in packs."""
+def count_examples(status: npt.NDArray[np.int8], used_len: npt.NDArray[np.int64],
+                   used_sup: npt.NDArray[np.int64]) -> dict:
+    """Examples per status, and the tokens and supervised tokens of those in packs (``verify``
+    recounts the seam table with it)."""
     in_packs = (status == PACKED) | (status == TRUNCATED)
     counts = {name: int(np.count_nonzero(status == code)) for code, name in enumerate(STATUSES)}
     counts.update(tokens=int(used_len[in_packs].sum()), supervised_tokens=int(used_sup[in_packs].sum()))

@@ -1,7 +1,8 @@
 """Global bookkeeping: the seam table and the packs are a bijection, and every count adds up.
 
-Every seam-table row names an input of the manifest (by index, and by its name in ``source``) and a
-line no other row names, and carries the documented id of that line (`packcli.contract.example_id`).
+Every seam-table row names an input of the manifest (by index, and by its name in ``source``), a
+line and a copy no other row names, and carries the documented id of that copy of that record
+(`packcli.contract.example_id`).
 Every segment of every pack (a cu_seqlens span: together they cover every token) belongs to exactly
 one packed or truncated row, at the shard, row, offset and length the row says, and holds the tokens
 its ``token_hash`` pins; every other row is in no pack. rejects.jsonl holds exactly the rejected
@@ -19,6 +20,8 @@ import numpy as np
 from packcli.artifact.seams import reject_row
 from packcli.artifact.shards import FlatShard
 from packcli.contract import IGNORE_INDEX, IN_PACKS, REJECTED, STATUSES, example_id, token_hash
+from packcli.job.units import occurrences
+from packcli.job.write import OVERLONG_FATES, count_examples
 from packcli.verify.integrity import Artifact
 from packcli.verify.report import CheckResult, Violation
 
@@ -27,27 +30,29 @@ def check_global(artifact: Artifact, rows: dict[str, list], manifest: dict, resu
     """The seam table (``rows``: its columns as lists) against the packs, rejects.jsonl and the manifest."""
     segments = _segments(artifact, result)
     inputs = manifest["inputs"]
-    seen_lines: dict[tuple[int, int], int] = {}
+    occurrence = occurrences([entry["sha256"] for entry in inputs])
+    seen_lines: dict[tuple[int, int, int], int] = {}
     seen_ids: dict[int, int] = {}
-    ids, inputs_col, sources, lines, statuses = (rows[c] for c in ("example_id", "input", "source", "line", "status"))
+    ids, inputs_col, sources, lines, copies, statuses = (rows[c] for c in ("example_id", "input", "source", "line",
+                                                                             "copy", "status"))
 
     def at(i: int) -> dict:  # where a violation is, built only when there is one
         return dict(example_id=ids[i], source=sources[i], line=lines[i])
 
     for i, eid in enumerate(ids):
-        k, line, status = inputs_col[i], lines[i], statuses[i]
+        k, line, copy, status = inputs_col[i], lines[i], copies[i], statuses[i]
         if not 0 <= k < len(inputs):
             result.fail(Violation(f"input {k} is not an input of the manifest (it has {len(inputs)})", field="input",
                                   **at(i)))
         elif sources[i] != inputs[k]["name"]:
             result.fail(Violation(f"source {sources[i]!r} is not the name of input {k}, inputs[{k}].name "
                                   f"{inputs[k]['name']!r}", field="source", **at(i)))
-        elif eid != example_id(inputs[k]["sha256"], line):
-            result.fail(Violation(f"example_id {eid} is not the id of its input and line {sources[i]}:{line} "
-                                  f"(expected {example_id(inputs[k]['sha256'], line)})", field="example_id", **at(i)))
-        if seen_lines.setdefault((k, line), i) != i:
-            result.fail(Violation(f"seam-table rows {seen_lines[k, line]} and {i} both name {sources[i]}:{line}",
-                                  field="line", **at(i)))
+        elif eid != (want := example_id(inputs[k]["sha256"], occurrence[k], line, copy)):
+            result.fail(Violation(f"example_id {eid} is not the id of its input, line and copy {sources[i]}:{line} "
+                                  f"copy {copy} (expected {want})", field="example_id", **at(i)))
+        if seen_lines.setdefault((k, line, copy), i) != i:
+            result.fail(Violation(f"seam-table rows {seen_lines[k, line, copy]} and {i} both name {sources[i]}:{line}"
+                                  f" copy {copy}", field="line", **at(i)))
         if seen_ids.setdefault(eid, i) != i:
             result.fail(Violation(f"example appears twice in the seam table (rows {seen_ids[eid]} and {i})",
                                   field="example_id", **at(i)))
@@ -117,37 +122,52 @@ def _check_rejects(artifact: Artifact, rows: dict[str, list], result: CheckResul
             return
 
 
-def recount(shards: dict[str, FlatShard], rows: dict[str, list]) -> dict[str, int]:
-    """The manifest's ``counts`` as the seam table (``rows``) and the packs give them."""
-    status = rows["status"]
-    kept = [i for i, s in enumerate(status) if s != STATUSES[REJECTED]]
-    by_status = Counter(status)
-    counts = {s: by_status.get(s, 0) for s in STATUSES}
+def recount(shards: dict[str, FlatShard], rows: dict[str, list], num_inputs: int) -> dict:
+    """The manifest's ``counts`` as the seam table (``rows``) and the packs give them: totals from the
+    packs, per status and per input from the seam table (`packcli.job.write.count_examples`)."""
+    code = {name: k for k, name in enumerate(STATUSES)}
+    status = np.array([code.get(s, -1) for s in rows["status"]], dtype=np.int8)
+    length, supervised = np.asarray(rows["length"], np.int64), np.asarray(rows["supervised"], np.int64)
+    overlong = np.isin(status, OVERLONG_FATES)
+    counts = count_examples(status, length, supervised)
+    inputs = np.asarray(rows["input"])
     counts.update(records=len(status), packs=sum(s.rows for s in shards.values()),
                   tokens=sum(len(s.ids) for s in shards.values()),
                   supervised_tokens=sum(int(np.count_nonzero(s.labels != IGNORE_INDEX)) for s in shards.values()),
-                  tokens_lost=sum(rows["original_length"][i] - rows["length"][i] for i in kept),
-                  supervised_tokens_lost=sum(rows["supervised_lost"][i] for i in kept))
+                  tokens_lost=int((np.asarray(rows["original_length"], np.int64) - length)[overlong].sum()),
+                  supervised_tokens_lost=int(np.asarray(rows["supervised_lost"], np.int64)[overlong].sum()),
+                  by_input=[count_examples(status[inputs == k], length[inputs == k], supervised[inputs == k])
+                            for k in range(num_inputs)])
     return counts
+
+
+def _leaves(value: object, path: str) -> list[tuple[str, object]]:
+    """(path, value) of every leaf under ``value``: ``counts.by_input[2].packed``."""
+    if isinstance(value, dict):
+        return [leaf for key, item in value.items() for leaf in _leaves(item, f"{path}.{key}")]
+    if isinstance(value, list):
+        return [leaf for k, item in enumerate(value) for leaf in _leaves(item, f"{path}[{k}]")]
+    return [(path, value)]
 
 
 def _check_counts(artifact: Artifact, rows: dict[str, list], manifest: dict, result: CheckResult) -> None:
     """``counts`` and every input's ``records``, recounted; a count the manifest adds or leaves out is named."""
-    actual = recount(artifact.shards, rows)
+    actual = recount(artifact.shards, rows, len(manifest["inputs"]))
     over_packs = ("packs", "tokens", "supervised_tokens")
     if artifact.unreadable:
         for key in over_packs:
             actual.pop(key)  # integrity reported the shards these would be counted over
     counts = manifest["counts"]
-    for key in sorted(set(actual) | set(counts)):
-        if key in actual and counts.get(key) != actual[key]:
-            result.fail(Violation(f"counts.{key}: the manifest says {counts.get(key)}, the artifact has {actual[key]}",
-                                  field=f"counts.{key}"))
-        elif key not in actual and key not in over_packs:
-            result.fail(Violation(f"counts.{key} is not a count packcli writes", field=f"counts.{key}"))
-    per_input = Counter(rows["input"])
+    pinned, derived = dict(_leaves(counts, "counts")), dict(_leaves(actual, "counts"))
+    for path in sorted(set(pinned) | set(derived)):
+        if path in derived and pinned.get(path) != derived[path]:
+            result.fail(Violation(f"{path}: the manifest says {pinned.get(path)}, the artifact has {derived[path]}",
+                                  field=path))
+        elif path not in derived and path.removeprefix("counts.") not in over_packs:
+            result.fail(Violation(f"{path} is not a count packcli writes", field=path))
+    per_input = Counter(k for k, copy in zip(rows["input"], rows["copy"]) if copy == 0)  # a record's first row
     for k, entry in enumerate(manifest["inputs"]):
         if per_input.get(k, 0) != entry["records"]:
             result.fail(Violation(f"inputs[{k}].records is {entry['records']}, the seam table has "
-                                  f"{per_input.get(k, 0)} rows of input {k} ({entry['name']})",
+                                  f"{per_input.get(k, 0)} records of input {k} ({entry['name']})",
                                   field=f"inputs[{k}].records"))

@@ -366,7 +366,7 @@ FAULTS = (
     Fault("shard-listed-twice", "a shard listed twice in the manifest (a reader yields its packs twice)",
           "integrity", "listed twice", _shard_listed_twice),
     Fault("ids-renumbered", "every example id changed, in the packs and the seam table alike", "global",
-          "is not the id of its input and line", _ids_renumbered),
+          "is not the id of its input, line and copy", _ids_renumbered),
     Fault("overlong-policy", "a truncated example called dropped (or a dropped one smuggled in as truncated)",
           "plan", "it must be", _overlong_policy),
     Fault("examples-swapped", "two examples of a pack swapped, the seam table following", "plan",

@@ -43,6 +43,11 @@ MANIFEST_FIELDS: dict[str, Owner] = {
     "config.loss": Owner("manifest", STR, "equal to loss_policy (reconstruction renders with it)"),
     "config.input_format": Owner("reconstruction", STR, "re-parsing every source line with it"),
     "config.template_date": Owner("reconstruction", STR, "a date; re-rendering every record on it"),
+    "config.fields": Owner("reconstruction", (dict,), "the column mapping every record is re-read with"),
+    "config.fields.*": Owner("reconstruction", STR, "the column mapping every record is re-read with"),
+    "config.dedupe": Owner("reconstruction", STR, "none or exact; exact: every record's content key recomputed"),
+    "config.mix": Owner("copies", (dict, type(None)), "the copies of every record, drawn again"),
+    "config.mix.*": Owner("copies", (str, int, float), "the copies of every record, drawn again"),
     "config.capacity": Owner("plan", INT, "the re-derived fates and plan; no pack above it"),
     "config.strategy": Owner("plan", STR, "a strategy, re-run on the reconstructed lengths"),
     "config.window": Owner("plan", OPT_INT, "the window the re-run plan used (None unless strategy=window)"),
@@ -65,6 +70,7 @@ MANIFEST_FIELDS: dict[str, Owner] = {
     "inputs[].name": Owner("global", STR, "the seam table's source column of the input's rows"),
     "inputs[].size": Owner("reconstruction", INT, "the source's size in bytes"),
     "inputs[].sha256": Owner("reconstruction", STR, "the source's sha256"),
+    "inputs[].kind": Owner("reconstruction", STR, "what the source reads as (jsonl, parquet, dataset)"),
     "inputs[].records": Owner("global", INT, "seam-table rows of the input; reconstruction: records read"),
     "counts.*": Owner("global", INT, "recounted from the seam table and the packs"),
     "shards[].name": Owner("integrity", STR, "shard-00000.parquet, shard-00001.parquet, ... each once"),
@@ -90,7 +96,8 @@ SEAM_COLUMNS: dict[str, str] = {  # column -> the check that proves it
     "example_id": "global",  # the documented formula, unique
     "input": "global",  # an input of the manifest
     "source": "global",  # that input's name
-    "line": "reconstruction",  # a record of that source; (source, line) unique: global
+    "line": "reconstruction",  # a record of that source; (input, line, copy) unique: global
+    "copy": "copies",  # which copy of its record: the mixture's draw
     "status": "plan",  # the fate re-derived from the reconstructed length and the overlong policy
     "reason": "plan",  # the same, and for a rejected record the reason re-parsing gives (reconstruction)
     "shard": "plan", "row": "plan", "offset": "plan",  # where the re-run plan puts the example
@@ -162,7 +169,8 @@ def check_manifest(manifest: dict, result: CheckResult) -> bool:
             whole = False
     for pattern, owner in MANIFEST_FIELDS.items():
         if pattern.endswith(".*"):  # a subtree its owner recomputes: it must be there to compare
-            missing = [] if isinstance(manifest.get(pattern[:-2]), dict) else [pattern[:-2]]
+            parent = pattern[:-2]
+            missing = [] if parent in MANIFEST_FIELDS or isinstance(_at(manifest, parent), dict) else [parent]
         else:
             missing = list(_missing(manifest, pattern))
         for path in missing:
@@ -181,6 +189,14 @@ def check_manifest(manifest: dict, result: CheckResult) -> bool:
         result.fail(Violation(f"config.loss {config_loss!r} and loss_policy {policy!r} disagree: the manifest "
                               "states the policy twice", field="config.loss"))
     return whole
+
+
+def _at(manifest: dict, path: str) -> object:
+    """The value at a dotted path (no list indices), or None."""
+    value: object = manifest
+    for key in path.split("."):
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
 
 
 def _missing(manifest: dict, pattern: str) -> Iterator[str]:

@@ -44,8 +44,8 @@ def reseal(directory: Path, edit: Callable[[dict], None] | None = None, *, recou
     if recount_counts:
         shards = {i["name"]: load_flat(pq.read_table(directory / i["name"]), i["name"]) for i in manifest["shards"]}
         rows = pq.read_table(directory / SEAM_TABLE_NAME).to_pydict()
-        manifest["counts"] = recount(shards, rows)
-        per_input = Counter(rows["input"])
+        manifest["counts"] = recount(shards, rows, len(manifest["inputs"]))
+        per_input = Counter(k for k, copy in zip(rows["input"], rows["copy"]) if copy == 0)  # records, not copies
         for k, entry in enumerate(manifest["inputs"]):
             entry["records"] = per_input.get(k, 0)
     if "dataset_card" in manifest:
@@ -173,12 +173,7 @@ def fresh_example(directory: Path, index: int, line: int) -> Encoded:
     """The example pack would make of line ``line`` of input ``index`` under the artifact's pinned
     tokenizer, template and policy: what a forger tokenizes to make a fake row's hashes right."""
     manifest = json.loads((directory / MANIFEST_NAME).read_text(encoding="utf-8"))
-    pinned, config = manifest["tokenizer"], manifest["config"]
-    job = ReconstructJob(tokenizer=str(find_tokenizer(manifest, None)), tokenizer_sha256=pinned["sha256"],
-                         template_text=manifest["template"]["text"], template_source=manifest["template"]["origin"],
-                         template_date=config["template_date"], loss=manifest["loss_policy"],
-                         input_format=config["input_format"], bos_token=pinned["bos_token"],
-                         eos_token=pinned["eos_token"], capacity=config["capacity"])
+    job = ReconstructJob.of(manifest, str(find_tokenizer(manifest, None)), manifest["template"]["text"])
     raw = dict(read_lines(find_source(manifest, index, None), 0))[line]
     encoded = job.build_preparer().prepare([(0, line, raw)])[0]
     if isinstance(encoded, str):

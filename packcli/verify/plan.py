@@ -22,7 +22,7 @@ import math
 import numpy as np
 
 from packcli.choices import Overlong
-from packcli.contract import DROPPED, IN_PACKS, PACKED, REJECTED, STATUSES, TRUNCATED, shard_name
+from packcli.contract import DROPPED, DUPLICATE, IN_PACKS, PACKED, REJECTED, STATUSES, TRUNCATED, UNSAMPLED, shard_name
 from packcli.job.plan import (
     Fates,
     Placement,
@@ -33,6 +33,9 @@ from packcli.job.plan import (
     plan_examples,
     plan_metrics,
 )
+from packcli.job.select import unsampled_reason
+from packcli.job.write import OVERLONG_FATES
+from packcli.mix import Mixture
 from packcli.pack import STRATEGIES, PackPlan, check_budgets
 from packcli.verify.reconstruct import Reconstructed
 from packcli.verify.report import CheckResult, Violation
@@ -49,9 +52,14 @@ def check_plan(manifest: dict, rows: dict[str, list], facts: Reconstructed | Non
         return
     n = len(rows["example_id"])
     result.checked = n
-    status, length, supervised, kept, reasons, reconstructed = _inputs(rows, facts, settings)
+    status, length, supervised, kept, reasons, reconstructed = _inputs(rows, facts)
     fates = decide_fates(status, length, supervised, reasons, settings.capacity, settings.overlong,
                          lambda i: int(kept[i]))
+    # Each record's first row: its fate before a mixture's draw, as pack judges the reject budget on it.
+    first = np.flatnonzero(np.asarray(rows["copy"]) == 0)
+    record_fates = Fates(fates.status[first], fates.used_len[first], fates.used_sup[first],
+                         [fates.reasons[i] for i in first.tolist()])
+    fates = _unsampled(rows, fates, config["mix"])
     plan = plan_examples(fates, settings)
     placement = place_examples(plan, fates, settings.packs_per_shard)
     # Artifact-wide findings first: the per-example ones below can fill the report's violation limit.
@@ -63,7 +71,8 @@ def check_plan(manifest: dict, rows: dict[str, list], facts: Reconstructed | Non
         budget = "config.min_density" if problem.startswith("density") else "config.max_displacement"
         result.fail(Violation(f"{budget} is not met by the plan (pack would have refused it): {problem}",
                               field=budget))
-    lost = loss_problem(fates, lambda i: f"{rows['source'][i]}:{rows['line'][i]}", settings.max_reject_fraction)
+    lost = loss_problem(record_fates, lambda j: f"{rows['source'][first[j]]}:{rows['line'][first[j]]}",
+                        settings.max_reject_fraction)
     if lost:
         result.fail(Violation(f"config.max_reject_fraction is not met (pack would have refused it): {lost[0]}: "
                               f"{lost[1]}", field="config.max_reject_fraction"))
@@ -77,7 +86,8 @@ def _check_fates(rows: dict[str, list], fates: Fates, length: np.ndarray, kept: 
     """Every row's status, reason, length and supervised counts are its re-derived fate's."""
     expected = {"status": [STATUSES[s] for s in fates.status.tolist()], "reason": fates.reasons,
                 "length": fates.used_len.tolist(), "supervised": fates.used_sup.tolist(),
-                "supervised_lost": (supervised - fates.used_sup).tolist()}
+                "supervised_lost": np.where(np.isin(fates.status, OVERLONG_FATES), supervised - fates.used_sup,
+                                            0).tolist()}
     for i in range(len(fates.status)):
         if rows["status"][i] != expected["status"][i]:
             result.fail(Violation(_status_message(rows, i, fates.status[i], length[i], kept[i], settings,
@@ -113,31 +123,49 @@ def _settings(config: dict, result: CheckResult) -> PlanSettings | None:
     return None if problems else PlanSettings.of(config)
 
 
-def _inputs(rows: dict[str, list], facts: Reconstructed | None, settings: PlanSettings) -> tuple:
-    """Per row: accepted or rejected, full length, supervised tokens, supervised tokens in the first
-    ``capacity``, rejection reason, and whether reconstruction vouched for them. Where it did not
-    (``--no-reconstruct``, a changed source), the seam table's own columns stand in."""
+def _inputs(rows: dict[str, list], facts: Reconstructed | None) -> tuple:
+    """Per row: accepted, rejected or duplicate, full length, supervised tokens, supervised tokens in
+    the first ``capacity``, the reason it is not packed, and whether reconstruction vouched for them.
+    Where it did not (``--no-reconstruct``, a changed source), the seam table's own columns stand in.
+    A row marked duplicate stays one: reconstruction recomputes the content keys that decide it."""
     n = len(rows["example_id"])
     status = np.full(n, PACKED, dtype=np.int8)
     length, supervised, kept = (np.zeros(n, np.int64) for _ in range(3))
     reasons = [""] * n
     reconstructed = np.zeros(n, dtype=bool)
     for i in range(n):
+        claimed = rows["status"][i]
         if facts is not None and facts.length[i] >= 0:
             reconstructed[i] = True
-            if facts.rejection[i] is not None:
+            if claimed == STATUSES[DUPLICATE]:
+                status[i], reasons[i], length[i] = DUPLICATE, rows["reason"][i], facts.length[i]
+            elif facts.rejection[i] is not None:
                 status[i], reasons[i] = REJECTED, facts.rejection[i]
-                continue
-            length[i], supervised[i], kept[i] = facts.length[i], facts.supervised[i], facts.kept_supervised[i]
+            else:
+                length[i], supervised[i], kept[i] = facts.length[i], facts.supervised[i], facts.kept_supervised[i]
             continue
-        if rows["status"][i] == STATUSES[REJECTED]:
-            status[i], reasons[i] = REJECTED, rows["reason"][i]
+        if claimed in (STATUSES[REJECTED], STATUSES[DUPLICATE]):
+            status[i], reasons[i] = STATUSES.index(claimed), rows["reason"][i]
+            length[i] = rows["original_length"][i]
             continue
         length[i] = rows["original_length"][i]
         supervised[i] = rows["supervised"][i] + rows["supervised_lost"][i]
         # Truncation keeps what the pack holds; a dropped row claims truncation would keep nothing.
-        kept[i] = rows["supervised"][i] if rows["status"][i] in IN_PACKS else 0
+        kept[i] = rows["supervised"][i] if claimed in IN_PACKS else 0
     return status, length, supervised, kept, reasons, reconstructed
+
+
+def _unsampled(rows: dict[str, list], fates: Fates, mix: dict | None) -> Fates:
+    """A usable record the mixture drew no copy of is ``unsampled``, in no pack (the copies check
+    draws the copies again and owns which records those are)."""
+    if mix is None:
+        return fates
+    mixture = Mixture.from_manifest(mix)
+    for i in np.flatnonzero((fates.status == PACKED) | (fates.status == TRUNCATED)).tolist():
+        if rows["status"][i] == STATUSES[UNSAMPLED]:
+            fates.status[i], fates.used_len[i], fates.used_sup[i] = UNSAMPLED, 0, 0
+            fates.reasons[i] = unsampled_reason(mixture, rows["input"][i])
+    return fates
 
 
 def _status_message(rows: dict[str, list], i: int, expected: int, length: int, kept: int, settings: PlanSettings,

@@ -1,19 +1,22 @@
-"""Reconstruction: re-derive every example from its source line and compare it with its pack span.
+"""Reconstruction: re-derive every example from its source record and compare it with its pack span.
 
-Re-reads every source file the manifest pins (its size and sha256, and as many records as
-``inputs[].records`` says), runs every non-blank line through the same `Preparer` as ``pack``
-(always the reference tokenizer, ``tokenizers``), and demands that each line has exactly one
-seam-table row that it reproduces: its ``original_length``, the tokens and labels in its pack span
-(the whole example, or its first ``capacity`` tokens when truncated), a dropped example's
-``token_hash``, a rejected record's reason. What it re-derives per record (length, supervised
+Re-reads every source the manifest pins (JSONL, Parquet, ``datasets`` tables: their size and sha256,
+and as many records as ``inputs[].records`` says), runs every record through the same `Preparer` as
+``pack`` (always the reference tokenizer, ``tokenizers``; the pinned column mapping), and demands
+that each record has seam-table rows (one per copy a mixture made of it) that it reproduces: its
+``format``, ``original_length``, the tokens and labels in its pack span (the whole example, or its
+first ``capacity`` tokens when truncated), a dropped, duplicate or unsampled example's
+``token_hash``, a rejected record's reason. Under ``--dedupe exact`` it recomputes every record's
+content key and checks that exactly the records whose content an earlier record has are marked
+``duplicate``, each naming that first record. What it re-derives per record (length, supervised
 tokens, supervised tokens in the first ``capacity``) is returned as `Reconstructed`, from which the
 plan check re-decides every fate and re-runs the planner (`packcli.verify.plan`).
 
 Parallel: the sources are split into units of lines (`packcli.job.units.plan_units`), and with
-``workers > 1`` each unit is re-tokenized in a worker process that sends back, per line, only the
+``workers > 1`` each unit is re-tokenized in a worker process that sends back, per record, only the
 outcome's digest (`Outcome`), never the tokens; this process digests the pack spans and compares.
 Parsing and rendering are single-threaded Python, so processes are what spreads them over cores
-(the tokenizer alone already uses every core). Lines whose digests differ are re-tokenized here,
+(the tokenizer alone already uses every core). Records whose digests differ are re-tokenized here,
 one pass over their unit, to report the first differing token (up to the violation limit).
 """
 
@@ -34,7 +37,8 @@ from packcli.choices import BackendChoice, Format, LossPolicy
 from packcli.contract import IGNORE_INDEX, token_hash
 from packcli.engine.pool import SharedPool, usable_cpus
 from packcli.errors import InputError
-from packcli.ingest import describe_input
+from packcli.ingest import HUB_PREFIX, FieldMap, Source, describe_input, source_of
+from packcli.job.select import duplicate_reason
 from packcli.job.units import UnitSpec, iter_unit_lines, plan_units
 from packcli.prepare import Preparer, preparer_for, share_preparer
 from packcli.progress import NO_PROGRESS, Progress
@@ -88,9 +92,21 @@ class ReconstructJob:
     template_date: str
     loss: str
     input_format: str
+    fields: tuple[tuple[str, str], ...]  # the pinned column mapping (`FieldMap.renames` items)
+    keys: bool  # compute content keys (the artifact was deduplicated)
     bos_token: str | None
     eos_token: str | None
     capacity: int
+
+    @classmethod
+    def of(cls, manifest: dict, tokenizer: str, template_text: str) -> ReconstructJob:
+        """The job a manifest pins, with the tokenizer found at ``tokenizer``."""
+        config, pinned = manifest["config"], manifest["tokenizer"]
+        return cls(tokenizer=tokenizer, tokenizer_sha256=pinned["sha256"], template_text=template_text,
+                   template_source=manifest["template"]["origin"], template_date=config["template_date"],
+                   loss=manifest["loss_policy"], input_format=config["input_format"],
+                   fields=tuple(sorted(config["fields"].items())), keys=config["dedupe"] == "exact",
+                   bos_token=pinned["bos_token"], eos_token=pinned["eos_token"], capacity=config["capacity"])
 
     def build_preparer(self, tokenizer: LoadedTokenizer | None = None) -> Preparer:
         """The reference tokenizer (always: a fast-path fault cannot verify itself), template, renderer."""
@@ -100,14 +116,34 @@ class ReconstructJob:
         renderer = Renderer(ChatTemplate(self.template_text, self.template_source), LossPolicy(self.loss),
                             bos_token=self.bos_token, eos_token=self.eos_token,
                             template_date=date.fromisoformat(self.template_date))
-        return Preparer(renderer, tok, Format(self.input_format))
+        return Preparer(renderer, tok, Format(self.input_format), FieldMap.of(dict(self.fields)), keys=self.keys)
+
+
+def locate_input(manifest: dict, k: int, source_root: Path | None) -> Source:
+    """Input ``k`` of a manifest, found where verify runs (`packcli.verify.locate.find_source`; a
+    ``hf:`` name from the local cache).
+
+    Raises:
+        InputError: it is not there (or, for ``hf:``, not in the local cache).
+    """
+    pinned = manifest["inputs"][k]
+    if pinned["name"].startswith(HUB_PREFIX):
+        from packcli.ingest.hf import hub_source
+
+        return hub_source(pinned["name"])
+    path = find_source(manifest, k, source_root)
+    if path is None or not path.exists():
+        raise InputError(f"source {path or pinned['name']}: no such file (input {k} of the manifest, "
+                         f"{pinned['name']}, sha256 {pinned['sha256'][:16]})",
+                         "run verify from the directory pack ran in, or pass --source-root (searched by name)")
+    return source_of(path)
 
 
 def check_reconstruction(manifest: dict, rows: dict[str, list], shards: dict[str, FlatShard],
                          tokenizer: LoadedTokenizer, template_text: str, result: CheckResult, *,
                          source_root: Path | None, progress: Progress = NO_PROGRESS,
                          workers: int | None = None) -> Reconstructed:
-    """Compare every source line's fresh tokenization with the artifact; record violations in ``result``.
+    """Compare every source record's fresh tokenization with the artifact; record violations in ``result``.
 
     Args:
         rows: the seam table's columns as lists.
@@ -115,7 +151,7 @@ def check_reconstruction(manifest: dict, rows: dict[str, list], shards: dict[str
             `PARALLEL_MIN_RECORDS` records in more than one unit of work; else this process alone).
 
     Returns:
-        What each seam-table row's line reproduces, for the plan check.
+        What each seam-table row's record reproduces, for the plan check.
     """
     if workers is not None and workers < 1:
         raise InputError(f"--workers must be at least 1, got {workers}")
@@ -127,36 +163,38 @@ def check_reconstruction(manifest: dict, rows: dict[str, list], shards: dict[str
         problems.append(("config.input_format", f"config.input_format {config['input_format']!r} is not a format"))
     if manifest["loss_policy"] not in {p.value for p in LossPolicy}:
         problems.append(("loss_policy", f"loss_policy {manifest['loss_policy']!r} is not a loss policy"))
+    if config["dedupe"] not in ("none", "exact"):
+        problems.append(("config.dedupe", f"config.dedupe {config['dedupe']!r} is not none or exact"))
     try:
         date.fromisoformat(config["template_date"])
     except ValueError:
         problems.append(("config.template_date", f"config.template_date {config['template_date']!r} is not a date"))
+    try:
+        mapping = FieldMap.of(config["fields"]).problems()
+    except TypeError:
+        mapping = [f"names a part packcli does not have ({', '.join(sorted(config['fields']))})"]
+    problems += [("config.fields", f"config.fields {problem}") for problem in mapping]
     for field, message in problems:
-        result.fail(Violation(message + ": nothing can be rendered as pack did", field=field))
+        result.fail(Violation(message + ": nothing can be read and rendered as pack did", field=field))
     if problems:
         return facts
-    job = ReconstructJob(tokenizer=tokenizer.source, tokenizer_sha256=tokenizer.sha256, template_text=template_text,
-                         template_source=manifest["template"]["origin"], loss=manifest["loss_policy"],
-                         template_date=config["template_date"], input_format=config["input_format"],
-                         bos_token=manifest["tokenizer"]["bos_token"], eos_token=manifest["tokenizer"]["eos_token"],
-                         capacity=config["capacity"])
+    job = ReconstructJob.of(manifest, tokenizer.source, template_text)
     preparer = job.build_preparer(tokenizer)
-    by_line: dict[tuple[int, int], int] = {}
-    for i in range(n):
-        by_line.setdefault((rows["input"][i], rows["line"][i]), i)  # a second row for a line: global's
+    by_record: dict[tuple[int, int], list[int]] = {}  # a record's rows: one per copy
+    for i, key in enumerate(zip(rows["input"], rows["line"])):
+        by_record.setdefault(key, []).append(i)
     files, pinned = [], []  # the sources found unchanged, with their index in the manifest's inputs
     for k, entry in enumerate(manifest["inputs"]):
-        path = find_source(manifest, k, source_root)
-        if path is None or not path.is_file():
-            raise InputError(f"source {path or entry['name']}: no such file (input {k} of the manifest, "
-                             f"{entry['name']}, sha256 {entry['sha256'][:16]})",
-                             "run verify from the directory pack ran in, or pass --source-root (searched by name)")
-        described = describe_input(path)
+        source = locate_input(manifest, k, source_root)
+        described = describe_input(source)
+        if described.kind.value != entry["kind"]:
+            result.fail(Violation(f"{source.path} reads as a {described.kind.value} source, inputs[{k}].kind says "
+                                  f"{entry['kind']}", source=entry["name"], field=f"inputs[{k}].kind"))
         if described.size != entry["size"]:
-            result.fail(Violation(f"source {path} has {described.size} bytes, inputs[{k}].size says {entry['size']}",
+            result.fail(Violation(f"{source.path} has {described.size} bytes, inputs[{k}].size says {entry['size']}",
                                   source=entry["name"], field=f"inputs[{k}].size"))
         if described.sha256 != entry["sha256"]:
-            result.fail(Violation(f"source file changed since packing: {path} does not hash to inputs[{k}].sha256",
+            result.fail(Violation(f"source changed since packing: {source.path} does not hash to inputs[{k}].sha256",
                                   source=entry["name"], field=f"inputs[{k}].sha256"))
             continue
         files.append(described)
@@ -171,18 +209,23 @@ def check_reconstruction(manifest: dict, rows: dict[str, list], shards: dict[str
         progress.advance("reconstruct", len(outcomes))
 
     read = [0] * len(pinned)
+    first: dict[bytes, str] = {}  # each content key's first record, as a duplicate's reason names it
     for spec, outcomes in zip(specs, _outcomes(job, preparer, specs, workers, advance)):
         k, entry = pinned[spec.file_index]
         read[spec.file_index] += len(outcomes)
-        differing: dict[int, tuple] = {}
-        for line, outcome in outcomes:
+        differing: dict[int, list[tuple]] = {}
+        for line, key, outcome in outcomes:
             result.checked += 1
-            i = by_line.pop((k, line), None)
-            if i is None:
+            found = by_record.pop((k, line), None)
+            if found is None:
                 result.fail(Violation("record has no seam-table row (dropped without a record)", source=entry["name"],
                                       line=line))
-            elif (span := compare(i, outcome, entry["name"], line)) is not None:
-                differing[line] = span
+                continue
+            _check_duplicate(rows, found, key, first, duplicate_reason(entry["name"], line, k), job.keys, result,
+                             entry["name"])
+            for i in found:
+                if (span := compare(i, outcome, entry["name"], line)) is not None:
+                    differing.setdefault(line, []).append(span)
         if differing:
             compare.explain(spec, differing)
     for (k, entry), count in zip(pinned, read):
@@ -190,15 +233,33 @@ def check_reconstruction(manifest: dict, rows: dict[str, list], shards: dict[str
             result.fail(Violation(f"{count} records read from the source, inputs[{k}].records says {entry['records']}",
                                   source=entry["name"], field=f"inputs[{k}].records"))
     read_inputs = {k for k, _ in pinned}
-    for (k, line) in by_line:
+    for (k, line) in by_record:
         if k in read_inputs:
             result.fail(Violation("seam table names a line that is not a record in the source",
                                   source=manifest["inputs"][k]["name"], line=line, field="line"))
     return facts
 
 
+def _check_duplicate(rows: dict, found: list[int], key: bytes | None, first: dict[bytes, str], reason: str,
+                     dedupe: bool, result: CheckResult, source: str) -> None:
+    """A record is ``duplicate`` exactly when the run deduplicated and an earlier record has its content
+    key; then it has one row, whose reason names that earlier record (``reason``: how a later duplicate
+    of this record would name it)."""
+    expected = first.get(key) if dedupe and key is not None else None
+    if dedupe and key is not None and expected is None:
+        first[key] = reason
+    statuses = [rows["status"][i] for i in found]
+    loc = dict(example_id=rows["example_id"][found[0]], source=source, line=rows["line"][found[0]])
+    if expected is None and "duplicate" in statuses:
+        why = "no earlier record has its content" if dedupe else "the run did not deduplicate (config.dedupe none)"
+        result.fail(Violation(f"marked duplicate, but {why}", field="status", **loc))
+    elif expected is not None and (statuses != ["duplicate"] or rows["reason"][found[0]] != expected):
+        result.fail(Violation(f"{expected}, but the seam table says {statuses} {rows['reason'][found[0]]!r}",
+                              field="status", **loc))
+
+
 def _outcomes(job: ReconstructJob, preparer: Preparer, specs: list[UnitSpec], workers: int | None,
-              on_done: Callable[[UnitSpec, list[tuple[int, Outcome]]], None]) -> list[list[tuple[int, Outcome]]]:
+              on_done: Callable[[UnitSpec, list], None]) -> list[list[tuple[int, bytes | None, Outcome]]]:
     """Each unit's outcomes, in unit order: here, or here and in worker processes (`SharedPool`)."""
     count = max(1, min(workers or usable_cpus(), len(specs)))
     share_preparer(job, preparer)  # this process is a worker too, with the tokenizer it has loaded
@@ -209,10 +270,11 @@ def _outcomes(job: ReconstructJob, preparer: Preparer, specs: list[UnitSpec], wo
         share_preparer(job, None)
 
 
-def unit_outcomes(job: ReconstructJob, spec: UnitSpec) -> list[tuple[int, Outcome]]:
-    """Re-tokenize one unit's lines; per line its `Outcome` (small: digests, not tokens)."""
+def unit_outcomes(job: ReconstructJob, spec: UnitSpec) -> list[tuple[int, bytes | None, Outcome]]:
+    """Re-tokenize one unit's records; per record its number, content key (None unless the job
+    deduplicates or where it did not parse) and `Outcome` (small: digests, not tokens)."""
     preparer = preparer_for(job)
-    out: list[tuple[int, Outcome]] = []
+    out: list[tuple[int, bytes | None, Outcome]] = []
     batch: list[tuple[int, int, bytes]] = []
     lines = iter_unit_lines(spec)
     while True:
@@ -223,9 +285,10 @@ def unit_outcomes(job: ReconstructJob, spec: UnitSpec) -> list[tuple[int, Outcom
         if not batch:
             return out
         prepared = preparer.prepare(batch, source=spec.path)
-        for (_, line, _), enc, fmt in zip(batch, prepared, prepared.formats):
+        keys = prepared.keys or [None] * len(batch)
+        for (_, line, _), key, enc, fmt in zip(batch, keys, prepared, prepared.formats):
             fresh = enc if isinstance(enc, str) else fresh_of(enc.input_ids, enc.labels, job.capacity)
-            out.append((line, (fmt, fresh)))
+            out.append((line, key, (fmt, fresh)))
         batch = []
 
 
@@ -240,11 +303,14 @@ def fresh_of(ids: np.ndarray, labels: np.ndarray, capacity: int) -> Fresh:
                  token_hash(ids[:capacity]), token_hash(kept))
 
 
-class _Comparer:
-    """Checks each line's outcome against its seam-table row and pack span; explains digest mismatches.
+NOT_IN_PACKS = ("dropped", "duplicate", "unsampled")  # tokenized, in no pack: the seam table pins their tokens
 
-    Whether the row's status and lengths are the right fate is the plan check's question: here the
-    pack span is compared with the first ``length`` tokens of the fresh example, whatever the length.
+
+class _Comparer:
+    """Checks each record's outcome against its seam-table rows and pack spans; explains digest mismatches.
+
+    Whether a row's status and lengths are the right fate is the plan check's question: here a pack
+    span is compared with the first ``length`` tokens of the fresh example, whatever the length.
     """
 
     def __init__(self, preparer: Preparer, rows: dict, shards: dict[str, FlatShard], capacity: int,
@@ -264,6 +330,8 @@ class _Comparer:
         if isinstance(outcome, str):
             self.facts.rejection[i] = outcome
             self.facts.length[i] = self.facts.supervised[i] = self.facts.kept_supervised[i] = 0
+            if status == "duplicate":
+                return None  # its first record fails the same way; the duplicate itself is checked by its key
             if status != "rejected" or rows["reason"][i] != outcome:
                 result.fail(Violation(f"re-running gives rejection {outcome!r}; the seam table says {status} "
                                       f"{rows['reason'][i]!r}", field="reason", **loc))
@@ -276,9 +344,9 @@ class _Comparer:
         if rows["original_length"][i] != outcome.length:
             result.fail(Violation(f"original_length is {rows['original_length'][i]}, the record has {outcome.length} "
                                   "tokens", field="original_length", **loc))
-        if status == "dropped":
+        if status in NOT_IN_PACKS:
             if rows["token_hash"][i] != outcome.ids:
-                result.fail(Violation("token_hash of the dropped example differs from a fresh tokenization",
+                result.fail(Violation(f"token_hash of the {status} example differs from a fresh tokenization",
                                       field="token_hash", **loc))
             return None
         span = self._span(i)
@@ -307,29 +375,30 @@ class _Comparer:
             return None
         return shard.ids[a:a + length], shard.labels[a:a + length], shard, r
 
-    def explain(self, spec: UnitSpec, differing: dict[int, tuple]) -> None:
-        """Re-tokenize the unit's differing lines here (one pass over it) and name the first differing
-        token of each; past the violation limit only count them."""
+    def explain(self, spec: UnitSpec, differing: dict[int, list[tuple]]) -> None:
+        """Re-tokenize the unit's differing records here (one pass over it) and name the first differing
+        token of each of their rows (copies); past the violation limit only count them."""
         room = max(0, self.result.limit - len(self.result.violations))
-        checked = [(line, span) for line, span in differing.items() if not span[5]]  # no digest: all of them
-        mismatched = [(line, span) for line, span in differing.items() if span[5]]
-        wanted = dict(checked + mismatched[:room])
+        undecided = {line: spans for line, spans in differing.items() if not any(s[5] for s in spans)}
+        mismatched = [(line, spans) for line, spans in differing.items() if line not in undecided]
+        wanted = dict(list(undecided.items()) + mismatched[:room])  # no digest: all of them
         batch = [(spec.file_index, line, raw) for line, raw in iter_unit_lines(spec) if line in wanted]
         for (_, line, _), fresh in zip(batch, self.preparer.prepare(batch, source=spec.path) if batch else []):
-            ids, labels, shard, row, loc, digest_differed = wanted[line]
-            if isinstance(fresh, str):
-                self.result.fail(Violation(f"tokenizes in a worker process, rejected here ({fresh!r})", **loc))
-                continue
-            keep = len(ids)
-            before = self.result.count
-            _diff(ids, fresh.input_ids[:keep], "input_ids", shard, row, loc, self.result)
-            _diff(labels, fresh.labels[:keep], "labels", shard, row, loc, self.result)
-            if digest_differed and self.result.count == before:
-                self.result.fail(Violation("the digest of a fresh tokenization differs from this process's: the "
-                                           "tokenizer is not deterministic across processes", **loc))
-        for line, (_, _, shard, row, loc, _) in mismatched[room:]:
-            self.result.fail(Violation("tokens or labels differ from a fresh tokenization", shard=shard.name,
-                                       row=row, **loc))
+            for ids, labels, shard, row, loc, digest_differed in wanted[line]:
+                if isinstance(fresh, str):
+                    self.result.fail(Violation(f"tokenizes in a worker process, rejected here ({fresh!r})", **loc))
+                    continue
+                keep = len(ids)
+                before = self.result.count
+                _diff(ids, fresh.input_ids[:keep], "input_ids", shard, row, loc, self.result)
+                _diff(labels, fresh.labels[:keep], "labels", shard, row, loc, self.result)
+                if digest_differed and self.result.count == before:
+                    self.result.fail(Violation("the digest of a fresh tokenization differs from this process's: the "
+                                               "tokenizer is not deterministic across processes", **loc))
+        for _, spans in mismatched[room:]:
+            for _, _, shard, row, loc, _ in spans:
+                self.result.fail(Violation("tokens or labels differ from a fresh tokenization", shard=shard.name,
+                                           row=row, **loc))
 
 
 def _diff(got: np.ndarray, want: np.ndarray, what: str, shard: FlatShard, row: int, loc: dict,
