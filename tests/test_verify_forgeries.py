@@ -20,7 +20,15 @@ from typer.testing import CliRunner
 from packcli.cli import app
 from packcli.contract import IGNORE_INDEX, example_id, token_hash
 from packcli.verify import forge, verify_artifact
-from packcli.verify.forge import Segment, follow_packs, read_segments, reseal, rewrite_packs, rewrite_seam, write_segments
+from packcli.verify.forge import (
+    Segment,
+    follow_packs,
+    read_segments,
+    reseal,
+    rewrite_packs,
+    rewrite_seam,
+    write_segments,
+)
 
 runner = CliRunner()
 
