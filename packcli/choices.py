@@ -90,3 +90,9 @@ class Consumer(str, Enum):
     trl = "trl"
     hf = "hf"
     packcli = "packcli"
+
+
+class RenderOracle(str, Enum):
+    """An independent renderer ``verify --render-oracle`` compares every example with (docs/contract.md)."""
+
+    transformers = "transformers"

@@ -115,8 +115,8 @@ def show_artifact(directory: str | Path, *, example_id: int | None = None, sourc
             ids, labels = flat.ids[a:a + r["length"]].tolist(), flat.labels[a:a + r["length"]].tolist()
             tokens = tuple(Token(i, piece, label != IGNORE_INDEX) for i, piece, label in zip(ids, decoder(ids), labels))
         examples.append(Example(r, tokens))
-    template = manifest["template"]
-    described = template["origin"] + (f": {template['note']}" if template.get("note") else "")
+    note = manifest["unhashed"].get("template_note")
+    described = manifest["template"]["origin"] + (f": {note}" if note else "")
     return Shown(str(directory), described, manifest["loss_policy"], tuple(examples), shown_pack)
 
 

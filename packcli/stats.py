@@ -244,7 +244,7 @@ def artifact_stats(directory: str | Path) -> ArtifactStats:
     identity = {"manifest_sha256": manifest["manifest_sha256"], "contract_version": manifest["contract_version"],
                 "tokenizer_sha256": manifest["tokenizer"]["sha256"], "template_sha256": manifest["template"]["sha256"],
                 "template_origin": manifest["template"]["origin"], "loss_policy": manifest["loss_policy"],
-                "config": manifest["config"], "versions": manifest["versions"]}
+                "config": manifest["config"], "versions": manifest["unhashed"].get("versions", {})}
     return ArtifactStats(str(directory), identity, manifest["counts"], manifest["metrics"], shards, input_counts(manifest),
                          fill=np.concatenate(fills) if fills else np.zeros(0),
                          supervised_fill=np.concatenate(sup_fills) if sup_fills else np.zeros(0), lengths=lengths)

@@ -185,7 +185,8 @@ def test_summary_says_which_template_and_warns_about_ambiguous_records_and_ignor
            f"that precedence (first: {data}:1)" in err
     assert "fields the template never reads: reasoning_content (1 records)" in err
     manifest = json.loads((tmp_path / "o" / "manifest.json").read_text())
-    assert manifest["template"]["note"] == "packcli's built-in ChatML: the tokenizer has no chat template of its own"
+    assert manifest["unhashed"]["template_note"] == ("packcli's built-in ChatML: the tokenizer has no chat template "
+                                                     "of its own")
     assert manifest["unhashed"]["input_warnings"] == {"ambiguous_records": 1, "first_ambiguous": f"{data}:1",
                                                       "ignored_fields": {"reasoning_content": 1}}
     import pyarrow.parquet as pq

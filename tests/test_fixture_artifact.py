@@ -12,8 +12,8 @@ def test_fixture_artifact_verifies(monkeypatch):
     monkeypatch.chdir(ROOT)  # the manifest's sources are relative to the repository root
     report = verify_artifact("fixtures/packed")
     assert report.ok, [(c.name, [v.message for v in c.violations]) for c in report.checks if not c.ok]
-    assert {c.name for c in report.checks} == {"integrity", "contract_drift", "pack_layout", "global", "copies",
-                                                  "reconstruction"}
+    assert [c.name for c in report.checks] == ["manifest", "integrity", "contract_drift", "pack_layout", "global",
+                                            "copies", "reconstruction", "plan"]
 
 
 @pytest.mark.torch

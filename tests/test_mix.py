@@ -192,7 +192,8 @@ def test_verify_fails_when_the_mixture_changes_after_packing(mixed, tmp_path):
     reseal(forged, edit_manifest=lambda m: m["config"]["mix"]["sources"][0].update(weight=2.0))
     report = verify_artifact(forged, reconstruct=False)
     copies = next(c for c in report.checks if c.name == "copies")
-    assert not copies.ok and "expected [0, 1] (the mixture draws 2 copies of it)" in copies.violations[0].message
+    assert not copies.ok and any("expected [0, 1] (the mixture draws 2 copies of it)" in v.message
+                                 for v in copies.violations)
 
 
 def test_verify_fails_when_an_unsampled_record_claims_to_be_drawn(mixed, tmp_path):
@@ -207,7 +208,7 @@ def test_verify_fails_when_an_unsampled_record_claims_to_be_drawn(mixed, tmp_pat
         return table.set_column(table.schema.get_field_index("copy"), "copy", pa.array(copy, pa.int32()))
     reseal(forged, edit_seam=copy_of_unsampled_as_second_copy)
     copies = next(c for c in verify_artifact(forged, reconstruct=False).checks if c.name == "copies")
-    assert not copies.ok and "has copies [1]" in copies.violations[0].message
+    assert not copies.ok and any("has copies [1]" in v.message for v in copies.violations)
 
 
 def test_verify_fails_when_counts_by_input_disagree(mixed, tmp_path):
@@ -215,7 +216,7 @@ def test_verify_fails_when_counts_by_input_disagree(mixed, tmp_path):
     shutil.copytree(mixed, forged)
     reseal(forged, edit_manifest=lambda m: m["counts"]["by_input"][1].update(unsampled=0))
     glob = next(c for c in verify_artifact(forged, reconstruct=False).checks if c.name == "global")
-    assert not glob.ok and "counts of input 1" in glob.violations[0].message
+    assert not glob.ok and "counts.by_input[1]." in glob.violations[0].message
 
 
 # ---- exact duplicates ----------------------------------------------------------------------------------

@@ -80,10 +80,12 @@ def test_verify_counts_every_corrupted_example_and_explains_the_first_few(tmp_pa
     monkeypatch.setattr("packcli.tokenizer.guard.guard_sample", lambda texts, paranoid=False: [])
     packed = pack_with(tmp_path, corpus_files[:1], "o", tokenizer_backend="fastokens").manifest["counts"]["packed"]
     monkeypatch.undo()
-    report = verify_artifact(tmp_path / "o", max_violations=2, workers=2)
+    report = verify_artifact(tmp_path / "o", max_violations=20, workers=2)
     check = next(c for c in report.checks if c.name == "reconstruction")
-    assert check.count >= packed and len(check.violations) == 2  # explained ones count tokens and labels
-    assert all("differ from a fresh tokenization at position" in v.message for v in check.violations), check.violations
+    assert check.count >= packed and len(check.violations) == 20  # explained ones count tokens and labels
+    # an example in a pack names the differing position; a dropped one (in no pack) only its token_hash
+    in_packs = [v for v in check.violations if v.field != "token_hash"]
+    assert in_packs and all("differ from a fresh tokenization at position" in v.message for v in in_packs), in_packs
     assert next(c for c in report.checks if c.name == "pack_layout").ok  # a consistent forgery
 
 

@@ -2,10 +2,12 @@
 
 The manifest is written last, so a directory without one was never finished. Its hash is taken over
 canonical JSON (sorted keys, compact separators, UTF-8) of every field except ``manifest_sha256``
-itself and ``unhashed`` (the creation time, host, command line, tokenizer backend and the paths the
-inputs, tokenizer and template were read from: facts about the run, not about the data). The hashed
-fields name content only (file names, sizes, sha256s), never a location, so the same inputs and
-config give the same hash on any machine with the same versions, from any directory.
+itself and ``unhashed`` (the creation time, host, command line, library versions, tokenizer backend
+and the paths the inputs, tokenizer and template were read from: facts about the run, not about the
+data). The hashed fields name content only (file names, sizes, sha256s), never a location, and every
+one of them is a field ``verify`` proves from the artifact and its sources (`packcli.verify.fields`);
+a fact it cannot prove goes to ``unhashed``. The same inputs and config therefore give the same hash
+on any machine that makes the same bytes, from any directory.
 
 Version rule: ``CONTRACT_VERSION`` goes up when a column, the label or position convention, or the
 meaning of a manifest field changes (docs/contract.md). Readers refuse versions they do not know.
@@ -52,11 +54,12 @@ def versions() -> dict[str, str]:
 
 
 def finalize(manifest: dict, run_facts: dict | None = None) -> dict:
-    """Add the unhashed run facts (creation time in UTC, host, argv, pid, and ``run_facts``) and the manifest hash."""
+    """Add the unhashed run facts (creation time in UTC, host, argv, pid, library versions, and ``run_facts``)
+    and the manifest hash."""
     manifest = dict(manifest, contract_version=CONTRACT_VERSION)
     created = datetime.now(timezone.utc).isoformat(timespec="seconds")
     manifest["unhashed"] = {"created": created, "host": platform.node(), "argv": sys.argv[1:], "pid": os.getpid(),
-                            **(run_facts or {})}
+                            "versions": versions(), **(run_facts or {})}
     manifest["manifest_sha256"] = manifest_hash(manifest)
     return manifest
 

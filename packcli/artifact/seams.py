@@ -25,6 +25,7 @@ SEAM_TABLE_SCHEMA = pa.schema([
     ("length", pa.int32()), ("original_length", pa.int32()), ("supervised", pa.int32()),
     ("supervised_lost", pa.int32()), ("token_hash", pa.string()), ("format", pa.string()),
 ])
+NULLABLE_COLUMNS = ("shard", "format")  # a record in no pack has no shard; one of no known format, no format
 
 
 def write_seam_table(path: Path, columns: dict[str, object]) -> None:
@@ -34,13 +35,17 @@ def write_seam_table(path: Path, columns: dict[str, object]) -> None:
     pq.write_table(table, path, compression="zstd", write_statistics=False)
 
 
+def reject_row(index: int, source: str, line: int, reason: str) -> dict[str, object]:
+    """One line of rejects.jsonl, as written and as ``verify`` expects it from the seam table."""
+    return {"input": index, "source": source, "line": line, "reason": reason}
+
+
 def write_rejects(path: Path, rejects: Iterable[tuple[int, str, int, str]]) -> int:
     """Write (input, source, line, reason) per rejected record, one JSON object a line; return how many."""
     count = 0
     with open(path, "w", encoding="utf-8") as handle:
         for index, source, line, reason in rejects:
-            handle.write(json.dumps({"input": index, "source": source, "line": line, "reason": reason},
-                                    ensure_ascii=False) + "\n")
+            handle.write(json.dumps(reject_row(index, source, line, reason), ensure_ascii=False) + "\n")
             count += 1
     return count
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rich.markup import escape
 from rich.table import Table
 
 from packcli.cli import console
@@ -50,7 +51,8 @@ def render_pack_summary(summary, *, as_json: bool) -> None:  # noqa: ANN001 - Pa
                             "metrics": metrics, "stage_seconds": summary.stage_seconds, "units": summary.units,
                             "resumed_units": summary.resumed_units,
                             "shards": [s["name"] for s in m["shards"]], "tokenization": m["unhashed"]["tokenization"],
-                            "template": {k: m["template"].get(k) for k in ("origin", "name", "note", "sha256")},
+                            "template": {**{k: m["template"].get(k) for k in ("origin", "name", "sha256")},
+                                         "note": m["unhashed"].get("template_note", "")},
                             "input_warnings": m["unhashed"]["input_warnings"]})
         return
     table = Table(title=f"packed -> {summary.out}", show_header=False, title_justify="left")
@@ -67,7 +69,7 @@ def render_pack_summary(summary, *, as_json: bool) -> None:  # noqa: ANN001 - Pa
     table.add_row("supervised density", f"{metrics['supervised_density']:.4f}")
     table.add_row("gap to lower bound", f"{metrics['gap_to_bound']:.4%}")
     table.add_row("displacement mean / max", f"{metrics['displacement_mean']:.1f} / {metrics['displacement_max']:.0f}")
-    table.add_row("template", _template_line(m["template"]))
+    table.add_row("template", _template_line(m["template"], m["unhashed"].get("template_note", "")))
     table.add_row("strategy", f"{m['config']['strategy']} (window {m['config']['window']})")
     table.add_row("shards", str(len(m["shards"])))
     if summary.resumed_units:
@@ -89,10 +91,10 @@ def render_pack_summary(summary, *, as_json: bool) -> None:  # noqa: ANN001 - Pa
         console.err.print(f"[yellow]warning:[/] {line}", highlight=False, soft_wrap=True)
 
 
-def _template_line(template: dict) -> str:
+def _template_line(template: dict, note: str) -> str:
     name = template.get("name")
     line = f"{template['origin']} ({name})" if name and name != "default" else template["origin"]
-    return f"{line}: {template['note']}" if template.get("note") else line
+    return f"{line}: {note}" if note else line
 
 
 def input_warning_lines(warnings: dict) -> list[str]:
@@ -147,9 +149,13 @@ def render_verify(report, attention, *, as_json: bool, consumers=()) -> bool:  #
     console.out.print(table)
     for c in report.checks:
         for v in c.violations:
-            console.out.print(f"[red]{c.name}[/]: {v.where()}: {v.message}", highlight=False, soft_wrap=True)
+            # escaped, no emoji: a message holds token lists ("[1, -100]") and places ("data.jsonl:100:")
+            console.out.print(f"[red]{c.name}[/]: {escape(v.where())}: {escape(v.message)}", highlight=False,
+                              soft_wrap=True, emoji=False)
         if c.count > len(c.violations):
             console.out.print(f"  ... and {c.count - len(c.violations)} more {c.name} violations")
+        if c.note:
+            console.out.print(f"{c.name}: {escape(c.note)}", highlight=False, soft_wrap=True, emoji=False)
     if attention is not None:
         render_attention(attention)
     for c in consumers:
@@ -161,7 +167,7 @@ def render_verify(report, attention, *, as_json: bool, consumers=()) -> bool:  #
 
 def render_self_test(results, *, as_json: bool) -> int:  # noqa: ANN001
     """Print the negative-control table; return the exit code (0 only if every fault was caught)."""
-    ok = all(r.caught for r in results)
+    ok = all(r.caught or not r.applies for r in results)
     if as_json:
         console.print_json({"ok": ok, "faults": [vars(r) for r in results]})
         return 0 if ok else 1
@@ -169,7 +175,8 @@ def render_self_test(results, *, as_json: bool) -> int:  # noqa: ANN001
     for col in ("fault", "caught by", "result", "message"):
         table.add_column(col, overflow="fold")
     for r in results:
-        table.add_row(r.name, r.check, "[green]caught[/]" if r.caught else "[red]MISSED[/]", r.message)
+        verdict = "[green]caught[/]" if r.caught else "[yellow]n/a[/]" if not r.applies else "[red]MISSED[/]"
+        table.add_row(r.name, r.check, verdict, escape(r.message))
     console.out.print(table)
     return 0 if ok else 1
 

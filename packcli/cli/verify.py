@@ -7,11 +7,12 @@ from typing import Annotated, Optional
 
 import typer
 
-from packcli.choices import Consumer, Dtype
+from packcli.choices import Consumer, Dtype, RenderOracle
 from packcli.cli.options import INPUTS, OUTPUT, PERFORMANCE, Json
 
 ATTENTION = "Attention check (needs torch)"
 CONSUMER = "Consumer check (needs the consumer's library)"
+ORACLE = "Render oracle (needs transformers)"
 
 
 def verify(
@@ -43,6 +44,13 @@ def verify(
     consumer_packs: Annotated[Optional[int], typer.Option(
         help="Packs the consumer check runs on (default: every pack).", show_default=False,
         rich_help_panel=CONSUMER)] = None,
+    render_oracle: Annotated[Optional[RenderOracle], typer.Option(
+        help="Render every example again with this library (transformers: apply_chat_template with the pinned "
+        "template and its assistant mask) and compare tokens and labels with the packs.", show_default=False,
+        rich_help_panel=ORACLE)] = None,
+    sample: Annotated[Optional[int], typer.Option(
+        help="Records the render oracle checks, drawn with a fixed seed (default: every record).",
+        show_default=False, rich_help_panel=ORACLE)] = None,
     max_violations: Annotated[int, typer.Option(help="Offending examples shown per check.",
                                                 rich_help_panel=OUTPUT)] = 20,
     seam_out: Annotated[Optional[str], typer.Option(
@@ -65,6 +73,8 @@ def verify(
 
       packcli verify packed/ --consumer trl --consumer packcli   # what TRL's / packcli's collator gives the model
 
+      packcli verify packed/ --render-oracle transformers --sample 500   # rendering independent of packcli
+
       packcli verify fixtures/packed --self-test
 
       packcli verify packed/ --seam-out seams.csv --max-violations 100000
@@ -76,7 +86,8 @@ def verify(
     backends = [b.strip() for b in attention.split(",") if b.strip()] if attention is not None else None
     _check_options(directory, tokenizer=tokenizer, template=template, source_root=source_root, backends=backends,
                    device=device, dtype=dtype, packs=packs, grads=grads, max_violations=max_violations,
-                   seam_out=seam_out, workers=workers, self_test=self_test, consumer_packs=consumer_packs)
+                   seam_out=seam_out, workers=workers, self_test=self_test, consumer_packs=consumer_packs,
+                   render_oracle=render_oracle, sample=sample)
     if self_test:
         import tempfile
 
@@ -87,7 +98,8 @@ def verify(
         raise typer.Exit(render_self_test(results, as_json=json_out))
     report = verify_artifact(directory, tokenizer=tokenizer, template=template, source_root=source_root,
                              reconstruct=reconstruct, max_violations=max_violations,
-                             progress=console.RichProgress(enabled=not json_out), workers=workers)
+                             progress=console.RichProgress(enabled=not json_out), workers=workers,
+                             render_oracle=render_oracle.value if render_oracle else None, sample=sample)
     attn = None
     if backends:
         from packcli.verify.run import attention_check
@@ -109,7 +121,7 @@ def verify(
 def _check_options(directory: Path, *, tokenizer: str | None, template: str | None, source_root: Path | None,
                    backends: list[str] | None, device: str, dtype: Dtype, packs: int, grads: bool,
                    max_violations: int, seam_out: str | None, workers: int | None, self_test: bool,
-                   consumer_packs: int | None) -> None:
+                   consumer_packs: int | None, render_oracle: RenderOracle | None, sample: int | None) -> None:
     """Every option, before the artifact is read: a typo in --attention must not wait for reconstruction."""
     from packcli.checks import (
         directory_problems,
@@ -125,13 +137,19 @@ def _check_options(directory: Path, *, tokenizer: str | None, template: str | No
     problems += tokenizer_problems("--tokenizer", tokenizer) + template_problems(template, tokenizer)
     problems += int_problems("--packs", packs, 1, 1_000_000) + int_problems("--max-violations", max_violations, 0)
     problems += int_problems("--workers", workers, 1, MAX_LOCAL_WORKERS)
-    problems += int_problems("--consumer-packs", consumer_packs, 1)
+    problems += int_problems("--consumer-packs", consumer_packs, 1) + int_problems("--sample", sample, 1)
+    if sample is not None and render_oracle is None:
+        problems.append("--sample picks the records --render-oracle checks; pass --render-oracle too")
     problems += output_file_problems("--seam-out", seam_out, (".parquet", ".csv"))
-    if self_test and (backends is not None or seam_out):
-        problems.append("--self-test runs its own checks; leave out --attention and --seam-out")
+    if self_test and (backends is not None or seam_out or render_oracle):
+        problems.append("--self-test runs its own checks; leave out --attention, --render-oracle and --seam-out")
     if backends is not None and not backends:
         problems.append("--attention names no backend")
     raise_all(problems)
+    if render_oracle:
+        from packcli.verify.oracle import require_oracle
+
+        require_oracle(render_oracle.value)
     if backends:
         from packcli.verify.attention import resolve_backends
 

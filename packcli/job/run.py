@@ -40,7 +40,7 @@ from packcli.contract import PACKED, TRUNCATED
 from packcli.engine import Engine
 from packcli.errors import InputError, refusal
 from packcli.ingest import Source, check_sources, describe_inputs, expand_inputs
-from packcli.job.plan import apply_overlong, check_losses, lay_out_shards, plan_packs
+from packcli.job.plan import PlanSettings, apply_overlong, check_losses, lay_out_shards, plan_packs
 from packcli.job.select import expand_copies, mark_duplicates
 from packcli.job.spill import SpillLayout, SpillReader
 from packcli.job.units import ExampleIndex, UnitIndex, UnitJob, plan_units
@@ -160,7 +160,7 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
                     mixture, (fates.status == PACKED) | (fates.status == TRUNCATED), records.file_index, config.seed)
                 examples = expand_copies(records, fates, copies, files, mixture)
                 index, fates = examples.index, examples.fates
-                plan = plan_packs(fates, config)
+                plan = plan_packs(fates, PlanSettings.of(config.seam_settings()))
                 timings["pack_s"] = time.perf_counter() - t0
                 t0 = time.perf_counter()
                 shards = lay_out_shards(plan, fates, index, config.packs_per_shard, str(tmp))
@@ -174,6 +174,7 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
             manifest["dataset_card"] = write_card(tmp, manifest)  # pinned, so verify covers the card too
             manifest = mf.finalize(manifest, {"tokenization": _tokenization_facts(tokenizer, units),
                                               "provenance": provenance(config, files, template),
+                                              "template_note": template.note,  # about the choice: unhashed
                                               "input_warnings": _warning_facts(index, files)})
             mf.write_manifest(manifest, tmp)
         space.publish(tmp)

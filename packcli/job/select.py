@@ -51,6 +51,12 @@ def mark_duplicates(index: ExampleIndex, files: Sequence[InputFile]) -> int:
     return len(dup)
 
 
+def unsampled_reason(mixture: Mixture, input_index: int) -> str:
+    """The seam-table reason of a usable record the mixture drew no copy of (``verify`` expects it too)."""
+    weight = next(describe(mixture.by, s.weight) for s in mixture.sources if input_index in s.inputs)
+    return f"not drawn by the mixture ({weight})"
+
+
 @dataclass(frozen=True)
 class Examples:
     """The examples of a run, one row each (a record's copies are rows of their own), in input order."""
@@ -78,12 +84,11 @@ def expand_copies(index: ExampleIndex, fates: Fates, copies: npt.NDArray[np.int6
     status = fates.status[record].copy()
     reasons = [fates.reasons[r] for r in record.tolist()]
     used_len, used_sup = fates.used_len[record].copy(), fates.used_sup[record].copy()
-    weight = {i: describe(mixture.by, s.weight) for s in mixture.sources for i in s.inputs}
     for row in np.flatnonzero(usable[record] & (copies[record] == 0)).tolist():
         status[row], used_len[row], used_sup[row] = UNSAMPLED, 0, 0
-        reasons[row] = f"not drawn by the mixture ({weight[int(index.file_index[record[row]])]})"
+        reasons[row] = unsampled_reason(mixture, int(index.file_index[record[row]]))
     ids = index.ids[record].copy()
-    occurrence = occurrences(list(files))
+    occurrence = occurrences([f.sha256 for f in files])
     for row in np.flatnonzero(copy > 0).tolist():
         r, fi = int(record[row]), int(index.file_index[record[row]])
         ids[row] = example_id(files[fi].sha256, occurrence[fi], int(index.line[r]), int(copy[row]))

@@ -18,7 +18,7 @@ units (resume) and never mixes units of different configurations.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -126,20 +126,21 @@ class ExampleIndex:
         )
 
 
-def occurrences(files: list[InputFile]) -> list[int]:
-    """For each input, how many earlier inputs have the same sha256 (the same file given twice)."""
+def occurrences(sha256s: Sequence[str]) -> list[int]:
+    """For each input (by its sha256, in run order), how many earlier inputs have the same sha256 (the
+    same file given twice): the ``occurrence`` of `packcli.contract.example_id`."""
     seen: dict[str, int] = {}
     out = []
-    for f in files:
-        out.append(seen.get(f.sha256, 0))
-        seen[f.sha256] = out[-1] + 1
+    for sha in sha256s:
+        out.append(seen.get(sha, 0))
+        seen[sha] = out[-1] + 1
     return out
 
 
 def plan_units(files: list[InputFile], lines_per_unit: int) -> list[UnitSpec]:
     """Split every input into units of about ``lines_per_unit`` records (`packcli.ingest.Reader.split`)."""
     specs: list[UnitSpec] = []
-    for fi, (f, occurrence) in enumerate(zip(files, occurrences(files))):
+    for fi, (f, occurrence) in enumerate(zip(files, occurrences([f.sha256 for f in files]))):
         for span in reader(f.kind).split(f, lines_per_unit):
             specs.append(UnitSpec(len(specs), fi, f.path, f.sha256, occurrence, span))
     return specs

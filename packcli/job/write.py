@@ -18,7 +18,6 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from packcli.artifact import manifest as mf
 from packcli.artifact.seams import write_rejects, write_seam_table
 from packcli.artifact.shards import ShardInfo, build_table, write_shard
 from packcli.contract import (
@@ -112,13 +111,14 @@ def write_records(directory: Path, index: ExampleIndex, fates: Fates, layout: Sh
     for i in np.flatnonzero(np.isin(fates.status, (DROPPED, DUPLICATE, UNSAMPLED))).tolist():
         thash[i] = token_hash(spill.read(index.spill_offset[i], full_len[i])[0])
     names = [f.name for f in files]  # location-free: the manifest's ``inputs[i].name``
+    placement = layout.placement
     supervised = np.asarray(index.supervised, dtype=np.int64)
     lost = np.where(np.isin(fates.status, OVERLONG_FATES), supervised - fates.used_sup, 0)
     write_seam_table(directory / SEAM_TABLE_NAME, {
         "example_id": index.ids, "input": index.file_index, "source": [names[fi] for fi in index.file_index],
         "line": index.line, "copy": copy, "status": [STATUSES[s] for s in fates.status], "reason": fates.reasons,
-        "shard": [shard_name(k) if k >= 0 else None for k in layout.shard.tolist()],
-        "row": layout.row, "offset": layout.offset, "length": fates.used_len, "original_length": full_len,
+        "shard": [shard_name(k) if k >= 0 else None for k in placement.shard.tolist()],
+        "row": placement.row, "offset": placement.offset, "length": fates.used_len, "original_length": full_len,
         "supervised": fates.used_sup, "supervised_lost": lost, "token_hash": thash,
         "format": [f or None for f in index.format],
     })
@@ -144,25 +144,24 @@ def build_manifest(directory: Path, *, index: ExampleIndex, fates: Fates, plan: 
     ``inputs[i].records`` the records read from input ``i``; ``counts.by_input[i]`` breaks the
     statuses, examples and tokens down by input.
     """
+    from packcli.job.plan import plan_metrics  # here: plan.py imports this module's ShardTask
+
     n = len(index.ids)
     status, used_len, used_sup = fates.status, fates.used_len, fates.used_sup
     full_len = np.asarray(index.length, dtype=np.int64)
     supervised = np.asarray(index.supervised, dtype=np.int64)
-    counts = _counts(status, used_len, used_sup)
+    counts = count_examples(status, used_len, used_sup)
     overlong = np.isin(status, OVERLONG_FATES)
     counts.update(records=n, packs=plan.num_packs,
                   supervised_tokens_lost=int((supervised - used_sup)[overlong].sum()),
                   tokens_lost=int((full_len - used_len)[overlong].sum()),
-                  by_input=[_counts(status[mask], used_len[mask], used_sup[mask])
+                  by_input=[count_examples(status[mask], used_len[mask], used_sup[mask])
                             for mask in (index.file_index == i for i in range(len(files)))])
-    sup_tokens = counts["supervised_tokens"]
-    metrics = plan.metrics.to_dict()
-    metrics["supervised_density"] = sup_tokens / (plan.num_packs * config.capacity) if plan.num_packs else 0.0
     seam_table = directory / SEAM_TABLE_NAME
     return {
         "tokenizer": {"sha256": tokenizer.sha256, "bos_token": tokenizer.bos_token, "eos_token": tokenizer.eos_token},
-        "template": {"origin": template.origin, "name": template.name, "note": template.note,
-                     "sha256": template.sha256, "text": template.text},
+        "template": {"origin": template.origin, "name": template.name, "sha256": template.sha256,
+                     "text": template.text},
         "loss_policy": config.loss.value,
         "conventions": CONVENTIONS,
         "config": {**config.seam_settings(), "window": plan.window,
@@ -170,17 +169,19 @@ def build_manifest(directory: Path, *, index: ExampleIndex, fates: Fates, plan: 
         "inputs": [{"name": f.name, "kind": f.kind.value, "size": f.size, "sha256": f.sha256,
                     "records": index.records_per_file[i]} for i, f in enumerate(files)],
         "counts": counts,
-        "metrics": metrics,
+        "metrics": plan_metrics(plan, fates),
         "shards": [vars(s) for s in shards],
         "seam_table": {"name": seam_table.name, "rows": n, "bytes": seam_table.stat().st_size,
                        "sha256": file_sha256(seam_table)},
-        "rejects": {"name": REJECTS_NAME, "rows": rejects},
-        "versions": mf.versions(),
+        "rejects": {"name": REJECTS_NAME, "rows": rejects, "bytes": (directory / REJECTS_NAME).stat().st_size,
+                    "sha256": file_sha256(directory / REJECTS_NAME)},
     }
 
 
-def _counts(status: npt.NDArray[np.int8], used_len: npt.NDArray[np.int64], used_sup: npt.NDArray[np.int64]) -> dict:
-    """Examples per status, and the tokens and supervised tokens of those in packs."""
+def count_examples(status: npt.NDArray[np.int8], used_len: npt.NDArray[np.int64],
+                   used_sup: npt.NDArray[np.int64]) -> dict:
+    """Examples per status, and the tokens and supervised tokens of those in packs (``verify``
+    recounts the seam table with it)."""
     in_packs = (status == PACKED) | (status == TRUNCATED)
     counts = {name: int(np.count_nonzero(status == code)) for code, name in enumerate(STATUSES)}
     counts.update(tokens=int(used_len[in_packs].sum()), supervised_tokens=int(used_sup[in_packs].sum()))

@@ -1,13 +1,19 @@
 """Verification: invariants of packed buffers and proof that nothing crosses a seam.
 
     run.py          `verify_artifact`: every check below, in order, into one report
+    fields.py       who proves what: every hashed manifest field and column, and its owning check
     integrity.py    hashes, schema, rows: the artifact is what its manifest says
     drift.py        the pinned tokenizer and template still hash as pinned
+    locate.py       where the sources, tokenizer and template are now
     layout.py       per pack: seams, positions, first labels, supervised labels
-    bookkeeping.py  every example exactly once, where the seam table says; counts add up
+    bookkeeping.py  the seam table and the packs as a bijection; counts add up
     copies.py       every record has the copies its mixture gives it (one without --mix)
     reconstruct.py  every source record re-tokenized with the reference and compared
+    plan.py         fates, packs and positions re-derived with pack's own planner
+    oracle.py       ``--render-oracle``: every example rendered again by transformers
+    consumer.py     ``--consumer``: what a trainer's own collation hands the model
     faults.py       `--self-test`: seeded faults, each of which must be caught
+    forge.py        re-sealing what a forger could recompute (the negative controls' tools)
     attention/      packed == alone through real attention backends (torch)
     report.py       the report: checks, violations, the seam table with a verify column
 

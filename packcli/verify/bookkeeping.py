@@ -1,91 +1,173 @@
-"""Global bookkeeping: every example exactly once, in the pack the seam table says, counts that add up."""
+"""Global bookkeeping: the seam table and the packs are a bijection, and every count adds up.
+
+Every seam-table row names an input of the manifest (by index, and by its name in ``source``), a
+line and a copy no other row names, and carries the documented id of that copy of that record
+(`packcli.contract.example_id`).
+Every segment of every pack (a cu_seqlens span: together they cover every token) belongs to exactly
+one packed or truncated row, at the shard, row, offset and length the row says, and holds the tokens
+its ``token_hash`` pins; every other row is in no pack. rejects.jsonl holds exactly the rejected
+rows. The manifest's ``counts`` and each input's ``records`` are recounted from the seam table and
+the packs. That every source line has a row (and no row a line that is not a record) is
+reconstruction's half.
+"""
 
 from __future__ import annotations
 
-import numpy as np
-import pyarrow as pa
+from collections import Counter
 
+import numpy as np
+
+from packcli.artifact.seams import reject_row
 from packcli.artifact.shards import FlatShard
-from packcli.contract import IGNORE_INDEX, IN_PACKS, STATUSES, token_hash
+from packcli.contract import IGNORE_INDEX, IN_PACKS, REJECTED, STATUSES, example_id, token_hash
+from packcli.job.units import occurrences
+from packcli.job.write import OVERLONG_FATES, count_examples
+from packcli.verify.integrity import Artifact
 from packcli.verify.report import CheckResult, Violation
 
 
-def check_global(shards: dict[str, FlatShard], seam: pa.Table, manifest: dict, result: CheckResult) -> None:
-    """Every example exactly once, consistent with the seam table; counts equal the manifest's."""
-    located: dict[int, tuple[str, int, int, int]] = {}
-    for shard in shards.values():
-        for r in range(shard.rows):
-            cu = shard.cu[r]
-            for k, eid in enumerate(shard.example_ids[r].tolist()):
-                result.checked += 1
-                if eid in located:
-                    result.fail(Violation(f"example appears twice (also in {located[eid][0]} row {located[eid][1]})",
-                                          shard=shard.name, row=r, example_id=eid))
-                    continue
-                if k + 1 < len(cu):
-                    located[eid] = (shard.name, r, int(cu[k]), int(cu[k + 1] - cu[k]))
-    rows = seam.to_pydict()
-    counts = {s: 0 for s in STATUSES}
-    by_input = [dict(counts, tokens=0, supervised_tokens=0) for _ in manifest["inputs"]]
-    unknown = dict(counts, tokens=0, supervised_tokens=0)  # rows of an input the manifest does not list
-    seen = set()
-    tokens = supervised = 0
+def check_global(artifact: Artifact, rows: dict[str, list], manifest: dict, result: CheckResult) -> None:
+    """The seam table (``rows``: its columns as lists) against the packs, rejects.jsonl and the manifest."""
+    segments = _segments(artifact, result)
     inputs = manifest["inputs"]
-    per_input = [0] * len(inputs)
-    for i, eid in enumerate(rows["example_id"]):
-        status = rows["status"][i]
-        k = rows["input"][i]
-        if not 0 <= k < len(inputs) or rows["source"][i] != inputs[k]["name"]:
-            result.fail(Violation(f"seam table names input {k} ({rows['source'][i]}), which the manifest's inputs "
-                                  "do not hold", example_id=eid, line=rows["line"][i]))
-            mine = unknown
-        else:
-            per_input[k] += rows["copy"][i] == 0  # a record's first (or only) row: records read, not copies
-            mine = by_input[k]
-        counts[status] = counts.get(status, 0) + 1
-        mine[status] = mine.get(status, 0) + 1
-        if eid in seen:
-            result.fail(Violation("example appears twice in the seam table", example_id=eid,
-                                  source=rows["source"][i], line=rows["line"][i]))
-        seen.add(eid)
+    occurrence = occurrences([entry["sha256"] for entry in inputs])
+    seen_lines: dict[tuple[int, int, int], int] = {}
+    seen_ids: dict[int, int] = {}
+    ids, inputs_col, sources, lines, copies, statuses = (rows[c] for c in ("example_id", "input", "source", "line",
+                                                                             "copy", "status"))
+
+    def at(i: int) -> dict:  # where a violation is, built only when there is one
+        return dict(example_id=ids[i], source=sources[i], line=lines[i])
+
+    for i, eid in enumerate(ids):
+        k, line, copy, status = inputs_col[i], lines[i], copies[i], statuses[i]
+        if not 0 <= k < len(inputs):
+            result.fail(Violation(f"input {k} is not an input of the manifest (it has {len(inputs)})", field="input",
+                                  **at(i)))
+        elif sources[i] != inputs[k]["name"]:
+            result.fail(Violation(f"source {sources[i]!r} is not the name of input {k}, inputs[{k}].name "
+                                  f"{inputs[k]['name']!r}", field="source", **at(i)))
+        elif eid != (want := example_id(inputs[k]["sha256"], occurrence[k], line, copy)):
+            result.fail(Violation(f"example_id {eid} is not the id of its input, line and copy {sources[i]}:{line} "
+                                  f"copy {copy} (expected {want})", field="example_id", **at(i)))
+        if seen_lines.setdefault((k, line, copy), i) != i:
+            result.fail(Violation(f"seam-table rows {seen_lines[k, line, copy]} and {i} both name {sources[i]}:{line}"
+                                  f" copy {copy}", field="line", **at(i)))
+        if seen_ids.setdefault(eid, i) != i:
+            result.fail(Violation(f"example appears twice in the seam table (rows {seen_ids[eid]} and {i})",
+                                  field="example_id", **at(i)))
+        if status not in STATUSES:
+            result.fail(Violation(f"status {status!r} is not one of {', '.join(STATUSES)}", field="status", **at(i)))
+        where = segments.pop(eid, None)
         if status not in IN_PACKS:
-            if eid in located:
-                result.fail(Violation(f"example is {status} in the seam table but present in a pack", example_id=eid))
+            if where is not None:
+                result.fail(Violation(f"example is {status} in the seam table but present in a pack", shard=where[0],
+                                      row=where[1], field="status", **at(i)))
             continue
-        where = located.pop(eid, None)
+        if rows["shard"][i] in artifact.unreadable:
+            continue  # integrity reported the shard
         expected = (rows["shard"][i], rows["row"][i], rows["offset"][i], rows["length"][i])
-        if where != expected:
-            result.fail(Violation(f"seam table says {expected}, the packs say {where}", example_id=eid,
-                                  source=rows["source"][i], line=rows["line"][i]))
+        if where is None or where[:4] != expected:
+            result.fail(Violation(f"seam table says (shard, row, offset, length) = {expected}, the packs say "
+                                  f"{where[:4] if where else None}", **at(i)))
             continue
-        shard = shards[where[0]]
-        a = shard.row_offsets[where[1]] + where[2]
-        span = shard.ids[a:a + where[3]]
-        span_supervised = int(np.count_nonzero(shard.labels[a:a + where[3]] != IGNORE_INDEX))
-        tokens += len(span)
-        supervised += span_supervised
-        mine["tokens"] += len(span)
-        mine["supervised_tokens"] += span_supervised
-        if token_hash(span) != rows["token_hash"][i]:
-            result.fail(Violation("tokens in the pack do not hash to the seam table's token_hash", example_id=eid,
-                                  shard=where[0], row=where[1], source=rows["source"][i], line=rows["line"][i]))
-    for eid, (name, r, _, _) in located.items():
-        result.fail(Violation("example in a pack has no packed row in the seam table", shard=name, row=r, example_id=eid))
-    mc = manifest["counts"]
-    actual = dict(counts, records=len(rows["example_id"]), tokens=tokens, supervised_tokens=supervised,
-                  packs=sum(s.rows for s in shards.values()))
-    for key, value in actual.items():
-        if mc.get(key) != value:
-            result.fail(Violation(f"count {key}: manifest says {mc.get(key)}, the artifact has {value}"))
-    for k, pinned in enumerate(inputs):
-        if pinned["records"] != per_input[k]:
-            result.fail(Violation(f"input {k} ({pinned['name']}): manifest says {pinned['records']} records, the "
-                                  f"seam table has {per_input[k]}"))
-    for k, value in enumerate(by_input):
-        given = (mc.get("by_input") or [])[k:k + 1]
-        if given != [value]:
-            result.fail(Violation(f"counts of input {k} ({inputs[k]['name']}): manifest says "
-                                  f"{given[0] if given else None}, the artifact has {value}"))
-    if sum(counts.values()) != mc.get("records"):
-        result.fail(Violation(f"packed + truncated + dropped + rejected = {sum(counts.values())} != "
-                              f"{mc.get('records')} input records"))
+        name, r, _, length, start, supervised = where
+        if token_hash(artifact.shards[name].ids[start:start + length]) != rows["token_hash"][i]:
+            result.fail(Violation("tokens in the pack do not hash to the seam table's token_hash", shard=name, row=r,
+                                  field="token_hash", **at(i)))
+        if supervised != rows["supervised"][i]:
+            result.fail(Violation(f"supervised is {rows['supervised'][i]}, the pack span has {supervised} supervised "
+                                  "labels", shard=name, row=r, field="supervised", **at(i)))
+    result.checked += len(ids)
+    for eid, (name, r, offset, *_) in segments.items():
+        result.fail(Violation(f"the segment at token {offset} of the pack has no packed row in the seam table",
+                              shard=name, row=r, example_id=eid, field="example_ids"))
+    _check_rejects(artifact, rows, result)
+    _check_counts(artifact, rows, manifest, result)
+
+
+def _segments(artifact: Artifact, result: CheckResult) -> dict[int, tuple[str, int, int, int, int, int]]:
+    """Every segment of every pack by example id: (shard, row, offset, length, flat start, supervised
+    labels). A segment is a cu_seqlens span (pack_layout proves they tile the row), so no token is
+    outside one."""
+    located: dict[int, tuple[str, int, int, int, int, int]] = {}
+    for shard in artifact.shards.values():
+        supervised = np.concatenate([[0], np.cumsum(shard.labels != IGNORE_INDEX)])
+        for r in range(shard.rows):
+            cu, base = shard.cu[r], int(shard.row_offsets[r])
+            counts = (supervised[base + cu[1:]] - supervised[base + cu[:-1]]).tolist()
+            cu = cu.tolist()
+            for k, eid in enumerate(shard.example_ids[r].tolist()):
+                if eid in located:
+                    result.fail(Violation(f"example appears twice in the packs (also in {located[eid][0]} row "
+                                          f"{located[eid][1]})", shard=shard.name, row=r, example_id=eid,
+                                          field="example_ids"))
+                elif k + 1 < len(cu):
+                    located[eid] = (shard.name, r, cu[k], cu[k + 1] - cu[k], base + cu[k], counts[k])
+    return located
+
+
+def _check_rejects(artifact: Artifact, rows: dict[str, list], result: CheckResult) -> None:
+    """rejects.jsonl lists the rejected rows of the seam table, in order, with their reasons."""
+    if artifact.rejects is None:
+        return  # integrity reported it
+    expected = [reject_row(rows["input"][i], rows["source"][i], rows["line"][i], rows["reason"][i])
+                for i, status in enumerate(rows["status"]) if status == STATUSES[REJECTED]]
+    for k in range(max(len(expected), len(artifact.rejects))):
+        got = artifact.rejects[k] if k < len(artifact.rejects) else None
+        want = expected[k] if k < len(expected) else None
+        if got != want:
+            result.fail(Violation(f"rejects.jsonl row {k + 1} is {got}, the seam table's rejected rows say {want}",
+                                  field="rejects"))
+            return
+
+
+def recount(shards: dict[str, FlatShard], rows: dict[str, list], num_inputs: int) -> dict:
+    """The manifest's ``counts`` as the seam table (``rows``) and the packs give them: totals from the
+    packs, per status and per input from the seam table (`packcli.job.write.count_examples`)."""
+    code = {name: k for k, name in enumerate(STATUSES)}
+    status = np.array([code.get(s, -1) for s in rows["status"]], dtype=np.int8)
+    length, supervised = np.asarray(rows["length"], np.int64), np.asarray(rows["supervised"], np.int64)
+    overlong = np.isin(status, OVERLONG_FATES)
+    counts = count_examples(status, length, supervised)
+    inputs = np.asarray(rows["input"])
+    counts.update(records=len(status), packs=sum(s.rows for s in shards.values()),
+                  tokens=sum(len(s.ids) for s in shards.values()),
+                  supervised_tokens=sum(int(np.count_nonzero(s.labels != IGNORE_INDEX)) for s in shards.values()),
+                  tokens_lost=int((np.asarray(rows["original_length"], np.int64) - length)[overlong].sum()),
+                  supervised_tokens_lost=int(np.asarray(rows["supervised_lost"], np.int64)[overlong].sum()),
+                  by_input=[count_examples(status[inputs == k], length[inputs == k], supervised[inputs == k])
+                            for k in range(num_inputs)])
+    return counts
+
+
+def _leaves(value: object, path: str) -> list[tuple[str, object]]:
+    """(path, value) of every leaf under ``value``: ``counts.by_input[2].packed``."""
+    if isinstance(value, dict):
+        return [leaf for key, item in value.items() for leaf in _leaves(item, f"{path}.{key}")]
+    if isinstance(value, list):
+        return [leaf for k, item in enumerate(value) for leaf in _leaves(item, f"{path}[{k}]")]
+    return [(path, value)]
+
+
+def _check_counts(artifact: Artifact, rows: dict[str, list], manifest: dict, result: CheckResult) -> None:
+    """``counts`` and every input's ``records``, recounted; a count the manifest adds or leaves out is named."""
+    actual = recount(artifact.shards, rows, len(manifest["inputs"]))
+    over_packs = ("packs", "tokens", "supervised_tokens")
+    if artifact.unreadable:
+        for key in over_packs:
+            actual.pop(key)  # integrity reported the shards these would be counted over
+    counts = manifest["counts"]
+    pinned, derived = dict(_leaves(counts, "counts")), dict(_leaves(actual, "counts"))
+    for path in sorted(set(pinned) | set(derived)):
+        if path in derived and pinned.get(path) != derived[path]:
+            result.fail(Violation(f"{path}: the manifest says {pinned.get(path)}, the artifact has {derived[path]}",
+                                  field=path))
+        elif path not in derived and path.removeprefix("counts.") not in over_packs:
+            result.fail(Violation(f"{path} is not a count packcli writes", field=path))
+    per_input = Counter(k for k, copy in zip(rows["input"], rows["copy"]) if copy == 0)  # a record's first row
+    for k, entry in enumerate(manifest["inputs"]):
+        if per_input.get(k, 0) != entry["records"]:
+            result.fail(Violation(f"inputs[{k}].records is {entry['records']}, the seam table has "
+                                  f"{per_input.get(k, 0)} records of input {k} ({entry['name']})",
+                                  field=f"inputs[{k}].records"))

@@ -35,6 +35,7 @@ def check_copies(seam: pa.Table, manifest: dict, result: CheckResult) -> None:
     else:
         file_index = np.array([k[0] for k in keys], dtype=np.int32)
         expected = draw_copies(Mixture.from_manifest(mix), usable, file_index, manifest["config"]["seed"])
+    found = []
     for k, st, want, ok in zip(keys, statuses, expected.tolist(), usable.tolist()):
         result.checked += 1
         mine = records[k]
@@ -44,8 +45,14 @@ def check_copies(seam: pa.Table, manifest: dict, result: CheckResult) -> None:
                f"the mixture draws {want} cop{'y' if want == 1 else 'ies'} of it" if ok else "it is not usable")
         wanted = list(range(want)) if ok and want else [0]
         if got != wanted:
-            result.fail(Violation(f"has copies {got[:6]}, expected {wanted[:6]} ({why})", **loc))
+            found.append(Violation(f"has copies {got[:6]}, expected {wanted[:6]} ({why})", field="copy", **loc))
         elif ok and want == 0 and st != ["unsampled"]:
-            result.fail(Violation(f"the mixture draws no copy of it, but the seam table says {st}", **loc))
+            found.append(Violation(f"the mixture draws no copy of it, but the seam table says {st}", field="status",
+                                   **loc))
         elif ok and want and not all(s in IN_PACKS for s in st):
-            result.fail(Violation(f"{why}, but the seam table says {st}", **loc))
+            found.append(Violation(f"{why}, but the seam table says {st}", field="status", **loc))
+    if found and mix is not None:  # first, as the per-record ones below can fill the report's violation limit
+        result.fail(Violation(f"{len(found)} of {len(keys)} records do not have the copies config.mix draws (seed "
+                              f"config.seed {manifest['config']['seed']})", field="config.mix"))
+    for violation in found:
+        result.fail(violation)

@@ -1,4 +1,5 @@
-"""Contract drift: the tokenizer and template that reconstruction will use still hash as pinned.
+"""Contract drift: the tokenizer and template that reconstruction will use still hash as pinned, and the
+tokenizer's special tokens are the ones pinned.
 
 Where they are comes from `packcli.verify.locate` (the manifest pins content, not locations).
 """
@@ -33,8 +34,16 @@ def check_drift(manifest: dict, result: CheckResult, *, tokenizer: str | None, t
         loaded = load_tokenizer(tok_path, backend=BackendChoice.tokenizers)  # the reference, always: a fast-path error cannot pass
         if loaded.sha256 != pinned_tok["sha256"]:
             result.fail(Violation(f"tokenizer changed: {tok_path} has sha256 {loaded.sha256[:16]}, "
-                                  f"the manifest pins {pinned_tok['sha256'][:16]}"))
+                                  f"the manifest pins {pinned_tok['sha256'][:16]}", field="tokenizer.sha256"))
             loaded = None
+        else:
+            # The renderer appends and inserts these: pinned as the tokenizer has them, or reconstruction would
+            # reproduce a forged one.
+            wrong = [key for key in ("bos_token", "eos_token") if getattr(loaded, key) != pinned_tok[key]]
+            for key in wrong:
+                result.fail(Violation(f"tokenizer.{key} is {pinned_tok[key]!r}, but the tokenizer's is "
+                                      f"{getattr(loaded, key)!r}", field=f"tokenizer.{key}"))
+            loaded = None if wrong else loaded
     elif tokenizer or require_tokenizer:
         raise InputError(f"tokenizer {tok_path or '(no path recorded)'}: not found (reconstruction re-tokenizes "
                          "with it)",
@@ -42,12 +51,16 @@ def check_drift(manifest: dict, result: CheckResult, *, tokenizer: str | None, t
     text = pinned_tpl["text"]
     result.checked += 1
     if hashlib.sha256(text.encode()).hexdigest() != pinned_tpl["sha256"]:
-        result.fail(Violation("template text in the manifest does not match its sha256"))
+        result.fail(Violation("template.text in the manifest does not hash to template.sha256", field="template.text"))
         text = None
     current, where = _current_template(manifest, template, tok_path, source_root, loaded)
-    if current is not None and hashlib.sha256(current.encode()).hexdigest() != pinned_tpl["sha256"]:
-        result.fail(Violation(f"template changed: {where} no longer hashes to the pinned "
-                              f"{pinned_tpl['sha256'][:16]}"))
+    if current is None and require_tokenizer:  # as for the tokenizer: --no-reconstruct needs neither file
+        named = f" (template.name {pinned_tpl['name']!r})" if pinned_tpl.get("name") else ""
+        result.fail(Violation(f"template.origin {pinned_tpl['origin']!r}{named}: no template at {where}, so it "
+                              "cannot be shown unchanged", field="template.origin"))
+    elif current is not None and hashlib.sha256(current.encode()).hexdigest() != pinned_tpl["sha256"]:
+        result.fail(Violation(f"template changed: {where} no longer hashes to the pinned template.sha256 "
+                              f"{pinned_tpl['sha256'][:16]}", field="template.sha256"))
         text = None
     return loaded, text
 
@@ -66,7 +79,8 @@ def _current_template(manifest: dict, override: str | None, tok_path: Path | Non
             return None, origin
         directory = tok_path if tok_path.is_dir() else tok_path.parent
         named = find_chat_templates(directory).get(pinned.get("name") or "default")
-        return (named[0] if named is not None else None), str(directory / origin.removeprefix(TOKENIZER_SOURCE))
+        here = named is not None and named[1] == origin  # the named template, and in the file the origin names
+        return (named[0] if here else None), str(directory / origin.removeprefix(TOKENIZER_SOURCE))
     path = find_template_file(manifest, source_root)
     if path is not None and path.is_file():
         return load_template(str(path)).text, str(path)

@@ -15,14 +15,14 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from packcli.artifact import manifest as mf
 from packcli.artifact.shards import SCHEMA, load_flat, write_shard
-from packcli.contract import CARD_NAME, IGNORE_INDEX, MANIFEST_NAME, SEAM_TABLE_NAME, file_sha256
+from packcli.contract import CARD_NAME, IGNORE_INDEX, MANIFEST_NAME, SEAM_TABLE_NAME, token_hash
 from packcli.errors import InputError
 from packcli.tokenizer.load import CHAT_TEMPLATE_DIR, CHAT_TEMPLATE_FILE, TOKENIZER_SOURCE
+from packcli.verify import forge
 from packcli.verify.locate import find_source, find_template_file, find_tokenizer
 from packcli.verify.run import verify_artifact
 
@@ -43,19 +43,11 @@ class FaultResult:
     caught: bool
     check: str
     message: str
+    applies: bool = True  # False: the artifact has nothing this fault can damage (``message`` says why)
 
 
 def _reseal(directory: Path, edit: Callable[[dict], None] | None = None) -> None:
-    manifest = json.loads((directory / MANIFEST_NAME).read_text())
-    if edit:
-        edit(manifest)
-    for info in manifest["shards"]:
-        path = directory / info["name"]
-        info.update(bytes=path.stat().st_size, sha256=file_sha256(path), rows=pq.read_metadata(path).num_rows)
-    seam = directory / SEAM_TABLE_NAME
-    manifest["seam_table"].update(bytes=seam.stat().st_size, sha256=file_sha256(seam), rows=pq.read_metadata(seam).num_rows)
-    manifest["manifest_sha256"] = mf.manifest_hash(manifest)
-    mf.write_manifest(manifest, directory)
+    forge.reseal(directory, edit)
 
 
 def _rewrite_first_shard(directory: Path, mutate: Callable[[dict], None]) -> None:
@@ -152,26 +144,17 @@ def _duplicate(d: Path, ws: Path) -> dict:
 
 
 def _dropped_without_record(d: Path, ws: Path) -> dict:
-    path = d / "shard-00000.parquet"
-    table = pq.read_table(path)
-    gone = set(table["example_ids"][0].as_py())
-    tokens, sup = table["num_tokens"][0].as_py(), table["num_supervised"][0].as_py()
-    write_shard(table.slice(1), path)
-    seam = pq.read_table(d / SEAM_TABLE_NAME)
-    keep = pc.invert(pc.is_in(seam["example_id"], pa.array(sorted(gone), pa.int64())))
-    seam = seam.filter(keep)
-    # Later rows of shard-00000 moved up by one: fix their row numbers so only the loss remains.
-    rows = pc.if_else(pc.equal(seam["shard"], "shard-00000.parquet"), pc.subtract(seam["row"], 1), seam["row"])
-    seam = seam.set_column(seam.schema.get_field_index("row"), "row", pc.cast(rows, pa.int32()))
-    pq.write_table(seam, d / SEAM_TABLE_NAME, compression="zstd", write_statistics=False)
+    first = pq.read_table(d / "shard-00000.parquet").slice(0, 1)
+    gone = set(first["example_ids"][0].as_py())
+    forge.rewrite_packs(d, 0, lambda rows: rows.pop(0))
 
-    def edit(m: dict) -> None:
-        c = m["counts"]
-        c.update(records=c["records"] - len(gone), packs=c["packs"] - 1, tokens=c["tokens"] - tokens,
-                 supervised_tokens=c["supervised_tokens"] - sup)
-        statuses = seam["status"].to_pylist()
-        c.update(packed=statuses.count("packed"), truncated=statuses.count("truncated"))
-    _reseal(d, edit)
+    def edit_seam(rows: list[dict]) -> None:
+        rows[:] = [r for r in rows if r["example_id"] not in gone]
+        for r in rows:  # later rows of shard-00000 moved up by one: fix their row numbers so only the loss remains
+            if r["shard"] == "shard-00000.parquet":
+                r["row"] -= 1
+    forge.rewrite_seam(d, edit_seam)
+    forge.reseal(d, recount_counts=True)
     return {}
 
 
@@ -229,9 +212,134 @@ def _manifest_edited(d: Path, ws: Path) -> dict:
     return {}
 
 
+# The forgeries below re-seal everything a forger could recompute (forge.py): only the check that owns
+# the fault can tell. They need an artifact with a pack holding two examples; the over-long one needs a
+# truncated or dropped example and says it does not apply otherwise.
+
+
+class NotApplicable(Exception):
+    """The artifact has nothing this fault can damage (e.g. no over-long example)."""
+
+
+def _seam_rows(d: Path) -> list[dict]:
+    return pq.read_table(d / SEAM_TABLE_NAME).to_pylist()
+
+
+def _line_repeated(d: Path, ws: Path) -> dict:
+    """A made-up segment of supervised tokens, with a seam row that names a real, packed line again."""
+    capacity = json.loads((d / MANIFEST_NAME).read_text())["config"]["capacity"]
+    packs = forge.read_segments(d, 0)
+    r = max(range(len(packs)), key=lambda q: capacity - sum(len(s.input_ids) for s in packs[q]))
+    room = capacity - sum(len(s.input_ids) for s in packs[r])
+    if room < 2:
+        raise NotApplicable("no pack of shard-00000 has room for another segment")
+    ids = [int(t) for t in packs[r][0].input_ids[:room]]
+    packs[r].append(forge.Segment(2**62 + 1, ids, [IGNORE_INDEX] + ids[1:]))
+    forge.write_segments(d, 0, packs)
+
+    def add_row(rows: list[dict]) -> None:
+        twin = next(i for i, row in enumerate(rows) if row["status"] == "packed")
+        rows.insert(twin + 1, dict(rows[twin], example_id=2**62 + 1))
+    forge.rewrite_seam(d, add_row)
+    forge.follow_packs(d)
+    forge.reseal(d, recount_counts=True)
+    return {}
+
+
+def _shard_listed_twice(d: Path, ws: Path) -> dict:
+    forge.reseal(d, lambda m: m["shards"].append(dict(m["shards"][0])))
+    return {}
+
+
+def _ids_renumbered(d: Path, ws: Path) -> dict:
+    for k in range(len(json.loads((d / MANIFEST_NAME).read_text())["shards"])):
+        packs = forge.read_segments(d, k)
+        forge.write_segments(d, k, [[forge.Segment(s.example_id ^ 1, s.input_ids, s.labels) for s in p] for p in packs])
+    forge.rewrite_seam(d, lambda rows: [row.update(example_id=row["example_id"] ^ 1) for row in rows])
+    forge.reseal(d, recount_counts=True)
+    return {}
+
+
+def _overlong_policy(d: Path, ws: Path) -> dict:
+    """--overlong truncate: a truncated example taken out and called dropped; --overlong drop: a dropped
+    one's first capacity tokens packed and called truncated. Either way its supervised tokens move."""
+    manifest = json.loads((d / MANIFEST_NAME).read_text())
+    capacity, rows = manifest["config"]["capacity"], _seam_rows(d)
+    wanted = "truncated" if manifest["config"]["overlong"] == "truncate" else "dropped"
+    i = next((i for i, row in enumerate(rows) if row["status"] == wanted), None)
+    if i is None:
+        raise NotApplicable(f"no {wanted} example")
+    row, full = rows[i], forge.fresh_example(d, rows[i]["input"], rows[i]["line"])
+    if wanted == "truncated":
+        k = int(row["shard"].removeprefix("shard-").removesuffix(".parquet"))
+        packs = forge.read_segments(d, k)
+        packs[row["row"]] = [s for s in packs[row["row"]] if s.example_id != row["example_id"]]
+        forge.write_segments(d, k, packs)
+        change = dict(status="dropped", shard=None, row=-1, offset=-1, length=0, supervised=0,
+                      supervised_lost=full.supervised, token_hash=token_hash(full.input_ids),
+                      reason=f"{len(full.input_ids)} tokens > capacity {capacity}; truncation would keep no "
+                             "supervised tokens")
+    else:
+        last = len(manifest["shards"]) - 1
+        packs = forge.read_segments(d, last)
+        packs.append([forge.Segment(row["example_id"], full.input_ids[:capacity].tolist(),
+                                    full.labels[:capacity].tolist())])
+        forge.write_segments(d, last, packs)
+        change = dict(status="truncated", reason=f"{len(full.input_ids)} tokens > capacity {capacity}; "
+                                                 f"truncated to {capacity}")
+    forge.rewrite_seam(d, lambda rows: rows[i].update(change))
+    forge.follow_packs(d)
+    forge.reseal(d, recount_counts=True)
+    return {}
+
+
+def _examples_swapped(d: Path, ws: Path) -> dict:
+    packs = forge.read_segments(d, 0)
+    r = next(q for q, p in enumerate(packs) if len(p) > 1)
+    packs[r][0], packs[r][1] = packs[r][1], packs[r][0]
+    forge.write_segments(d, 0, packs)
+    forge.follow_packs(d)
+    forge.reseal(d, recount_counts=True)
+    return {}
+
+
+def _conventions_shifted(d: Path, ws: Path) -> dict:
+    forge.reseal(d, lambda m: m["conventions"].update(labels="shifted"))
+    return {}
+
+
+def _capacity_raised(d: Path, ws: Path) -> dict:
+    forge.reseal(d, lambda m: m["config"].update(capacity=2 * m["config"]["capacity"]))
+    return {}
+
+
+def _rejects_edited(d: Path, ws: Path) -> dict:
+    forge.rewrite_rejects(d, lambda rows: rows.append({"input": 0, "source": "x", "line": 10**6, "reason": "made up"}))
+    forge.reseal(d)
+    return {}
+
+
+def _labels_short(d: Path, ws: Path) -> dict:
+    forge.rewrite_packs(d, 0, lambda rows: rows[0]["labels"].pop())
+    forge.reseal(d)
+    return {}
+
+
+def _cu_merged(d: Path, ws: Path) -> dict:
+    """Two examples merged into one segment (its seq_lengths too); positions still restart at the seam."""
+    def merge(rows: list[dict]) -> None:
+        row = next(r for r in rows if len(r["cu_seqlens"]) > 2)
+        del row["cu_seqlens"][1]
+        del row["example_ids"][1]
+        row["seq_lengths"][:2] = [row["seq_lengths"][0] + row["seq_lengths"][1]]
+    forge.rewrite_packs(d, 0, merge)
+    forge.reseal(d)
+    return {}
+
+
 FAULTS = (
     Fault("byte-flip", "one byte flipped in a shard", "integrity", "sha256 differs", _byte_flip),
-    Fault("cu-shift", "a cu_seqlens entry shifted by one", "pack_layout", "position_ids not reset", _cu_shift),
+    Fault("cu-shift", "a cu_seqlens entry shifted by one", "pack_layout", "disagree on a seam", _cu_shift),
     Fault("seq-lengths-off", "seq_lengths (TRL's seams) disagree with cu_seqlens", "pack_layout",
           "disagree with cu_seqlens", _seq_lengths_off),
     Fault("position-not-reset", "positions continue across a seam", "pack_layout", "position_ids not reset",
@@ -252,6 +360,24 @@ FAULTS = (
     Fault("card-edited", "the dataset card's TRL settings edited", "integrity", "dataset card", _card_edited),
     Fault("manifest-edited", "a count in manifest.json edited", "integrity", "manifest.json was edited",
           _manifest_edited),
+    Fault("line-repeated", "a made-up supervised segment whose seam row repeats a real line", "global",
+          "both name", _line_repeated),
+    Fault("shard-listed-twice", "a shard listed twice in the manifest (a reader yields its packs twice)",
+          "integrity", "listed twice", _shard_listed_twice),
+    Fault("ids-renumbered", "every example id changed, in the packs and the seam table alike", "global",
+          "is not the id of its input, line and copy", _ids_renumbered),
+    Fault("overlong-policy", "a truncated example called dropped (or a dropped one smuggled in as truncated)",
+          "plan", "it must be", _overlong_policy),
+    Fault("examples-swapped", "two examples of a pack swapped, the seam table following", "plan",
+          "not where the plan puts them", _examples_swapped),
+    Fault("conventions-shifted", "the manifest's conventions say labels are shifted", "manifest",
+          "conventions.labels", _conventions_shifted),
+    Fault("capacity-raised", "config.capacity doubled in the manifest", "plan", "config.capacity", _capacity_raised),
+    Fault("rejects-edited", "a made-up reject added to rejects.jsonl", "global", "rejects.jsonl row", _rejects_edited),
+    Fault("labels-short", "a labels row one shorter than its input_ids", "integrity", "malformed row",
+          _labels_short),
+    Fault("cu-merged", "cu_seqlens merge two examples across a seam (positions still restart)", "pack_layout",
+          "cu_seqlens merge examples across a seam", _cu_merged),
 )
 
 
@@ -303,11 +429,15 @@ def run_self_test(artifact: str | Path, workspace: str | Path, *, source_root: s
     for fault in FAULTS:
         ws = workspace / fault.name
         copy = prepare_workspace(artifact, ws, source_root=root)
-        kwargs = fault.apply(copy, ws)
+        try:
+            kwargs = fault.apply(copy, ws)
+        except NotApplicable as why:
+            results.append(FaultResult(fault.name, fault.description, False, fault.check, str(why), applies=False))
+            continue
         report = verify_artifact(copy, source_root=root, **kwargs)
         check = next(c for c in report.checks if c.name == fault.check)
         messages = [v.message for v in check.violations]
         caught = not report.ok and any(fault.expect in msg for msg in messages)
-        results.append(FaultResult(fault.name, fault.description, caught, fault.check,
-                                   messages[0] if messages else "not caught"))
+        shown = next((m for m in messages if fault.expect in m), messages[0] if messages else "not caught")
+        results.append(FaultResult(fault.name, fault.description, caught, fault.check, shown))
     return results

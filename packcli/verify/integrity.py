@@ -1,60 +1,169 @@
-"""Integrity: the artifact is what its manifest says, byte for byte.
+"""Integrity: the artifact is what its manifest says, byte for byte, and every file is well formed.
 
-The manifest hash over its own fields, every shard's bytes, sha256, rows and schema, the seam table's
-and the dataset card's hashes, and no shard the manifest does not list. A shard that fails its hash is still read when it can
-be, so one corrupted byte does not hide a broken seam elsewhere.
+The manifest hash over its own fields; the shard list (``shard-00000.parquet``, ``shard-00001...``,
+each exactly once, none unlisted); every pinned file's bytes, sha256 and rows (shards, the seam
+table, rejects.jsonl, the dataset card); every shard's schema, its rows' lists of equal length, its
+tokens and supervised labels; the seam table's schema; the dataset card is the one this manifest
+renders (`packcli.artifact.card.render_card`). A shard that fails its hash is still read when it can
+be, so one corrupted byte does not hide a broken seam elsewhere; a shard whose rows are malformed is
+reported here and left out of the checks that would misread it.
 """
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from packcli.artifact import manifest as mf
+from packcli.artifact.card import render_card
+from packcli.artifact.seams import NULLABLE_COLUMNS, SEAM_TABLE_SCHEMA
 from packcli.artifact.shards import SCHEMA, FlatShard, load_flat
-from packcli.contract import file_sha256
+from packcli.contract import CARD_NAME, IGNORE_INDEX, REJECTS_NAME, SEAM_TABLE_NAME, file_sha256, shard_name
 from packcli.verify.report import CheckResult, Violation
 
 
-def check_integrity(directory: Path, manifest: dict, result: CheckResult) -> dict[str, FlatShard]:
-    """Manifest hash, every shard's bytes/sha256/rows/schema, the seam table's hash, no stray shards."""
+@dataclass
+class Artifact:
+    """What integrity could read, for the checks after it: shards by name (the unreadable ones left
+    out and named in ``unreadable``), the seam table and the rejects (None when unreadable)."""
+
+    shards: dict[str, FlatShard]
+    seam: pa.Table | None
+    rejects: list[dict] | None
+    unreadable: set[str] = field(default_factory=set)
+
+
+def check_integrity(directory: Path, manifest: dict, result: CheckResult) -> Artifact:
+    """Manifest hash, the shard list, every pinned file, shard rows, the seam table's schema, no stray shards."""
     if mf.manifest_hash(manifest) != manifest.get("manifest_sha256"):
         result.fail(Violation("manifest.json was edited: its content no longer matches manifest_sha256"))
-    shards: dict[str, FlatShard] = {}
+    artifact = Artifact({}, None, None)
     listed = set()
-    for info in manifest["shards"]:
+    for k, info in enumerate(manifest["shards"]):
         result.checked += 1
-        name = info["name"]
-        listed.add(name)
-        path = directory / name
-        if not path.is_file():
-            result.fail(Violation("shard listed in the manifest is missing", shard=name))
+        name, at = info["name"], f"shards[{k}]"
+        if name in listed:
+            result.fail(Violation(f"{name} is listed twice in the manifest: a reader would yield its packs twice",
+                                  shard=name, field=f"{at}.name"))
             continue
-        if path.stat().st_size != info["bytes"]:
-            result.fail(Violation(f"shard size {path.stat().st_size} != manifest {info['bytes']}", shard=name))
-        if file_sha256(path) != info["sha256"]:
-            result.fail(Violation("shard sha256 differs from the manifest (corrupted or modified)", shard=name))
+        listed.add(name)
+        if name != shard_name(k):
+            result.fail(Violation(f"shard {k} is named {name}, not {shard_name(k)}", shard=name, field=f"{at}.name"))
+        path = directory / name
+        if not _pinned_file(path, info, at, result):
+            artifact.unreadable.add(name)
+            continue
         try:
             table = pq.read_table(path)
         except (pa.ArrowException, OSError) as exc:
             result.fail(Violation(f"shard unreadable: {exc}", shard=name))
+            artifact.unreadable.add(name)
             continue
         if not table.schema.equals(SCHEMA):
             result.fail(Violation(f"schema differs from the contract: {table.schema}", shard=name))
+            artifact.unreadable.add(name)
             continue
         if len(table) != info["rows"]:
-            result.fail(Violation(f"{len(table)} rows != manifest {info['rows']}", shard=name))
-        shards[name] = load_flat(table, name)
+            result.fail(Violation(f"{len(table)} rows != {at}.rows {info['rows']}", shard=name, field=f"{at}.rows"))
+        if not _rows_well_formed(table, name, result):
+            artifact.unreadable.add(name)
+            continue
+        flat = artifact.shards[name] = load_flat(table, name)
+        supervised = int(np.count_nonzero(flat.labels != IGNORE_INDEX))
+        for key, actual in (("tokens", len(flat.ids)), ("supervised", supervised)):
+            if info[key] != actual:
+                result.fail(Violation(f"{at}.{key} is {info[key]}, the shard holds {actual}", shard=name,
+                                      field=f"{at}.{key}"))
     for stray in sorted(p.name for p in directory.glob("shard-*.parquet") if p.name not in listed):
         result.fail(Violation("shard not listed in the manifest", shard=stray))
-    seam = directory / manifest["seam_table"]["name"]
-    if not seam.is_file() or file_sha256(seam) != manifest["seam_table"]["sha256"]:
-        result.fail(Violation(f"{seam.name} missing or its sha256 differs from the manifest"))
-    card = manifest.get("dataset_card")
-    if card is None:
-        result.fail(Violation("the manifest pins no dataset_card (README.md); the artifact is incomplete"))
-    elif not (directory / card["name"]).is_file() or file_sha256(directory / card["name"]) != card["sha256"]:
-        result.fail(Violation(f"{card['name']} (the dataset card) missing or its sha256 differs from the manifest"))
-    return shards
+    for key, name in (("seam_table", SEAM_TABLE_NAME), ("rejects", REJECTS_NAME), ("dataset_card", CARD_NAME)):
+        result.checked += 1
+        if manifest[key]["name"] != name:
+            result.fail(Violation(f"{key}.name is {manifest[key]['name']!r}, the contract's is {name!r}",
+                                  field=f"{key}.name"))
+    seam_info = manifest["seam_table"]
+    if _pinned_file(directory / SEAM_TABLE_NAME, seam_info, "seam_table", result):
+        artifact.seam = _read_seam_table(directory / SEAM_TABLE_NAME, seam_info, result)
+    rejects_info = manifest["rejects"]
+    if _pinned_file(directory / REJECTS_NAME, rejects_info, "rejects", result):
+        artifact.rejects = _read_rejects(directory / REJECTS_NAME, rejects_info, result)
+    if _pinned_file(directory / CARD_NAME, manifest["dataset_card"], "dataset_card", result):
+        if (directory / CARD_NAME).read_bytes() != render_card(manifest).encode("utf-8"):
+            result.fail(Violation(f"{CARD_NAME} (the dataset card) is not the card this manifest renders: edited, "
+                                  "or written for another artifact", field="dataset_card.sha256"))
+    return artifact
+
+
+def _pinned_file(path: Path, info: dict, at: str, result: CheckResult) -> bool:
+    """Size and sha256 as pinned; False when the file is missing (nothing more to read)."""
+    if not path.is_file():
+        result.fail(Violation(f"{path.name}, pinned by {at}, is missing", field=f"{at}.name"))
+        return False
+    size = path.stat().st_size
+    if size != info["bytes"]:
+        result.fail(Violation(f"{path.name}: size {size} != {at}.bytes {info['bytes']}", field=f"{at}.bytes"))
+    if file_sha256(path) != info["sha256"]:
+        result.fail(Violation(f"{path.name}: sha256 differs from {at}.sha256 (corrupted or modified)",
+                              field=f"{at}.sha256"))
+    return True
+
+
+def _rows_well_formed(table: pa.Table, name: str, result: CheckResult) -> bool:
+    """Per row, labels and position_ids as long as input_ids; example_ids and seq_lengths one shorter
+    than cu_seqlens."""
+    def lengths(column: str) -> np.ndarray:
+        return np.diff(table[column].combine_chunks().offsets.to_numpy())
+
+    tokens = lengths("input_ids")
+    well_formed = True
+    pairs = (("labels", tokens, "input_ids"), ("position_ids", tokens, "input_ids"),
+             ("example_ids", lengths("cu_seqlens") - 1, "cu_seqlens minus one"),
+             ("seq_lengths", lengths("cu_seqlens") - 1, "cu_seqlens minus one"))
+    for column, expected, what in pairs:
+        got = lengths(column)
+        bad = np.flatnonzero(got != expected)
+        if len(bad):
+            r = int(bad[0])
+            result.fail(Violation(f"malformed row: {column} has {got[r]} entries, {what} {expected[r]} "
+                                  f"({len(bad)} rows like it)", shard=name, row=r, field=column))
+            well_formed = False
+    return well_formed
+
+
+def _read_seam_table(path: Path, info: dict, result: CheckResult) -> pa.Table | None:
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowException, OSError) as exc:
+        result.fail(Violation(f"{path.name} unreadable: {exc}"))
+        return None
+    if not table.schema.equals(SEAM_TABLE_SCHEMA):
+        result.fail(Violation(f"{path.name}: schema differs from the contract: {table.schema}"))
+        return None
+    if len(table) != info["rows"]:
+        result.fail(Violation(f"{path.name}: {len(table)} rows != seam_table.rows {info['rows']}",
+                              field="seam_table.rows"))
+    nulls = [name for name in table.column_names if name not in NULLABLE_COLUMNS and table[name].null_count]
+    if nulls:
+        result.fail(Violation(f"{path.name}: null values in {', '.join(nulls)}", field=nulls[0]))
+        return None
+    return table
+
+
+def _read_rejects(path: Path, info: dict, result: CheckResult) -> list[dict] | None:
+    rows = []
+    lines = path.read_text(encoding="utf-8", errors="replace").split("\n")  # not splitlines: U+2028 is text
+    for number, text in enumerate(lines[:-1] if lines[-1] == "" else lines, start=1):
+        try:
+            row = json.loads(text)
+        except json.JSONDecodeError as exc:
+            result.fail(Violation(f"{path.name}:{number}: not a JSON object ({exc.msg})"))
+            return None
+        rows.append(row)
+    if len(rows) != info["rows"]:
+        result.fail(Violation(f"{path.name}: {len(rows)} rows != rejects.rows {info['rows']}", field="rejects.rows"))
+    return rows

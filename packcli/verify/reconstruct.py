@@ -1,18 +1,22 @@
 """Reconstruction: re-derive every example from its source record and compare it with its pack span.
 
-Re-reads every source the manifest pins (JSONL, Parquet, ``datasets`` tables), runs every record
-through the same `Preparer` as ``pack`` (always the reference tokenizer, ``tokenizers``; the pinned
-column mapping), and demands that each record has seam-table rows (one per copy) whose fate it
-reproduces: the same tokens and labels in the pack, the same over-long length when dropped, the
-same reason when rejected. Under ``--dedupe exact`` it recomputes every record's content key and
-checks that exactly the records whose content an earlier record has are marked ``duplicate``, each
-naming that first record.
+Re-reads every source the manifest pins (JSONL, Parquet, ``datasets`` tables: their size and sha256,
+and as many records as ``inputs[].records`` says), runs every record through the same `Preparer` as
+``pack`` (always the reference tokenizer, ``tokenizers``; the pinned column mapping), and demands
+that each record has seam-table rows (one per copy a mixture made of it) that it reproduces: its
+``format``, ``original_length``, the tokens and labels in its pack span (the whole example, or its
+first ``capacity`` tokens when truncated), a dropped, duplicate or unsampled example's
+``token_hash``, a rejected record's reason. Under ``--dedupe exact`` it recomputes every record's
+content key and checks that exactly the records whose content an earlier record has are marked
+``duplicate``, each naming that first record. What it re-derives per record (length, supervised
+tokens, supervised tokens in the first ``capacity``) is returned as `Reconstructed`, from which the
+plan check re-decides every fate and re-runs the planner (`packcli.verify.plan`).
 
 Parallel: the sources are split into units of lines (`packcli.job.units.plan_units`), and with
-``workers > 1`` each unit is re-tokenized in a worker process that sends back, per line, only the
+``workers > 1`` each unit is re-tokenized in a worker process that sends back, per record, only the
 outcome's digest (`Outcome`), never the tokens; this process digests the pack spans and compares.
 Parsing and rendering are single-threaded Python, so processes are what spreads them over cores
-(the tokenizer alone already uses every core). Lines whose digests differ are re-tokenized here,
+(the tokenizer alone already uses every core). Records whose digests differ are re-tokenized here,
 one pass over their unit, to report the first differing token (up to the violation limit).
 """
 
@@ -22,14 +26,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
-import pyarrow as pa
+import numpy.typing as npt
 
 from packcli.artifact.shards import FlatShard
-from packcli.chat import DEFAULT_TEMPLATE_DATE, ChatTemplate, Renderer
+from packcli.chat import ChatTemplate, Renderer
 from packcli.choices import BackendChoice, Format, LossPolicy
-from packcli.contract import token_hash
+from packcli.contract import IGNORE_INDEX, token_hash
 from packcli.engine.pool import SharedPool, usable_cpus
 from packcli.errors import InputError
 from packcli.ingest import HUB_PREFIX, FieldMap, Source, describe_input, source_of
@@ -44,9 +49,36 @@ from packcli.verify.report import CheckResult, Violation
 BATCH = 2048  # lines per Preparer call
 UNIT_LINES = 8192  # lines per unit of parallel work
 PARALLEL_MIN_RECORDS = 2 * UNIT_LINES  # below this, starting worker processes costs more than it saves
-# A record's outcome: the rejection reason, or (tokens, digest of the kept ids, digest of the kept labels); and
-# the format the record was read as ("" when it was not recognised).
-Outcome = tuple[str, str | tuple[int, str, str]]
+
+
+class Fresh(NamedTuple):
+    """A record's fresh tokenization, small enough to send between processes: counts and digests
+    (`packcli.contract.token_hash`) of the whole example and of its first ``capacity`` tokens."""
+
+    length: int
+    supervised: int
+    ids: str
+    labels: str
+    kept_supervised: int
+    kept_ids: str
+    kept_labels: str
+
+
+# A line's outcome: the format it was read as ("" when not recognised), and its rejection reason or its
+# fresh tokenization.
+Outcome = tuple[str, str | Fresh]
+
+
+@dataclass(frozen=True)
+class Reconstructed:
+    """Per seam-table row, what a fresh tokenization of its line gives (-1 where no line gave one):
+    its tokens, supervised tokens, supervised tokens in its first ``capacity``; ``rejection`` is
+    the reason re-parsing rejects it, or None."""
+
+    length: npt.NDArray[np.int64]
+    supervised: npt.NDArray[np.int64]
+    kept_supervised: npt.NDArray[np.int64]
+    rejection: list[str | None]
 
 
 @dataclass(frozen=True)
@@ -65,6 +97,16 @@ class ReconstructJob:
     bos_token: str | None
     eos_token: str | None
     capacity: int
+
+    @classmethod
+    def of(cls, manifest: dict, tokenizer: str, template_text: str) -> ReconstructJob:
+        """The job a manifest pins, with the tokenizer found at ``tokenizer``."""
+        config, pinned = manifest["config"], manifest["tokenizer"]
+        return cls(tokenizer=tokenizer, tokenizer_sha256=pinned["sha256"], template_text=template_text,
+                   template_source=manifest["template"]["origin"], template_date=config["template_date"],
+                   loss=manifest["loss_policy"], input_format=config["input_format"],
+                   fields=tuple(sorted(config["fields"].items())), keys=config["dedupe"] == "exact",
+                   bos_token=pinned["bos_token"], eos_token=pinned["eos_token"], capacity=config["capacity"])
 
     def build_preparer(self, tokenizer: LoadedTokenizer | None = None) -> Preparer:
         """The reference tokenizer (always: a fast-path fault cannot verify itself), template, renderer."""
@@ -97,69 +139,105 @@ def locate_input(manifest: dict, k: int, source_root: Path | None) -> Source:
     return source_of(path)
 
 
-def check_reconstruction(manifest: dict, seam: pa.Table, shards: dict[str, FlatShard], tokenizer: LoadedTokenizer,
-                         template_text: str, result: CheckResult, *, source_root: Path | None,
-                         progress: Progress = NO_PROGRESS, workers: int | None = None) -> None:
-    """Compare every source line's fresh tokenization with the artifact; record violations in ``result``.
+def check_reconstruction(manifest: dict, rows: dict[str, list], shards: dict[str, FlatShard],
+                         tokenizer: LoadedTokenizer, template_text: str, result: CheckResult, *,
+                         source_root: Path | None, progress: Progress = NO_PROGRESS,
+                         workers: int | None = None) -> Reconstructed:
+    """Compare every source record's fresh tokenization with the artifact; record violations in ``result``.
 
     Args:
+        rows: the seam table's columns as lists.
         workers: processes that re-tokenize (None: one per CPU, for artifacts of at least
             `PARALLEL_MIN_RECORDS` records in more than one unit of work; else this process alone).
+
+    Returns:
+        What each seam-table row's record reproduces, for the plan check.
     """
-    config = manifest["config"]
-    job = ReconstructJob(tokenizer=tokenizer.source, tokenizer_sha256=tokenizer.sha256, template_text=template_text,
-                         template_source=manifest["template"]["origin"], loss=manifest["loss_policy"],
-                         template_date=config.get("template_date", DEFAULT_TEMPLATE_DATE.isoformat()),
-                         input_format=config["input_format"], fields=tuple(sorted(config["fields"].items())),
-                         keys=config["dedupe"] == "exact", bos_token=manifest["tokenizer"]["bos_token"],
-                         eos_token=manifest["tokenizer"]["eos_token"], capacity=config["capacity"])
-    preparer = job.build_preparer(tokenizer)
-    rows = seam.to_pydict()
-    by_line: dict[tuple[int, int], list[int]] = {}  # a record's rows: one per copy
-    for i, key in enumerate(zip(rows["input"], rows["line"])):
-        by_line.setdefault(key, []).append(i)
-    files, kept = [], []  # the sources found unchanged, and their index in the manifest's inputs
-    for k, pinned in enumerate(manifest["inputs"]):
-        source = locate_input(manifest, k, source_root)
-        described = describe_input(source)
-        if described.sha256 != pinned["sha256"]:
-            result.fail(Violation(f"source file changed since packing (sha256 differs): {source.path}",
-                                  source=pinned["name"]))
-            continue
-        files.append(described)
-        kept.append(k)
-    specs = plan_units(files, UNIT_LINES)
-    progress.start("reconstruct", "reconstructing", total=manifest["counts"]["records"])
-    compare = _Comparer(preparer, rows, shards, config["capacity"], result)
     if workers is not None and workers < 1:
         raise InputError(f"--workers must be at least 1, got {workers}")
+    config = manifest["config"]
+    n = len(rows["example_id"])
+    facts = Reconstructed(np.full(n, -1, np.int64), np.full(n, -1, np.int64), np.full(n, -1, np.int64), [None] * n)
+    problems = []
+    if config["input_format"] not in {f.value for f in Format}:
+        problems.append(("config.input_format", f"config.input_format {config['input_format']!r} is not a format"))
+    if manifest["loss_policy"] not in {p.value for p in LossPolicy}:
+        problems.append(("loss_policy", f"loss_policy {manifest['loss_policy']!r} is not a loss policy"))
+    if config["dedupe"] not in ("none", "exact"):
+        problems.append(("config.dedupe", f"config.dedupe {config['dedupe']!r} is not none or exact"))
+    try:
+        date.fromisoformat(config["template_date"])
+    except ValueError:
+        problems.append(("config.template_date", f"config.template_date {config['template_date']!r} is not a date"))
+    try:
+        mapping = FieldMap.of(config["fields"]).problems()
+    except TypeError:
+        mapping = [f"names a part packcli does not have ({', '.join(sorted(config['fields']))})"]
+    problems += [("config.fields", f"config.fields {problem}") for problem in mapping]
+    for field, message in problems:
+        result.fail(Violation(message + ": nothing can be read and rendered as pack did", field=field))
+    if problems:
+        return facts
+    job = ReconstructJob.of(manifest, tokenizer.source, template_text)
+    preparer = job.build_preparer(tokenizer)
+    by_record: dict[tuple[int, int], list[int]] = {}  # a record's rows: one per copy
+    for i, key in enumerate(zip(rows["input"], rows["line"])):
+        by_record.setdefault(key, []).append(i)
+    files, pinned = [], []  # the sources found unchanged, with their index in the manifest's inputs
+    for k, entry in enumerate(manifest["inputs"]):
+        source = locate_input(manifest, k, source_root)
+        described = describe_input(source)
+        if described.kind.value != entry["kind"]:
+            result.fail(Violation(f"{source.path} reads as a {described.kind.value} source, inputs[{k}].kind says "
+                                  f"{entry['kind']}", source=entry["name"], field=f"inputs[{k}].kind"))
+        if described.size != entry["size"]:
+            result.fail(Violation(f"{source.path} has {described.size} bytes, inputs[{k}].size says {entry['size']}",
+                                  source=entry["name"], field=f"inputs[{k}].size"))
+        if described.sha256 != entry["sha256"]:
+            result.fail(Violation(f"source changed since packing: {source.path} does not hash to inputs[{k}].sha256",
+                                  source=entry["name"], field=f"inputs[{k}].sha256"))
+            continue
+        files.append(described)
+        pinned.append((k, entry))
+    specs = plan_units(files, UNIT_LINES)
+    progress.start("reconstruct", "reconstructing", total=manifest["counts"]["records"])
+    compare = _Comparer(preparer, rows, shards, config["capacity"], result, facts)
     if workers is None and manifest["counts"]["records"] < PARALLEL_MIN_RECORDS:
         workers = 1
+
     def advance(spec: UnitSpec, outcomes: list) -> None:
         progress.advance("reconstruct", len(outcomes))
 
+    read = [0] * len(pinned)
     first: dict[bytes, str] = {}  # each content key's first record, as a duplicate's reason names it
     for spec, outcomes in zip(specs, _outcomes(job, preparer, specs, workers, advance)):
-        k = kept[spec.file_index]
-        source = manifest["inputs"][k]["name"]
+        k, entry = pinned[spec.file_index]
+        read[spec.file_index] += len(outcomes)
         differing: dict[int, list[tuple]] = {}
         for line, key, outcome in outcomes:
             result.checked += 1
-            found = by_line.pop((k, line), None)
+            found = by_record.pop((k, line), None)
             if found is None:
-                result.fail(Violation("record has no seam-table row (dropped without a record)", source=source,
+                result.fail(Violation("record has no seam-table row (dropped without a record)", source=entry["name"],
                                       line=line))
                 continue
-            _check_duplicate(rows, found, key, first, duplicate_reason(source, line, k), job.keys, result, source)
+            _check_duplicate(rows, found, key, first, duplicate_reason(entry["name"], line, k), job.keys, result,
+                             entry["name"])
             for i in found:
-                if (span := compare(i, outcome, source, line)) is not None:
+                if (span := compare(i, outcome, entry["name"], line)) is not None:
                     differing.setdefault(line, []).append(span)
         if differing:
             compare.explain(spec, differing)
-    names = [pinned["name"] for pinned in manifest["inputs"]]
-    for (k, line) in by_line:
-        source = names[k] if 0 <= k < len(names) else f"input {k}"
-        result.fail(Violation("seam table names a line that is not a record in the source", source=source, line=line))
+    for (k, entry), count in zip(pinned, read):
+        if count != entry["records"]:
+            result.fail(Violation(f"{count} records read from the source, inputs[{k}].records says {entry['records']}",
+                                  source=entry["name"], field=f"inputs[{k}].records"))
+    read_inputs = {k for k, _ in pinned}
+    for (k, line) in by_record:
+        if k in read_inputs:
+            result.fail(Violation("seam table names a line that is not a record in the source",
+                                  source=manifest["inputs"][k]["name"], line=line, field="line"))
+    return facts
 
 
 def _check_duplicate(rows: dict, found: list[int], key: bytes | None, first: dict[bytes, str], reason: str,
@@ -173,10 +251,11 @@ def _check_duplicate(rows: dict, found: list[int], key: bytes | None, first: dic
     statuses = [rows["status"][i] for i in found]
     loc = dict(example_id=rows["example_id"][found[0]], source=source, line=rows["line"][found[0]])
     if expected is None and "duplicate" in statuses:
-        why = "no earlier record has its content" if dedupe else "the run did not deduplicate (--dedupe none)"
-        result.fail(Violation(f"marked duplicate, but {why}", **loc))
+        why = "no earlier record has its content" if dedupe else "the run did not deduplicate (config.dedupe none)"
+        result.fail(Violation(f"marked duplicate, but {why}", field="status", **loc))
     elif expected is not None and (statuses != ["duplicate"] or rows["reason"][found[0]] != expected):
-        result.fail(Violation(f"{expected}, but the seam table says {statuses} {rows['reason'][found[0]]!r}", **loc))
+        result.fail(Violation(f"{expected}, but the seam table says {statuses} {rows['reason'][found[0]]!r}",
+                              field="status", **loc))
 
 
 def _outcomes(job: ReconstructJob, preparer: Preparer, specs: list[UnitSpec], workers: int | None,
@@ -208,81 +287,116 @@ def unit_outcomes(job: ReconstructJob, spec: UnitSpec) -> list[tuple[int, bytes 
         prepared = preparer.prepare(batch, source=spec.path)
         keys = prepared.keys or [None] * len(batch)
         for (_, line, _), key, enc, fmt in zip(batch, keys, prepared, prepared.formats):
-            if isinstance(enc, str):
-                out.append((line, key, (fmt, enc)))
-            else:
-                keep = min(len(enc.input_ids), job.capacity)
-                digests = token_hash(enc.input_ids[:keep]), token_hash(enc.labels[:keep])
-                out.append((line, key, (fmt, (len(enc.input_ids), *digests))))
+            fresh = enc if isinstance(enc, str) else fresh_of(enc.input_ids, enc.labels, job.capacity)
+            out.append((line, key, (fmt, fresh)))
         batch = []
 
 
+def fresh_of(ids: np.ndarray, labels: np.ndarray, capacity: int) -> Fresh:
+    """Counts and digests of an example and of its first ``capacity`` tokens."""
+    whole = token_hash(ids), token_hash(labels)
+    supervised = int(np.count_nonzero(labels != IGNORE_INDEX))
+    if len(ids) <= capacity:
+        return Fresh(len(ids), supervised, *whole, supervised, *whole)
+    kept = labels[:capacity]
+    return Fresh(len(ids), supervised, *whole, int(np.count_nonzero(kept != IGNORE_INDEX)),
+                 token_hash(ids[:capacity]), token_hash(kept))
+
+
+NOT_IN_PACKS = ("dropped", "duplicate", "unsampled")  # tokenized, in no pack: the seam table pins their tokens
+
+
 class _Comparer:
-    """Checks each line's outcome against its seam-table row and pack span; explains digest mismatches."""
+    """Checks each record's outcome against its seam-table rows and pack spans; explains digest mismatches.
+
+    Whether a row's status and lengths are the right fate is the plan check's question: here a pack
+    span is compared with the first ``length`` tokens of the fresh example, whatever the length.
+    """
 
     def __init__(self, preparer: Preparer, rows: dict, shards: dict[str, FlatShard], capacity: int,
-                 result: CheckResult) -> None:
-        self.preparer, self.rows, self.shards, self.capacity, self.result = preparer, rows, shards, capacity, result
+                 result: CheckResult, facts: Reconstructed) -> None:
+        self.preparer, self.rows, self.shards, self.capacity = preparer, rows, shards, capacity
+        self.result, self.facts = result, facts
 
     def __call__(self, i: int, outcome: Outcome, source: str, line: int) -> tuple | None:
-        """Record what is wrong with row ``i``; return its pack span when only the digests differ."""
+        """Record what is wrong with row ``i``; return its pack span when the digests cannot vouch for it."""
         rows, result = self.rows, self.result
         status = rows["status"][i]
         loc = dict(example_id=rows["example_id"][i], source=source, line=line)
         fmt, outcome = outcome
         if (rows["format"][i] or "") != fmt:
-            result.fail(Violation(f"read as format {fmt or 'none'!r} now; the seam table says "
-                                  f"{rows['format'][i]!r}", **loc))
-        if status == "duplicate" and isinstance(outcome, str):
-            return None  # its first record fails the same way; the duplicate itself is checked by its key
+            result.fail(Violation(f"read as format {fmt or 'none'!r} now; the seam table's format says "
+                                  f"{rows['format'][i]!r}", field="format", **loc))
         if isinstance(outcome, str):
+            self.facts.rejection[i] = outcome
+            self.facts.length[i] = self.facts.supervised[i] = self.facts.kept_supervised[i] = 0
+            if status == "duplicate":
+                return None  # its first record fails the same way; the duplicate itself is checked by its key
             if status != "rejected" or rows["reason"][i] != outcome:
                 result.fail(Violation(f"re-running gives rejection {outcome!r}; the seam table says {status} "
-                                      f"{rows['reason'][i]!r}", **loc))
+                                      f"{rows['reason'][i]!r}", field="reason", **loc))
             return None
-        n, ids_digest, labels_digest = outcome
+        self.facts.length[i], self.facts.supervised[i] = outcome.length, outcome.supervised
+        self.facts.kept_supervised[i] = outcome.kept_supervised
         if status == "rejected":
-            result.fail(Violation("record tokenizes now but the seam table says rejected", **loc))
-        elif status == "dropped":
-            if n <= self.capacity or rows["original_length"][i] != n:
-                result.fail(Violation(f"dropped as over-long, but it has {n} tokens (capacity {self.capacity})", **loc))
-        elif status in ("duplicate", "unsampled"):
-            if rows["original_length"][i] != n or rows["length"][i] != 0:
-                result.fail(Violation(f"{status} with {rows['original_length'][i]} tokens and {rows['length'][i]} "
-                                      f"in a pack, but it has {n} and is in none", **loc))
-        elif status == "truncated" and (n <= self.capacity or rows["length"][i] != self.capacity):
-            result.fail(Violation(f"truncated to {rows['length'][i]} tokens, but it has {n} (capacity "
-                                  f"{self.capacity})", **loc))
-        elif status == "packed" and rows["length"][i] != n:
-            result.fail(Violation(f"packed with {rows['length'][i]} tokens, but it has {n}", **loc))
-        elif (shard := self.shards.get(rows["shard"][i])) is None:
-            result.fail(Violation(f"its shard {rows['shard'][i]} is unreadable", **loc))
+            result.fail(Violation("record tokenizes now but the seam table says rejected", field="status", **loc))
+            return None
+        if rows["original_length"][i] != outcome.length:
+            result.fail(Violation(f"original_length is {rows['original_length'][i]}, the record has {outcome.length} "
+                                  "tokens", field="original_length", **loc))
+        if status in NOT_IN_PACKS:
+            if rows["token_hash"][i] != outcome.ids:
+                result.fail(Violation(f"token_hash of the {status} example differs from a fresh tokenization",
+                                      field="token_hash", **loc))
+            return None
+        span = self._span(i)
+        if span is None:
+            return None  # not a span of a readable pack: global reports where it should be
+        ids, labels, shard, row = span
+        length = len(ids)
+        if length == outcome.length:
+            digests = outcome.ids, outcome.labels
+        elif length == self.capacity < outcome.length:
+            digests = outcome.kept_ids, outcome.kept_labels
         else:
-            a = shard.row_offsets[rows["row"][i]] + rows["offset"][i]
-            ids, labels = shard.ids[a:a + rows["length"][i]], shard.labels[a:a + rows["length"][i]]
-            if token_hash(ids) != ids_digest or token_hash(labels) != labels_digest:
-                return ids, labels, shard, rows["row"][i], loc
+            return ids, labels, shard, row, loc, False  # no digest of this prefix: compare tokens here
+        if (token_hash(ids), token_hash(labels)) != digests:
+            return ids, labels, shard, row, loc, True
         return None
+
+    def _span(self, i: int) -> tuple | None:
+        rows = self.rows
+        shard = self.shards.get(rows["shard"][i])
+        r, offset, length = rows["row"][i], rows["offset"][i], rows["length"][i]
+        if shard is None or not 0 <= r < shard.rows or offset < 0 or length < 1:
+            return None
+        a, end = shard.row_offsets[r] + offset, shard.row_offsets[r + 1]
+        if a + length > end:
+            return None
+        return shard.ids[a:a + length], shard.labels[a:a + length], shard, r
 
     def explain(self, spec: UnitSpec, differing: dict[int, list[tuple]]) -> None:
         """Re-tokenize the unit's differing records here (one pass over it) and name the first differing
         token of each of their rows (copies); past the violation limit only count them."""
         room = max(0, self.result.limit - len(self.result.violations))
-        wanted = dict(list(differing.items())[:room])
+        undecided = {line: spans for line, spans in differing.items() if not any(s[5] for s in spans)}
+        mismatched = [(line, spans) for line, spans in differing.items() if line not in undecided]
+        wanted = dict(list(undecided.items()) + mismatched[:room])  # no digest: all of them
         batch = [(spec.file_index, line, raw) for line, raw in iter_unit_lines(spec) if line in wanted]
         for (_, line, _), fresh in zip(batch, self.preparer.prepare(batch, source=spec.path) if batch else []):
-            for ids, labels, shard, row, loc in wanted[line]:
+            for ids, labels, shard, row, loc, digest_differed in wanted[line]:
                 if isinstance(fresh, str):
                     self.result.fail(Violation(f"tokenizes in a worker process, rejected here ({fresh!r})", **loc))
                     continue
                 keep = len(ids)
                 before = self.result.count
-                _diff(ids, fresh.input_ids[:keep], "tokens", shard, row, loc, self.result)
+                _diff(ids, fresh.input_ids[:keep], "input_ids", shard, row, loc, self.result)
                 _diff(labels, fresh.labels[:keep], "labels", shard, row, loc, self.result)
-                if self.result.count == before:  # the worker's digest and this process disagree
-                    self.result.fail(Violation("a worker process tokenized it differently from this one", **loc))
-        for spans in list(differing.values())[room:]:
-            for _, _, shard, row, loc in spans:
+                if digest_differed and self.result.count == before:
+                    self.result.fail(Violation("the digest of a fresh tokenization differs from this process's: the "
+                                               "tokenizer is not deterministic across processes", **loc))
+        for _, spans in mismatched[room:]:
+            for _, _, shard, row, loc, _ in spans:
                 self.result.fail(Violation("tokens or labels differ from a fresh tokenization", shard=shard.name,
                                            row=row, **loc))
 
@@ -295,4 +409,4 @@ def _diff(got: np.ndarray, want: np.ndarray, what: str, shard: FlatShard, row: i
     at = int(differ[0]) if len(differ) else min(len(got), len(want))
     result.fail(Violation(f"{what} differ from a fresh tokenization at position {at} "
                           f"(pack {got[at:at + 3].tolist()}, fresh {want[at:at + 3].tolist()}; "
-                          f"lengths {len(got)} vs {len(want)})", shard=shard.name, row=row, **loc))
+                          f"lengths {len(got)} vs {len(want)})", shard=shard.name, row=row, field=what, **loc))

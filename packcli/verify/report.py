@@ -16,6 +16,7 @@ class Violation:
     example_id: int | None = None
     source: str | None = None
     line: int | None = None
+    field: str | None = None  # the manifest field or column it disproves (messages name it too; --json has it)
 
     def where(self) -> str:
         parts = []
@@ -38,6 +39,7 @@ class CheckResult:
     violations: list[Violation] = field(default_factory=list)
     skipped: str | None = None
     limit: int = 20
+    note: str | None = None  # what the check did not cover, in words (not a violation)
 
     @property
     def ok(self) -> bool:

@@ -1,41 +1,47 @@
 """``verify_artifact``: run every check on a packed directory and return one report.
 
-Order: integrity first (a shard that fails its hash is still checked structurally when readable, so
-one corrupted byte does not hide a broken seam elsewhere), then contract drift, per-pack layout,
-global bookkeeping, each record's copies, and reconstruction from the sources.
+Order: the manifest (every hashed field owned, well-typed, the contract's conventions), integrity
+(a shard that fails its hash is still checked structurally when readable, so one corrupted byte does
+not hide a broken seam elsewhere), contract drift, per-pack layout, global bookkeeping, each
+record's copies, reconstruction from the sources, and the plan re-derived from the reconstructed lengths.
+`packcli.verify.fields` says which of them proves each manifest field and column.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import pyarrow.parquet as pq
-
 from packcli.artifact import manifest as mf
-from packcli.errors import InputError
 from packcli.progress import NO_PROGRESS, Progress
 from packcli.verify.bookkeeping import check_global
 from packcli.verify.copies import check_copies
 from packcli.verify.drift import check_drift
+from packcli.verify.fields import check_manifest
 from packcli.verify.integrity import check_integrity
 from packcli.verify.layout import check_packs
+from packcli.verify.oracle import check_render_oracle, require_oracle
+from packcli.verify.plan import check_plan
 from packcli.verify.reconstruct import check_reconstruction
 from packcli.verify.report import VerifyReport
 
 
 def verify_artifact(directory: str | Path, *, tokenizer: str | None = None, template: str | None = None,
                     source_root: str | Path | None = None, reconstruct: bool = True, max_violations: int = 20,
-                    progress: Progress = NO_PROGRESS, workers: int | None = None) -> VerifyReport:
+                    progress: Progress = NO_PROGRESS, workers: int | None = None, render_oracle: str | None = None,
+                    sample: int | None = None) -> VerifyReport:
     """Check every invariant of a ``packcli pack`` artifact.
 
     Args:
         directory: the artifact (``--out`` of ``pack``).
         tokenizer, template: override where the pinned tokenizer/template are looked for.
         source_root: resolve relative source paths against this directory instead of the cwd.
-        reconstruct: re-tokenize every source record and compare (needs the sources and tokenizer).
+        reconstruct: re-tokenize every source record and compare (needs the sources and tokenizer);
+            without it the plan is re-derived from the seam table's own lengths.
         max_violations: keep at most this many offending examples per check.
         workers: processes for reconstruction (None: one per CPU for artifacts of at least 16,384
             records in more than one unit of 8,192 lines; a compressed source is one unit).
+        render_oracle: also render the records with this library (``transformers``) and compare
+            (`packcli.verify.oracle`); ``sample`` limits it to that many records, drawn with a fixed seed.
 
     Raises:
         InputError: the directory, a source or the tokenizer needed for reconstruction is missing.
@@ -43,26 +49,43 @@ def verify_artifact(directory: str | Path, *, tokenizer: str | None = None, temp
     """
     directory = Path(directory)
     root = Path(source_root) if source_root is not None else None
+    if render_oracle is not None:
+        require_oracle(render_oracle)  # before any work
     manifest = mf.read_manifest(directory)
     report = VerifyReport(str(directory), manifest_sha256=manifest.get("manifest_sha256"))
+    later = ["integrity", "contract_drift", "pack_layout", "global"] + (["reconstruction"] if reconstruct else [])
+    last = ["plan"] + (["render_oracle"] if render_oracle else [])
     with progress.running():
-        shards = check_integrity(directory, manifest, report.check("integrity", max_violations))
+        if not check_manifest(manifest, report.check("manifest", max_violations)):
+            for name in later + last:
+                report.check(name).skipped = "the manifest is malformed (see the manifest check)"
+            return report
+        artifact = check_integrity(directory, manifest, report.check("integrity", max_violations))
         tok, text = check_drift(manifest, report.check("contract_drift", max_violations), tokenizer=tokenizer,
                                 template=template, source_root=root, require_tokenizer=reconstruct)
-        check_packs(shards, manifest["config"]["capacity"], report.check("pack_layout", max_violations))
-        seam_path = directory / manifest["seam_table"]["name"]
-        if not seam_path.is_file():
-            raise InputError(f"{seam_path}: missing; the artifact is incomplete")
-        seam = pq.read_table(seam_path)
-        check_global(shards, seam, manifest, report.check("global", max_violations))
-        check_copies(seam, manifest, report.check("copies", max_violations))
+        check_packs(artifact.shards, manifest["config"]["capacity"], report.check("pack_layout", max_violations))
+        if artifact.seam is None:
+            for name in later[3:] + ["copies"] + last:
+                report.check(name).skipped = "the seam table is missing or unreadable (see integrity)"
+            return report
+        rows = artifact.seam.to_pydict()
+        check_global(artifact, rows, manifest, report.check("global", max_violations))
+        check_copies(artifact.seam, manifest, report.check("copies", max_violations))
+        facts = None
         if reconstruct:
             result = report.check("reconstruction", max_violations)
             if tok is None or text is None:
                 result.skipped = "the pinned tokenizer or template changed (see contract_drift)"
             else:
-                check_reconstruction(manifest, seam, shards, tok, text, result, source_root=root, progress=progress,
-                                     workers=workers)
+                facts = check_reconstruction(manifest, rows, artifact.shards, tok, text, result, source_root=root,
+                                             progress=progress, workers=workers)
+        check_plan(manifest, rows, facts, report.check("plan", max_violations))
+        if render_oracle:
+            result = report.check("render_oracle", max_violations)
+            if tok is None:
+                result.skipped = "the pinned tokenizer was not found or changed (see contract_drift)"
+            else:
+                check_render_oracle(manifest, rows, artifact.shards, tok, result, source_root=root, sample=sample)
     return report
 
 

@@ -1,0 +1,181 @@
+"""What a forger can recompute: edit an artifact and re-seal it so every hash and count agrees again.
+
+The negative controls (`packcli.verify.faults`, tests/test_verify_forgeries.py) damage copies of an
+artifact through these helpers, so what they test is the semantic check, never a stale hash: after
+`reseal`, every pinned file's bytes, sha256 and rows, every shard's tokens and supervised labels, and
+the manifest hash are right, the dataset card is re-rendered from the edited manifest (and, with
+``recount_counts``, the counts and each input's records are recounted too).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from packcli.artifact import manifest as mf
+from packcli.artifact.card import write_card
+from packcli.artifact.seams import SEAM_TABLE_SCHEMA, write_seam_table
+from packcli.artifact.shards import SCHEMA, load_flat, write_shard
+from packcli.contract import IGNORE_INDEX, MANIFEST_NAME, SEAM_TABLE_NAME, file_sha256, shard_name, token_hash
+from packcli.ingest import read_lines
+from packcli.tokenizer import Encoded
+from packcli.verify.bookkeeping import recount
+from packcli.verify.locate import find_source, find_tokenizer
+from packcli.verify.reconstruct import ReconstructJob
+
+
+def reseal(directory: Path, edit: Callable[[dict], None] | None = None, *, recount_counts: bool = False) -> dict:
+    """Apply ``edit`` to the manifest, then recompute every pinned file's facts and the manifest hash.
+
+    Args:
+        recount_counts: also recount ``counts`` and every input's ``records`` from the seam table
+            and the packs, as a forger who edited those would.
+    """
+    manifest = json.loads((directory / MANIFEST_NAME).read_text(encoding="utf-8"))
+    if edit:
+        edit(manifest)
+    if recount_counts:
+        shards = {i["name"]: load_flat(pq.read_table(directory / i["name"]), i["name"]) for i in manifest["shards"]}
+        rows = pq.read_table(directory / SEAM_TABLE_NAME).to_pydict()
+        manifest["counts"] = recount(shards, rows, len(manifest["inputs"]))
+        per_input = Counter(k for k, copy in zip(rows["input"], rows["copy"]) if copy == 0)  # records, not copies
+        for k, entry in enumerate(manifest["inputs"]):
+            entry["records"] = per_input.get(k, 0)
+    if "dataset_card" in manifest:
+        manifest["dataset_card"] = write_card(directory, manifest)  # rendered from the manifest: a forger re-renders it
+    for entry in _pinned_files(manifest):
+        path = directory / entry["name"]
+        if not path.is_file():
+            continue
+        entry.update(bytes=path.stat().st_size, sha256=file_sha256(path))
+        if "rows" in entry:
+            entry["rows"] = (pq.read_metadata(path).num_rows if path.suffix == ".parquet"
+                             else path.read_bytes().count(b"\n"))
+    for info in manifest["shards"]:
+        path = directory / info["name"]
+        if path.is_file():  # from the columns as stored, so a shard with malformed rows re-seals too
+            table = pq.read_table(path, columns=["input_ids", "labels"])
+            labels = table["labels"].combine_chunks().flatten().to_numpy()
+            info.update(tokens=len(table["input_ids"].combine_chunks().flatten()),
+                        supervised=int(np.count_nonzero(labels != IGNORE_INDEX)))
+    manifest["manifest_sha256"] = mf.manifest_hash(manifest)
+    mf.write_manifest(manifest, directory)
+    return manifest
+
+
+def _pinned_files(manifest: dict) -> list[dict]:
+    """Every manifest entry that pins a file by name, bytes and sha256 (shards, seam table, rejects, ...)."""
+    entries = [v for v in manifest.values() if isinstance(v, dict) and {"name", "bytes", "sha256"} <= set(v)]
+    return entries + list(manifest["shards"])
+
+
+def rewrite_packs(directory: Path, shard: int, mutate: Callable[[list[dict]], None], *,
+                  recount_rows: bool = True) -> None:
+    """Rewrite shard ``shard`` after ``mutate`` edits its rows (dicts of the shard's columns as lists).
+
+    Args:
+        recount_rows: recompute every row's num_tokens and num_supervised, as a forger would.
+    """
+    path = directory / shard_name(shard)
+    rows = pq.read_table(path).to_pylist()
+    mutate(rows)
+    if recount_rows:
+        for row in rows:
+            row["num_tokens"] = len(row["input_ids"])
+            row["num_supervised"] = sum(label != IGNORE_INDEX for label in row["labels"])
+    write_shard(pa.Table.from_pylist(rows, schema=SCHEMA), path)
+
+
+def rewrite_seam(directory: Path, mutate: Callable[[list[dict]], None]) -> None:
+    """Rewrite the seam table after ``mutate`` edits its rows (dicts, one per record, in order)."""
+    path = directory / SEAM_TABLE_NAME
+    rows = pq.read_table(path).to_pylist()
+    mutate(rows)
+    write_seam_table(path, {f.name: [row[f.name] for row in rows] for f in SEAM_TABLE_SCHEMA})
+
+
+def rewrite_rejects(directory: Path, mutate: Callable[[list[dict]], None]) -> None:
+    """Rewrite rejects.jsonl after ``mutate`` edits its rows."""
+    path = directory / json.loads((directory / MANIFEST_NAME).read_text())["rejects"]["name"]
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").split("\n") if line]
+    mutate(rows)
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+
+
+@dataclass
+class Segment:
+    """One example in a pack, as a forger moves it: its id, tokens and labels (positions follow)."""
+
+    example_id: int
+    input_ids: list[int]
+    labels: list[int]
+
+
+def read_segments(directory: Path, shard: int) -> list[list[Segment]]:
+    """Shard ``shard``'s packs, each a list of its segments in order."""
+    packs = []
+    for row in pq.read_table(directory / shard_name(shard)).to_pylist():
+        cu = row["cu_seqlens"]
+        packs.append([Segment(eid, row["input_ids"][a:b], row["labels"][a:b])
+                      for eid, a, b in zip(row["example_ids"], cu[:-1], cu[1:])])
+    return packs
+
+
+def write_segments(directory: Path, shard: int, packs: list[list[Segment]]) -> None:
+    """Write shard ``shard`` from packs of segments, every column consistent with them (positions
+    reset per segment, cu_seqlens, counts), as a forger who knows the contract would."""
+    rows = []
+    for pack in packs:
+        lengths = [len(s.input_ids) for s in pack]
+        labels = [label for s in pack for label in s.labels]
+        rows.append({"input_ids": [t for s in pack for t in s.input_ids], "labels": labels,
+                     "position_ids": [p for n in lengths for p in range(n)],
+                     "cu_seqlens": [0, *np.cumsum(lengths).tolist()], "seq_lengths": lengths,
+                     "example_ids": [s.example_id for s in pack],
+                     "num_tokens": sum(lengths), "num_supervised": sum(label != IGNORE_INDEX for label in labels)})
+    unknown = set(SCHEMA.names) - set(rows[0] if rows else SCHEMA.names)
+    if unknown:
+        raise AssertionError(f"write_segments does not know how to forge {sorted(unknown)}")
+    write_shard(pa.Table.from_pylist(rows, schema=SCHEMA), directory / shard_name(shard))
+
+
+def follow_packs(directory: Path) -> None:
+    """Point every packed or truncated seam-table row at where its example now is in the packs, with
+    its length, token_hash and supervised count, as a forger who moved segments would."""
+    manifest = json.loads((directory / MANIFEST_NAME).read_text(encoding="utf-8"))
+    found = {}
+    for k in range(len(manifest["shards"])):
+        for r, pack in enumerate(read_segments(directory, k)):
+            offset = 0
+            for s in pack:
+                found[s.example_id] = (shard_name(k), r, offset, s)
+                offset += len(s.input_ids)
+
+    def mutate(rows: list[dict]) -> None:
+        for row in rows:
+            if row["example_id"] in found and row["status"] in ("packed", "truncated"):
+                name, r, offset, s = found[row["example_id"]]
+                supervised = sum(label != IGNORE_INDEX for label in s.labels)
+                row.update(shard=name, row=r, offset=offset, length=len(s.input_ids), supervised=supervised,
+                           supervised_lost=row["supervised"] + row["supervised_lost"] - supervised,
+                           token_hash=token_hash(np.asarray(s.input_ids, np.int32)))
+    rewrite_seam(directory, mutate)
+
+
+def fresh_example(directory: Path, index: int, line: int) -> Encoded:
+    """The example pack would make of line ``line`` of input ``index`` under the artifact's pinned
+    tokenizer, template and policy: what a forger tokenizes to make a fake row's hashes right."""
+    manifest = json.loads((directory / MANIFEST_NAME).read_text(encoding="utf-8"))
+    job = ReconstructJob.of(manifest, str(find_tokenizer(manifest, None)), manifest["template"]["text"])
+    raw = dict(read_lines(find_source(manifest, index, None), 0))[line]
+    encoded = job.build_preparer().prepare([(0, line, raw)])[0]
+    if isinstance(encoded, str):
+        raise ValueError(f"input {index} line {line} is rejected ({encoded})")
+    return encoded

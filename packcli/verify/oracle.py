@@ -1,0 +1,249 @@
+"""``verify --render-oracle transformers``: every example rendered again by transformers, not by packcli.
+
+Reconstruction re-runs packcli's own parser and renderer, so a rendering bug (a message field dropped,
+list content flattened where the template wanted the list, a system prompt lost) reproduces itself
+and passes. The oracle reads each record's JSON line itself and hands it to transformers as a user's
+training code would: chat records to ``apply_chat_template(messages, tools=...,
+chat_template=<pinned text>, return_assistant_tokens_mask=True)`` with the messages exactly as the
+record has them, the record's ``tools`` and ``documents`` (a JSON string of tools parsed, as TRL
+does) and its ``chat_template_kwargs``, ``strftime_now`` on the pinned ``template_date``; other
+records to the tokenizer itself with its offsets; both on a fresh ``PreTrainedTokenizerFast`` of
+the pinned tokenizer file. Its own reading of a record is deliberately small: ShareGPT turns are
+renamed (``from``/``value`` to ``role``/``content``, a top-level ``system`` prepended), and records
+that need packcli's own conventions to mean anything (a per-turn ``weight``, LLaMA-Factory's
+``function_call``/``observation`` turns) are not judged: the check's note counts them. The tokens
+and labels (the assistant mask under the loss policy, the first label ignored as the contract says)
+must equal the pack span token for token; a dropped example's length and token hash must equal the
+seam table's. A difference names the record and the first
+differing token.
+
+Sampling (``--sample N``) draws records with a fixed seed, so a re-run checks the same ones.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from datetime import date, datetime, time
+from pathlib import Path
+
+import numpy as np
+
+from packcli.artifact.shards import FlatShard
+from packcli.contract import IGNORE_INDEX, IN_PACKS, token_hash
+from packcli.errors import InputError
+from packcli.ingest import read_lines
+from packcli.messages import SHAREGPT_ROLES
+from packcli.tokenizer.load import LoadedTokenizer
+from packcli.verify.locate import find_source
+from packcli.verify.report import CheckResult, Violation
+
+ORACLES = ("transformers",)
+SAMPLE_SEED = 0
+
+
+def require_oracle(name: str) -> None:
+    """Refuse an oracle this packcli does not have, or whose library is not installed (before any work).
+
+    Raises:
+        InputError: an unknown oracle, or transformers missing.
+    """
+    import importlib.util
+
+    if name not in ORACLES:
+        raise InputError(f"--render-oracle {name!r}: not an oracle ({', '.join(ORACLES)})")
+    if importlib.util.find_spec("transformers") is None:
+        raise InputError("--render-oracle transformers needs transformers, which is not installed",
+                         "pip install transformers (it is in packcli's dev extra)")
+
+
+class NotJudged(Exception):
+    """A record whose meaning rests on packcli's own conventions, which transformers has no notion of."""
+
+
+def check_render_oracle(manifest: dict, rows: dict[str, list], shards: dict[str, FlatShard],
+                        tokenizer: LoadedTokenizer, result: CheckResult, *, source_root: Path | None,
+                        sample: int | None = None) -> None:
+    """Render the chosen records with transformers and compare them with the artifact.
+
+    Args:
+        rows: the seam table's columns as lists.
+        sample: check this many records, drawn with a fixed seed (None: every record in the artifact).
+
+    Raises:
+        InputError: transformers is not installed, or a source cannot be found.
+    """
+    oracle = _Oracle(manifest, tokenizer)
+    chosen = [i for i, status in enumerate(rows["status"]) if status != "rejected"]
+    if sample is not None and sample < len(chosen):
+        picked = np.random.Generator(np.random.PCG64(SAMPLE_SEED)).choice(len(chosen), size=sample, replace=False)
+        chosen = [chosen[j] for j in sorted(picked.tolist())]
+    by_input: dict[int, dict[int, int]] = defaultdict(dict)
+    for i in chosen:
+        by_input[rows["input"][i]][rows["line"][i]] = i
+    capacity = manifest["config"]["capacity"]
+    not_judged: dict[str, int] = defaultdict(int)
+    for k, wanted in sorted(by_input.items()):
+        path = find_source(manifest, k, source_root)
+        if path is None or not path.is_file():
+            raise InputError(f"source {manifest['inputs'][k]['name']}: not found (the render oracle reads it)",
+                             "run verify from the directory pack ran in, or pass --source-root")
+        for line, raw in read_lines(path, k):
+            i = wanted.get(line)
+            if i is None:
+                continue
+            loc = dict(example_id=rows["example_id"][i], source=rows["source"][i], line=line)
+            try:
+                ids, labels = oracle.render(raw)
+            except NotJudged as why:
+                not_judged[str(why)] += 1
+                continue
+            except Exception as exc:  # noqa: BLE001 - any failure of transformers' rendering is the finding
+                result.checked += 1
+                result.fail(Violation(f"transformers cannot render this record ({type(exc).__name__}: {exc}); "
+                                      f"packcli made it {rows['status'][i]}", **loc))
+                continue
+            result.checked += 1
+            _compare(rows, i, ids, labels, shards, capacity, result, loc)
+    if not_judged:
+        result.note = "not judged (transformers has no such notion): " + ", ".join(
+            f"{count} with {why}" for why, count in sorted(not_judged.items()))
+
+
+class _Oracle:
+    """transformers' rendering of one raw record line under the artifact's pinned template and policy."""
+
+    def __init__(self, manifest: dict, tokenizer: LoadedTokenizer) -> None:
+        require_oracle("transformers")
+        from tokenizers import Tokenizer
+        from transformers import PreTrainedTokenizerFast
+
+        pinned = manifest["tokenizer"]
+        # A fresh tokenizer object from the pinned file (drift has checked its sha256): no state shared with packcli.
+        self.tokenizer = PreTrainedTokenizerFast(tokenizer_object=Tokenizer.from_str(tokenizer.tokenizer.to_str()),
+                                                 bos_token=pinned["bos_token"], eos_token=pinned["eos_token"])
+        self.template = manifest["template"]["text"]
+        self.policy = manifest["loss_policy"]
+        self.input_format = manifest["config"]["input_format"]
+        self.eos = pinned["eos_token"] or ""
+        moment = datetime.combine(date.fromisoformat(manifest["config"]["template_date"]), time())
+        self.strftime_now = moment.strftime  # transformers' strftime_now, on the pinned date instead of today
+
+    def render(self, raw: bytes) -> tuple[np.ndarray, np.ndarray]:
+        """(input_ids, labels) of one record, as the artifact's contract defines them.
+
+        Raises:
+            NotJudged: the record means something only under packcli's own conventions.
+        """
+        record = json.loads(raw.decode("utf-8"))
+        kind = self._kind(record)
+        if kind in ("messages", "sharegpt"):
+            return self._chat(record, kind)
+        if kind == "prompt-completion":
+            prompt, completion = record["prompt"], record["completion"]
+            policy = "completion" if self.policy == "auto" else self.policy
+            return self._text(prompt + completion + self.eos, 0 if policy == "all" else len(prompt))
+        policy = "all" if self.policy == "auto" else self.policy
+        if policy != "all":
+            raise ValueError(f"loss policy {policy} does not apply to a text record")
+        return self._text(record["text"] + self.eos, 0)
+
+    def _kind(self, record: dict) -> str:
+        if self.input_format != "auto":
+            return self.input_format
+        for key, kind in (("messages", "messages"), ("conversations", "sharegpt"), ("prompt", "prompt-completion"),
+                          ("completion", "prompt-completion"), ("text", "text")):
+            if key in record:
+                return kind
+        raise ValueError("no known field")
+
+    def _chat(self, record: dict, kind: str) -> tuple[np.ndarray, np.ndarray]:
+        turns = record["messages"] if kind == "messages" else record["conversations"]
+        if any(isinstance(turn, dict) and "weight" in turn for turn in turns):
+            raise NotJudged("a per-turn weight")
+        if kind == "sharegpt":  # the one renaming: ShareGPT's turns as transformers' messages
+            if any(str(turn.get("from")).lower() in ("function_call", "observation") for turn in turns):
+                raise NotJudged("LLaMA-Factory's function_call/observation turns")
+            system = [{"role": "system", "content": record["system"]}] if record.get("system") else []
+            messages = system + [{"role": SHAREGPT_ROLES[turn["from"].lower()], "content": turn["value"]}
+                                 for turn in turns]
+        else:
+            messages = turns
+        extra = dict(record.get("chat_template_kwargs") or {})
+        for key in ("tools", "documents"):
+            if record.get(key) is not None:
+                value = record[key]
+                extra[key] = json.loads(value) if key == "tools" and isinstance(value, str) else value  # as TRL
+        out = self.tokenizer.apply_chat_template(
+            messages, chat_template=self.template, tokenize=True, return_dict=True,
+            return_assistant_tokens_mask=True, add_generation_prompt=False, strftime_now=self.strftime_now, **extra)
+        ids = np.asarray(out["input_ids"], dtype=np.int32)
+        mask = np.asarray(out["assistant_masks"], dtype=bool)
+        policy = "assistant" if self.policy == "auto" else self.policy
+        if policy == "all":
+            mask[:] = True
+        elif policy == "last-assistant":
+            mask = _last_run(mask)
+        elif policy != "assistant":
+            raise ValueError(f"loss policy {policy} does not apply to a chat record")
+        return ids, _labels(ids, mask)
+
+    def _text(self, text: str, supervised_from: int) -> tuple[np.ndarray, np.ndarray]:
+        """Tokens of ``text`` with special tokens added; supervised: those overlapping
+        ``text[supervised_from:]``, and the added ones when that is the whole text."""
+        enc = self.tokenizer(text, add_special_tokens=True, return_offsets_mapping=True,
+                             return_special_tokens_mask=True)
+        ids = np.asarray(enc["input_ids"], dtype=np.int32)
+        offsets = np.asarray(enc["offset_mapping"], dtype=np.int64).reshape(-1, 2)
+        added = np.asarray(enc["special_tokens_mask"], dtype=bool)
+        mask = (offsets[:, 0] < len(text)) & (offsets[:, 1] > supervised_from)
+        if supervised_from == 0:
+            mask |= added
+        return ids, _labels(ids, mask)
+
+
+def _last_run(mask: np.ndarray) -> np.ndarray:
+    """Only the last contiguous run of True (the last generation block's tokens)."""
+    on = np.flatnonzero(mask)
+    out = np.zeros_like(mask)
+    if len(on):
+        gaps = np.flatnonzero(np.diff(on) > 1)
+        start = on[gaps[-1] + 1] if len(gaps) else on[0]
+        out[start:on[-1] + 1] = True
+    return out
+
+
+def _labels(ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    labels = np.where(mask, ids, IGNORE_INDEX).astype(np.int32)
+    if len(labels):
+        labels[0] = IGNORE_INDEX  # the contract: an example's first label is never a target
+    return labels
+
+
+def _compare(rows: dict[str, list], i: int, ids: np.ndarray, labels: np.ndarray, shards: dict[str, FlatShard],
+             capacity: int, result: CheckResult, loc: dict) -> None:
+    status = rows["status"][i]
+    if status not in IN_PACKS:  # dropped: in no pack; its full length and tokens are pinned
+        if len(ids) != rows["original_length"][i] or token_hash(ids) != rows["token_hash"][i]:
+            result.fail(Violation(f"transformers renders {len(ids)} tokens (token_hash {token_hash(ids)}); the "
+                                  f"dropped example has {rows['original_length'][i]} ({rows['token_hash'][i]})",
+                                  **loc))
+        return
+    shard = shards.get(rows["shard"][i])
+    if shard is None:
+        return  # integrity or global reported it
+    a = shard.row_offsets[rows["row"][i]] + rows["offset"][i]
+    length = rows["length"][i]
+    keep = min(len(ids), capacity) if status == "truncated" else len(ids)
+    for what, got, want in (("input_ids", shard.ids[a:a + length], ids[:keep]),
+                            ("labels", shard.labels[a:a + length], labels[:keep])):
+        if len(got) == len(want) and np.array_equal(got, want):
+            continue
+        n = min(len(got), len(want))
+        differ = np.flatnonzero(got[:n] != want[:n])
+        at = int(differ[0]) if len(differ) else n
+        result.fail(Violation(f"{what} differ from transformers' rendering at token {at} (pack "
+                              f"{got[at:at + 3].tolist()}, transformers {want[at:at + 3].tolist()}; lengths "
+                              f"{len(got)} vs {len(want)})", shard=shard.name, row=rows["row"][i], field=what, **loc))
+        return
+

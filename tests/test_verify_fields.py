@@ -1,0 +1,203 @@
+"""Every hashed manifest field, seam-table column and shard column is proved by the check that owns it.
+
+The walk reads the manifest of a fresh pack, so a field added to the manifest without an owner in
+`packcli.verify.fields` fails here (and in verify itself). For each field, a consistent edit (the
+field changed alone, the manifest re-sealed) must make verify fail in the owning check, with a
+violation that names the field.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from packcli.artifact import manifest as mf
+from packcli.artifact.seams import SEAM_TABLE_SCHEMA
+from packcli.artifact.shards import SCHEMA
+from packcli.contract import IGNORE_INDEX, MANIFEST_NAME, SEAM_TABLE_NAME
+from packcli.errors import ContractError
+from packcli.verify import forge, verify_artifact
+from packcli.verify.fields import MANIFEST_FIELDS, SEAM_COLUMNS, SHARD_COLUMNS, hashed_leaves, owner_of, pattern_of
+
+# Edits the generic rule (numbers +1, strings changed, booleans flipped) cannot make false, with why.
+EDITS = {
+    "config.window": 7,  # any window above the example count packs alike (the fixture has 292 examples)
+    "config.min_density": 0.9999,  # null: any budget the plan meets would be true; this one it misses
+    "config.max_displacement": 0.0,
+    "config.max_reject_fraction": 0.01,  # a looser budget is as true; the fixture loses 8 of 300 records
+    "config.template_date": "not-a-date",  # the fixture's template prints no date: any real one renders alike
+    "config.fields": {"text": ""},  # {}: a mapping pack refuses (a valid wrong one: test_verify_forgeries)
+    "config.mix": {"by": "repeat", "sources": [{"inputs": list(range(6)), "weight": 2.0}]},  # null: two copies each
+}
+RAISES = {"contract_version": ContractError}  # read_manifest refuses a version it does not know
+
+
+def _edit(path: str, value: object) -> object:
+    pattern = pattern_of(path)
+    if pattern in EDITS:
+        return EDITS[pattern]
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return value + 1
+    if isinstance(value, float):
+        return value * 1.5 + 0.25
+    if isinstance(value, str):
+        if len(value) == 64 and all(c in "0123456789abcdef" for c in value):  # a sha256
+            return value[:-1] + ("0" if value[-1] != "0" else "1")
+        return value + "-x"
+    raise AssertionError(f"{path} = {value!r}: no edit for this value; add one to EDITS")
+
+
+def _set(manifest: dict, path: str, value: object) -> None:
+    parts = path.replace("[", ".[").split(".")
+    node = manifest
+    for part in parts[:-1]:
+        node = node[int(part[1:-1])] if part.startswith("[") else node[part]
+    last = parts[-1]
+    node[int(last[1:-1]) if last.startswith("[") else last] = value
+
+
+def _one_path_per_pattern(manifest: dict) -> list[tuple[str, object]]:
+    seen, out = set(), []
+    for path, value in hashed_leaves(manifest):
+        if pattern_of(path) not in seen:
+            seen.add(pattern_of(path))
+            out.append((path, value))
+    return out
+
+
+@pytest.fixture(scope="module")
+def fresh_manifest(packed) -> dict:
+    return mf.read_manifest(packed)
+
+
+def test_every_hashed_field_of_a_fresh_pack_has_an_owner(fresh_manifest):
+    unowned = [path for path, _ in hashed_leaves(fresh_manifest) if owner_of(path) is None]
+    assert not unowned, f"hashed fields no check owns (add them to packcli.verify.fields.MANIFEST_FIELDS): {unowned}"
+
+
+def test_every_owner_names_a_field_a_fresh_pack_has(fresh_manifest):
+    patterns = {pattern_of(path) for path, _ in hashed_leaves(fresh_manifest)}
+    stale = [p for p in MANIFEST_FIELDS if p not in patterns and not (  # a subtree: present, if maybe empty
+        p.endswith(".*") and (p[:-2] in patterns or any(q.startswith(p[:-1]) for q in patterns)))]
+    assert not stale, f"owners of fields pack no longer writes: {stale}"
+
+
+def test_every_column_has_an_owner():
+    assert list(SEAM_COLUMNS) == SEAM_TABLE_SCHEMA.names
+    assert list(SHARD_COLUMNS) == SCHEMA.names
+
+
+def test_versions_are_not_hashed(fresh_manifest):
+    """verify cannot prove which library versions packed an artifact, so they are not in the hash."""
+    assert "versions" not in fresh_manifest and fresh_manifest["unhashed"]["versions"]["packcli"]
+
+
+@pytest.mark.slow
+def test_each_hashed_field_edited_alone_fails_in_its_owner(packed, fresh_manifest, tmp_path):
+    edits = _one_path_per_pattern(fresh_manifest)
+    assert len(edits) > 40
+    missed = []
+    for k, (path, value) in enumerate(edits):
+        copy = tmp_path / str(k)
+        shutil.copytree(packed, copy)
+        manifest = json.loads((copy / MANIFEST_NAME).read_text())
+        _set(manifest, path, _edit(path, value))
+        manifest["manifest_sha256"] = mf.manifest_hash(manifest)  # re-sealed: only the semantic check can tell
+        mf.write_manifest(manifest, copy)
+        expected_error = RAISES.get(pattern_of(path))
+        if expected_error:
+            with pytest.raises(expected_error):
+                verify_artifact(copy, workers=1)
+            continue
+        report = verify_artifact(copy, workers=1)
+        owner = owner_of(path).check
+        check = next(c for c in report.checks if c.name == owner)
+        named = [v for v in check.violations if v.field == path or path in v.message]
+        if report.ok or not named:
+            missed.append((path, owner, [(c.name, [v.message for v in c.violations][:2]) for c in report.checks
+                                         if not c.ok]))
+    assert not missed, "\n".join(map(str, missed))
+
+
+def _first_packed(rows: list[dict]) -> int:
+    return next(i for i, r in enumerate(rows) if r["status"] == "packed" and r["offset"] > 0)
+
+
+SEAM_EDITS = {  # column -> edit of the first packed row that is not first in its pack
+    "example_id": lambda r, rows: r["example_id"] + 1,
+    "input": lambda r, rows: next(x["input"] for x in rows if x["input"] != r["input"]),
+    "source": lambda r, rows: next(x["source"] for x in rows if x["source"] != r["source"]),
+    "line": lambda r, rows: r["line"] + 1000,
+    "copy": lambda r, rows: r["copy"] + 1,
+    "status": lambda r, rows: "dropped",
+    "reason": lambda r, rows: "re-worded",
+    "shard": lambda r, rows: "shard-00003.parquet" if r["shard"] != "shard-00003.parquet" else "shard-00000.parquet",
+    "row": lambda r, rows: r["row"] + 1,
+    "offset": lambda r, rows: r["offset"] + 1,
+    "length": lambda r, rows: r["length"] - 1,
+    "original_length": lambda r, rows: r["original_length"] + 1,
+    "supervised": lambda r, rows: r["supervised"] + 1,
+    "supervised_lost": lambda r, rows: r["supervised_lost"] + 1,
+    "token_hash": lambda r, rows: "0" * 16,
+    "format": lambda r, rows: "text" if r["format"] != "text" else "messages",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("column", list(SEAM_COLUMNS))
+def test_each_seam_column_edited_alone_fails_in_its_owner(column, packed_copy):
+    def mutate(rows: list[dict]) -> None:
+        r = rows[_first_packed(rows)]
+        r[column] = SEAM_EDITS[column](r, rows)
+    forge.rewrite_seam(packed_copy, mutate)
+    forge.reseal(packed_copy, recount_counts=True)
+    report = verify_artifact(packed_copy, workers=1)
+    check = next(c for c in report.checks if c.name == SEAM_COLUMNS[column])
+    assert not report.ok and any(v.field == column or column in v.message for v in check.violations), \
+        [(c.name, [(v.field, v.message) for v in c.violations][:3]) for c in report.checks if not c.ok]
+
+
+def _seam_row(rows: list[dict]) -> dict:
+    """The first pack with a seam."""
+    return next(r for r in rows if len(r["cu_seqlens"]) > 2)
+
+
+def _supervise_a_masked_label(row: dict) -> None:
+    t = next(t for t in range(1, row["cu_seqlens"][1]) if row["labels"][t] == IGNORE_INDEX)
+    row["labels"][t] = row["input_ids"][t]
+
+
+SHARD_EDITS = {
+    "input_ids": lambda row: row["input_ids"].__setitem__(1, row["input_ids"][1] + 1),
+    "labels": _supervise_a_masked_label,
+    "position_ids": lambda row: row["position_ids"].__setitem__(1, 5),
+    "cu_seqlens": lambda row: row["cu_seqlens"].__setitem__(1, row["cu_seqlens"][1] - 1),
+    "seq_lengths": lambda row: row["seq_lengths"].__setitem__(0, row["seq_lengths"][0] - 1),
+    "example_ids": lambda row: row["example_ids"].__setitem__(0, row["example_ids"][0] + 1),
+    "num_tokens": lambda row: row.__setitem__("num_tokens", row["num_tokens"] - 1),
+    "num_supervised": lambda row: row.__setitem__("num_supervised", row["num_supervised"] + 1),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("column", list(SHARD_COLUMNS))
+def test_each_shard_column_edited_alone_fails_in_its_owner(column, packed_copy):
+    counts = column not in ("num_tokens", "num_supervised")  # a forger recounts, unless the count is the forgery
+    forge.rewrite_packs(packed_copy, 0, lambda rows: SHARD_EDITS[column](_seam_row(rows)), recount_rows=counts)
+    forge.reseal(packed_copy, recount_counts=True)
+    report = verify_artifact(packed_copy, workers=1)
+    check = next(c for c in report.checks if c.name == SHARD_COLUMNS[column])
+    assert not report.ok and any(v.field == column or column in v.message for v in check.violations), \
+        [(c.name, [(v.field, v.message) for v in c.violations][:3]) for c in report.checks if not c.ok]
+
+
+def test_the_seam_table_edit_reaches_the_file(packed_copy):
+    """The helpers above write what they say (a guard on the guards)."""
+    forge.rewrite_seam(packed_copy, lambda rows: rows[0].update(reason="written"))
+    assert pq.read_table(Path(packed_copy) / SEAM_TABLE_NAME)["reason"][0].as_py() == "written"
