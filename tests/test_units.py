@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import pickle
 from pathlib import Path
@@ -246,3 +247,44 @@ def test_workers_leave_when_the_driver_is_killed(tmp_path):
     while time.time() < deadline and any(map(alive, workers)):
         time.sleep(0.1)
     assert not any(map(alive, workers))
+
+
+def test_auto_workers_follow_the_size_of_the_input():
+    """Without --workers: one process per unit and per MIN_BYTES_PER_PROCESS of input, at most the ceiling.
+    With --workers N: N, but never more processes than units (a process without a unit only starts up)."""
+    from packcli.engine import Workload
+    from packcli.engine.local import LocalEngine
+    from packcli.engine.pool import MIN_BYTES_PER_PROCESS, auto_processes
+
+    size = MIN_BYTES_PER_PROCESS
+    assert auto_processes(8, units=100, input_bytes=0) == 1
+    assert auto_processes(8, units=100, input_bytes=size - 1) == 1
+    assert auto_processes(8, units=100, input_bytes=3 * size) == 3
+    assert auto_processes(8, units=2, input_bytes=100 * size) == 2
+    assert auto_processes(8, units=100, input_bytes=100 * size) == 8
+    assert LocalEngine(workers=4, auto=True).processes(Workload(units=10, input_bytes=size)) == 1
+    assert LocalEngine(workers=4, auto=True).processes(Workload(units=10, input_bytes=10 * size)) == 4
+    assert LocalEngine(workers=4).processes(Workload(units=10, input_bytes=1)) == 4
+    assert LocalEngine(workers=4).processes(Workload(units=2, input_bytes=1)) == 2
+    assert LocalEngine(workers=4).processes(None) == 4
+
+
+def test_a_small_pack_with_default_workers_starts_no_worker(monkeypatch, tmp_path, corpus_files, tokenizer_dir):
+    """The CLI's default engine on the fixture corpus (kilobytes, several units) runs in this process alone;
+    the same engine given --workers 2 starts one worker. Decided before any process is spawned."""
+    from packcli.engine import local, make_engine
+
+    started: list[int] = []
+    real = local.SharedPool
+
+    def recording(workers: int, warm=None):  # noqa: ANN001, ANN202
+        started.append(workers)
+        return real(workers, warm=warm)
+
+    monkeypatch.setattr(local, "SharedPool", recording)
+    config = PackConfig(inputs=tuple(corpus_files), tokenizer=str(tokenizer_dir), out=tmp_path / "auto", capacity=512,
+                        lines_per_unit=30)
+    auto = pack_corpus(config, engine=make_engine("local"))
+    assert auto.units > 2 and started == [1]
+    two = pack_corpus(dataclasses.replace(config, out=tmp_path / "two"), engine=make_engine("local", workers=2))
+    assert started == [1, 2] and two.manifest["manifest_sha256"] == auto.manifest["manifest_sha256"]

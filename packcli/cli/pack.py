@@ -109,7 +109,8 @@ def pack(
                                                  rich_help_panel=OUTPUT)] = 2048,
     json_out: Json = False,
     workers: Annotated[Optional[int], typer.Option(
-        help="Processes (default: one per CPU, one per GiB free), or Ray workers. Same bytes either way.",
+        help="Processes (default: one per CPU and per GiB free, fewer for small inputs: one per 16 MiB), or "
+        "Ray workers. Same bytes either way.",
         show_default=False, rich_help_panel=PERFORMANCE)] = None,
     engine: Annotated[EngineName, typer.Option(help=f"local, or ray to run on a Ray cluster "
                                                f"({escape('packcli[ray]')}).",

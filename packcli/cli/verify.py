@@ -58,7 +58,7 @@ def verify(
         rich_help_panel=OUTPUT)] = None,
     json_out: Json = False,
     workers: Annotated[Optional[int], typer.Option(
-        help="Processes that re-tokenize (default: one per CPU from 16,384 records).", show_default=False,
+        help="Processes that re-tokenize (default: one per CPU, fewer for small sources: one per 16 MiB).", show_default=False,
         rich_help_panel=PERFORMANCE)] = None,
 ) -> None:
     """Check every invariant of a packed artifact; exit 0 if all hold, 1 on a violation, 2 on bad input.

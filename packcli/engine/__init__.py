@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from packcli.choices import EngineName
@@ -22,14 +23,25 @@ if TYPE_CHECKING:  # the job package imports this protocol; the engines import t
     from packcli.job.write import ShardResult, ShardTask
 
 
+@dataclass(frozen=True)
+class Workload:
+    """What a run will hand an engine, known before any worker starts: how many units of work can run
+    at once, and how many input bytes they read. An engine sizes its workers from it."""
+
+    units: int
+    input_bytes: int
+
+
 class Engine(Protocol):
     name: str
 
-    def session(self, warm: Callable[[], None] | None = None) -> AbstractContextManager[None]:
+    def session(self, warm: Callable[[], None] | None = None,
+                work: Workload | None = None) -> AbstractContextManager[None]:
         """Hold whatever the engine needs (a Ray connection, worker processes) across both stages of one run.
 
         ``warm``: a picklable call each worker may run while it has nothing else to do (load the
-        tokenizer); engines without long-lived workers ignore it.
+        tokenizer); engines without long-lived workers ignore it. ``work``: the run's size, from which
+        an engine may start fewer workers than it would for a large run (None: as many as it is given).
         """
         ...
 
@@ -56,7 +68,9 @@ def make_engine(name: EngineName | str, *, workers: int | None = None, address: 
         from packcli.engine.local import LocalEngine
         from packcli.engine.pool import default_workers
 
-        return LocalEngine(workers=workers or default_workers())
+        if workers is None:  # the input decides, up to one per CPU (`packcli.engine.pool.auto_processes`)
+            return LocalEngine(workers=default_workers(), auto=True)
+        return LocalEngine(workers=workers)
     from packcli.engine.ray import RayEngine
 
     return RayEngine(workers=workers, address=address, out=out, shared_fs=shared_fs)

@@ -1,7 +1,10 @@
 """The local engine: units, then shards, on this machine.
 
 Units, then shards, run in ``workers`` processes (`packcli.engine.pool.SharedPool`, held for the
-session): this one, which already holds the tokenizer, and ``workers - 1`` spawned workers.
+session): this one, which already holds the tokenizer, and ``workers - 1`` spawned workers. With
+``auto`` (``packcli pack`` without ``--workers``) ``workers`` is a ceiling and the run's size decides
+(`packcli.engine.pool.auto_processes`): a small job never waits for workers it does not need. Never
+more processes than units: a process without a unit would only cost its start-up.
 Parsing and rendering are single-threaded Python and so is much of the fast backend's work after
 fastokens returns, so one process leaves cores idle. Each worker holds its own tokenizer and batch
 (about 0.8 GB with Qwen3). ``workers=1``, the default here (spawning processes from a library call
@@ -15,7 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
-from packcli.engine.pool import MAX_LOCAL_WORKERS, SharedPool
+from packcli.engine import Workload
+from packcli.engine.pool import MAX_LOCAL_WORKERS, SharedPool, auto_processes
 from packcli.errors import PackcliError
 from packcli.job.spill import SpillLayout
 from packcli.job.units import UnitIndex, UnitJob, UnitSpec, run_unit
@@ -25,15 +29,24 @@ from packcli.job.write import ShardResult, ShardTask, write_shard_task
 class LocalEngine:
     name = "local"
 
-    def __init__(self, workers: int | None = None) -> None:
+    def __init__(self, workers: int | None = None, *, auto: bool = False) -> None:
         if workers is not None and not 1 <= workers <= MAX_LOCAL_WORKERS:
             raise PackcliError(f"--workers must be from 1 to {MAX_LOCAL_WORKERS}, got {workers}")
         self.workers = workers or 1
+        self.auto = auto
         self._pool: SharedPool | None = None
 
+    def processes(self, work: Workload | None) -> int:
+        """The processes a session for ``work`` uses (this one included)."""
+        if work is None:
+            return self.workers
+        if self.auto:
+            return auto_processes(self.workers, units=work.units, input_bytes=work.input_bytes)
+        return max(1, min(self.workers, work.units))
+
     @contextmanager
-    def session(self, warm: Callable[[], None] | None = None) -> Iterator[None]:
-        with SharedPool(self.workers, warm=warm) as self._pool:
+    def session(self, warm: Callable[[], None] | None = None, work: Workload | None = None) -> Iterator[None]:
+        with SharedPool(self.processes(work), warm=warm) as self._pool:
             try:
                 yield
             finally:

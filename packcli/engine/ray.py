@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from packcli.engine import Workload
 from packcli.engine.pool import thread_caps
 from packcli.errors import PackcliError
 from packcli.job.spill import SpillLayout
@@ -58,8 +59,9 @@ class RayEngine:
         self.shared_fs = shared_fs
 
     @contextmanager
-    def session(self, warm: Callable[[], None] | None = None) -> Iterator[None]:
-        """Start (or join) Ray for the run, and shut it down after if this engine started it."""
+    def session(self, warm: Callable[[], None] | None = None, work: Workload | None = None) -> Iterator[None]:
+        """Start (or join) Ray for the run, and shut it down after if this engine started it. Actors are
+        started per stage, at most one per unit (`run`), so neither ``warm`` nor ``work`` is needed here."""
         ray = import_ray()
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         started = not ray.is_initialized()

@@ -35,7 +35,7 @@ from packcli.artifact.shards import FlatShard
 from packcli.chat import ChatTemplate, Renderer
 from packcli.choices import BackendChoice, Format, LossPolicy
 from packcli.contract import IGNORE_INDEX, token_hash
-from packcli.engine.pool import SharedPool, usable_cpus
+from packcli.engine.pool import SharedPool, auto_processes, usable_cpus
 from packcli.errors import InputError
 from packcli.ingest import HUB_PREFIX, FieldMap, Source, describe_input, source_of
 from packcli.job.select import duplicate_reason
@@ -48,7 +48,6 @@ from packcli.verify.report import CheckResult, Violation
 
 BATCH = 2048  # lines per Preparer call
 UNIT_LINES = 8192  # lines per unit of parallel work
-PARALLEL_MIN_RECORDS = 2 * UNIT_LINES  # below this, starting worker processes costs more than it saves
 
 
 class Fresh(NamedTuple):
@@ -147,8 +146,8 @@ def check_reconstruction(manifest: dict, rows: dict[str, list], shards: dict[str
 
     Args:
         rows: the seam table's columns as lists.
-        workers: processes that re-tokenize (None: one per CPU, for artifacts of at least
-            `PARALLEL_MIN_RECORDS` records in more than one unit of work; else this process alone).
+        workers: processes that re-tokenize (None: one per CPU, at most one per unit of work and per
+            `packcli.engine.pool.MIN_BYTES_PER_PROCESS` of sources: a small artifact is checked here alone).
 
     Returns:
         What each seam-table row's record reproduces, for the plan check.
@@ -202,8 +201,8 @@ def check_reconstruction(manifest: dict, rows: dict[str, list], shards: dict[str
     specs = plan_units(files, UNIT_LINES)
     progress.start("reconstruct", "reconstructing", total=manifest["counts"]["records"])
     compare = _Comparer(preparer, rows, shards, config["capacity"], result, facts)
-    if workers is None and manifest["counts"]["records"] < PARALLEL_MIN_RECORDS:
-        workers = 1
+    if workers is None:
+        workers = auto_processes(usable_cpus(), units=len(specs), input_bytes=sum(f.size for f in files))
 
     def advance(spec: UnitSpec, outcomes: list) -> None:
         progress.advance("reconstruct", len(outcomes))

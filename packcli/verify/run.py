@@ -38,8 +38,8 @@ def verify_artifact(directory: str | Path, *, tokenizer: str | None = None, temp
         reconstruct: re-tokenize every source record and compare (needs the sources and tokenizer);
             without it the plan is re-derived from the seam table's own lengths.
         max_violations: keep at most this many offending examples per check.
-        workers: processes for reconstruction (None: one per CPU for artifacts of at least 16,384
-            records in more than one unit of 8,192 lines; a compressed source is one unit).
+        workers: processes for reconstruction (None: one per CPU, at most one per unit of 8,192 lines and
+            one per 16 MiB of sources, `packcli.engine.pool.auto_processes`; a compressed source is one unit).
         render_oracle: also render the records with this library (``transformers``) and compare
             (`packcli.verify.oracle`); ``sample`` limits it to that many records, drawn with a fixed seed.
 
