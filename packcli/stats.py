@@ -220,16 +220,16 @@ def artifact_stats(directory: str | Path) -> ArtifactStats:
     """Read the manifest and the per-pack counts (not the tokens) of every shard."""
     import pyarrow as pa
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
     from packcli.artifact import manifest as mf
+    from packcli.artifact.shards import read_parquet
 
     directory = Path(directory)
     manifest = mf.read_manifest(directory)
     capacity = manifest["config"]["capacity"]
     fills, sup_fills, shards = [], [], []
     for info in manifest["shards"]:
-        table = pq.read_table(directory / info["name"], columns=["num_tokens", "num_supervised", "cu_seqlens"])
+        table = read_parquet(directory / info["name"], columns=["num_tokens", "num_supervised", "cu_seqlens"])
         tokens = table["num_tokens"].to_numpy()
         fills.append(tokens / capacity)
         sup_fills.append(table["num_supervised"].to_numpy() / capacity)
@@ -238,7 +238,7 @@ def artifact_stats(directory: str | Path) -> ArtifactStats:
                        "examples": int(pc.sum(pc.subtract(pc.list_value_length(table["cu_seqlens"]), 1)).as_py() or 0),
                        "density": float(tokens.sum() / (len(table) * capacity)) if len(table) else 0.0,
                        "bytes": info["bytes"]})
-    seam = pq.read_table(directory / manifest["seam_table"]["name"], columns=["length", "status"])
+    seam = read_parquet(directory / manifest["seam_table"]["name"], columns=["length", "status"])
     in_packs = pc.is_in(seam["status"], pa.array(["packed", "truncated"]))
     lengths = seam["length"].filter(in_packs).to_numpy().astype(np.int64)
     identity = {"manifest_sha256": manifest["manifest_sha256"], "contract_version": manifest["contract_version"],

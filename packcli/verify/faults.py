@@ -53,13 +53,13 @@ def _reseal(directory: Path, edit: Callable[[dict], None] | None = None) -> None
 def _rewrite_first_shard(directory: Path, mutate: Callable[[dict], None]) -> None:
     """Rewrite shard-00000 after ``mutate`` edits its flat arrays, then re-seal."""
     path = directory / "shard-00000.parquet"
-    flat = load_flat(pq.read_table(path), path.name)
+    flat = load_flat(read_parquet(path), path.name)
     row = next(r for r in range(flat.rows) if len(flat.cu[r]) > 2)  # a pack with a seam
     arrays = {"ids": flat.ids.copy(), "labels": flat.labels.copy(), "positions": flat.positions.copy(),
               "cu": [c.copy() for c in flat.cu], "seq_lengths": [s.copy() for s in flat.seq_lengths],
               "row": row, "start": int(flat.row_offsets[row])}
     mutate(arrays)
-    table = pq.read_table(path)
+    table = read_parquet(path)
     offsets = pa.array(flat.row_offsets.astype(np.int32))
     cu_off = np.concatenate([[0], np.cumsum([len(c) for c in arrays["cu"]])]).astype(np.int32)
     sl_off = np.concatenate([[0], np.cumsum([len(s) for s in arrays["seq_lengths"]])]).astype(np.int32)
@@ -137,7 +137,7 @@ def _label_masked(d: Path, ws: Path) -> dict:
 
 def _duplicate(d: Path, ws: Path) -> dict:
     path = d / "shard-00000.parquet"
-    table = pq.read_table(path)
+    table = read_parquet(path)
     write_shard(pa.concat_tables([table, table.slice(0, 1)]), path)
     _reseal(d, lambda m: m["counts"].update(packs=m["counts"]["packs"] + 1))
     return {}
