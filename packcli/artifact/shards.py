@@ -17,6 +17,7 @@ builds positions and boundaries only from a column of that name (docs/contract.m
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -93,9 +94,16 @@ def build_table(
 
 
 def write_shard(table: pa.Table, path: Path) -> ShardInfo:
-    """Write a shard (zstd) and describe it. The caller writes into a temporary directory."""
-    pq.write_table(table, path, compression="zstd", compression_level=3, use_dictionary=False,
-                   write_statistics=False, row_group_size=len(table) or 1)
+    """Write a shard (zstd) and describe it. The caller writes into a temporary directory; the file is
+    written under a name of its own and renamed into place whole, so a second attempt at the same shard
+    (a Ray task re-run after its node was lost, while the first still runs) never leaves half a file."""
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        pq.write_table(table, tmp, compression="zstd", compression_level=3, use_dictionary=False,
+                       write_statistics=False, row_group_size=len(table) or 1)
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
     return ShardInfo(name=path.name, rows=len(table), bytes=path.stat().st_size, sha256=file_sha256(path),
                      tokens=int(pc.sum(table["num_tokens"]).as_py() or 0),
                      supervised=int(pc.sum(table["num_supervised"]).as_py() or 0))

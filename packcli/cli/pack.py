@@ -170,6 +170,6 @@ def pack(
     except PackcliError as exc:  # the values' problems and the engine's, at once
         raise_all([exc.message, *problems])
     raise_all(problems + config.file_problems())
-    runner = make_engine(engine, workers=workers, address=ray_address, out=str(out), shared_fs=shared_fs)
+    runner = make_engine(engine, workers=workers, address=ray_address, shared_fs=shared_fs, shared=f"--out {out}")
     summary = pack_corpus(config, progress=console.RichProgress(enabled=not json_out), engine=runner)
     render_pack_summary(summary, as_json=json_out)

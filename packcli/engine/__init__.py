@@ -1,7 +1,8 @@
-"""Engines run the two parallel stages of ``pack``: tokenizing units and writing shards. The local
-engine is the default and the reference; the Ray engine schedules the same functions
-(`packcli.job.units.run_unit`, `packcli.job.write.write_shard_task`) on a cluster. Both return
-results in input order, so the artifact is byte-identical whichever engine made it.
+"""Engines run the parallel stages of ``pack`` (tokenizing units, writing shards) and of ``verify``
+(re-tokenizing units). The local engine is the default and the reference; the Ray engine schedules
+the same functions (`packcli.job.units.run_unit`, `packcli.job.write.write_shard_task`,
+`packcli.verify.reconstruct.unit_outcomes`) on a cluster. Both return results in input order, so the
+artifact (and the verify report) is the same whichever engine made it.
 
     local.py  this process and spawned workers (`pool.SharedPool`)
     ray.py    a Ray cluster (the ``ray`` extra, imported only when chosen)
@@ -13,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from packcli.choices import EngineName
 
@@ -21,6 +22,8 @@ if TYPE_CHECKING:  # the job package imports this protocol; the engines import t
     from packcli.job.spill import SpillLayout
     from packcli.job.units import UnitIndex, UnitJob, UnitSpec
     from packcli.job.write import ShardResult, ShardTask
+
+C, I, R = TypeVar("C"), TypeVar("I"), TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,12 @@ class Engine(Protocol):
         """
         ...
 
+    def map(self, fn: Callable[[C, I], R], common: C, items: Sequence[I],
+            on_done: Callable[[I, R], None] = ...) -> list[R]:
+        """``fn(common, item)`` for every item on the engine's workers (``fn`` a module-level function, ``common``
+        and the items picklable); results in ``items`` order; ``on_done(item, result)`` as each finishes."""
+        ...
+
     def run(self, job: UnitJob, specs: Sequence[UnitSpec], on_done: Callable[[UnitSpec], None]) -> list[UnitIndex]:
         """Run every unit; return their indexes in ``specs`` order; call ``on_done`` as each finishes."""
         ...
@@ -56,8 +65,9 @@ class Engine(Protocol):
 
 
 def make_engine(name: EngineName | str, *, workers: int | None = None, address: str | None = None,
-                out: str | None = None, shared_fs: bool = False) -> Engine:
-    """The engine ``--engine`` names; Ray is imported only when chosen."""
+                shared_fs: bool = False, shared: str = "--out") -> Engine:
+    """The engine ``--engine`` names; Ray is imported only when chosen. ``shared``: what workers on other
+    nodes must reach at the same path (``--out DIR`` for pack, the sources for verify)."""
     from packcli.errors import PackcliError
 
     try:
@@ -73,4 +83,4 @@ def make_engine(name: EngineName | str, *, workers: int | None = None, address: 
         return LocalEngine(workers=workers)
     from packcli.engine.ray import RayEngine
 
-    return RayEngine(workers=workers, address=address, out=out, shared_fs=shared_fs)
+    return RayEngine(workers=workers, address=address, shared_fs=shared_fs, shared=shared)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import TypeVar
 
 from packcli.engine import Workload
 from packcli.engine.pool import MAX_LOCAL_WORKERS, SharedPool, auto_processes
@@ -24,6 +25,8 @@ from packcli.errors import PackcliError
 from packcli.job.spill import SpillLayout
 from packcli.job.units import UnitIndex, UnitJob, UnitSpec, run_unit
 from packcli.job.write import ShardResult, ShardTask, write_shard_task
+
+C, I, R = TypeVar("C"), TypeVar("I"), TypeVar("R")
 
 
 class LocalEngine:
@@ -52,14 +55,17 @@ class LocalEngine:
             finally:
                 self._pool = None
 
-    def run(self, job: UnitJob, specs: Sequence[UnitSpec], on_done: Callable[[UnitSpec], None]) -> list[UnitIndex]:
+    def map(self, fn: Callable[[C, I], R], common: C, items: Sequence[I],
+            on_done: Callable[[I, R], None] = lambda item, result: None) -> list[R]:
         with self._shared() as pool:
-            return pool.map(run_unit, job, specs, lambda spec, _: on_done(spec))
+            return pool.map(fn, common, items, on_done)
+
+    def run(self, job: UnitJob, specs: Sequence[UnitSpec], on_done: Callable[[UnitSpec], None]) -> list[UnitIndex]:
+        return self.map(run_unit, job, specs, lambda spec, _: on_done(spec))
 
     def write_shards(self, layout: SpillLayout, tasks: Sequence[ShardTask],
                      on_done: Callable[[ShardTask], None]) -> list[ShardResult]:
-        with self._shared() as pool:
-            return pool.map(write_shard_task, layout, tasks, lambda task, _: on_done(task))
+        return self.map(write_shard_task, layout, tasks, lambda task, _: on_done(task))
 
     @contextmanager
     def _shared(self) -> Iterator[SharedPool]:

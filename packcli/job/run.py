@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 import shutil
 import time
 from dataclasses import dataclass
@@ -129,7 +130,7 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
     if mixture is not None:  # the mixture numbers inputs as resolved; the manifest, as read
         position = {f.path: i for i, f in enumerate(files)}
         mixture = mixture.renumbered([position[s.path] for s in sources])
-    job = UnitJob(tokenizer=config.tokenizer, tokenizer_sha256=tokenizer.sha256, template_text=template.text,
+    job = UnitJob(tokenizer=os.path.abspath(config.tokenizer), tokenizer_sha256=tokenizer.sha256, template_text=template.text,
                   template_source=template.source, template_date=config.template_date,
                   paranoid_tokenizer=config.paranoid_tokenizer, tokenizer_backend=config.tokenizer_backend.value,
                   tokenizer_backend_resolved=tokenizer.backend_name,
