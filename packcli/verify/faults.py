@@ -160,7 +160,7 @@ def _dropped_without_record(d: Path, ws: Path) -> dict:
 
 def _copy_claimed(d: Path, ws: Path) -> dict:
     """The seam table's first packed example renumbered as a second copy of its record."""
-    seam = pq.read_table(d / SEAM_TABLE_NAME)
+    seam = read_parquet(d / SEAM_TABLE_NAME)
     copy = seam["copy"].to_pylist()
     copy[seam["status"].to_pylist().index("packed")] = 1
     seam = seam.set_column(seam.schema.get_field_index("copy"), "copy", pa.array(copy, pa.int32()))
