@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 from packcli.engine import Workload
 from packcli.engine.pool import thread_caps
 from packcli.errors import PackcliError
+from packcli.job.pause import PAUSE_VARIABLES
 from packcli.job.spill import SpillLayout
 from packcli.job.units import UnitIndex, UnitJob, UnitSpec, run_unit
 from packcli.job.write import ShardResult, ShardTask, write_shard_task
@@ -103,7 +104,8 @@ class RayEngine:
         ray = import_ray()
         limit = max(1, self.workers or int(ray.cluster_resources().get("CPU", 1)))
         # One CPU a task and both tokenizers' thread pools capped to it: no oversubscription.
-        env = {**thread_caps(1), "RAY_USAGE_STATS_ENABLED": "0"}
+        env = {**thread_caps(1), "RAY_USAGE_STATS_ENABLED": "0",
+               **{name: os.environ[name] for name in PAUSE_VARIABLES if name in os.environ}}
         task = ray.remote(num_cpus=1, max_retries=TASK_RETRIES, runtime_env={"env_vars": env})(_call)
         shared = ray.put(common)
         results: dict[int, R] = {}
