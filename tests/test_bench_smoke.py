@@ -111,3 +111,17 @@ def test_tokenizer_bench_repeats_report_the_median_run_and_refuse_outputs_that_d
     runs[1]["output_blake2b"] = "other"
     with pytest.raises(SystemExit, match="different outputs on repeated runs"):
         bench.median_run(runs)
+
+
+def test_scaling_check_writes_the_curve_and_checks_the_bytes(corpus, tmp_path, capsys):
+    """scripts/scaling_check.py (what scaling_check.sh runs): one row per worker count, all with the same manifest."""
+    scaling = load_script("scaling_check")
+    out = tmp_path / "scaling.json"
+    assert scaling.main(["--workers", "1,2", "--corpus", str(corpus), "-t", str(FIXTURES / "tokenizer"), "--template",
+                         "chatml", "--unit-lines", "20", "--workdir", str(tmp_path / "w"), "--out", str(out)]) == 0
+    assert capsys.readouterr().out.rstrip().splitlines()[-1].startswith("|"), "the table must be printed last"
+    data = json.loads(out.read_text())
+    assert [r["workers"] for r in data["rows"]] == [1, 2] and data["identical"] and data["rows"][0]["units"] == 3
+    assert data["rows"][0]["speedup"] == 1.0 and {"usable_cpus", "git_head"} <= set(data["environment"])
+    with pytest.raises(SystemExit):
+        scaling.main(["--workers", "2,1", "--corpus", str(corpus)])  # not increasing: a usage error
