@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from packcli.artifact import manifest as mf
 from packcli.config import PackConfig
@@ -27,6 +29,47 @@ def test_units_cover_every_line_once(tmp_path):
     assert len(specs) == 11 and [s.span.first for s in specs] == list(range(1, 104, 10))
     got = [item for s in specs for item in iter_unit_lines(s)]
     assert got == list(read_lines(path, 0))
+
+
+def _line_starts_reference(data: bytes, every: int, max_bytes: int) -> list[tuple[int, int]]:
+    """The rule, one line at a time: a span starts at line 1, then ``every`` lines after the previous start
+    or at the first line starting ``max_bytes`` or more after it."""
+    starts, line, start = [(1, 0)], 1, 0
+    offset = 0
+    for number, raw in enumerate(data.splitlines(keepends=True), start=2):
+        offset += len(raw)
+        if not raw.endswith(b"\n") or offset >= len(data):
+            break
+        if number == line + every or offset >= start + max_bytes:
+            line, start = number, offset
+            starts.append((line, start))
+    return starts
+
+
+@settings(max_examples=200, deadline=None)
+@given(lengths=st.lists(st.integers(0, 60), max_size=80), tail=st.booleans(), every=st.integers(1, 12),
+       max_bytes=st.integers(1, 200))
+def test_spans_end_after_so_many_lines_or_bytes(tmp_path_factory, lengths, tail, every, max_bytes):
+    from packcli.ingest.jsonl import _line_starts
+
+    data = b"".join(b"x" * n + b"\n" for n in lengths) + (b"end" if tail else b"")
+    path = tmp_path_factory.mktemp("spans") / "a.jsonl"
+    path.write_bytes(data)
+    assert _line_starts(path, every, max_bytes) == _line_starts_reference(data, every, max_bytes)
+
+
+def test_long_lines_make_more_units(tmp_path, monkeypatch):
+    """A file of long lines is cut by bytes as well as by lines, and every line is still read once."""
+    from packcli.ingest import jsonl
+
+    path = tmp_path / "long.jsonl"
+    path.write_bytes(b"".join(b'{"text": "%s"}\n' % (b"w " * 500) for _ in range(40)))  # 1,013 bytes a line
+    assert len(plan_units([describe_input(path)], 100)) == 1
+    monkeypatch.setattr(jsonl, "UNIT_BYTES", 4096)
+    specs = plan_units([describe_input(path)], 100)
+    # line 5 starts at byte 4,052, line 6 at 5,065: the first start past 4,096 bytes
+    assert len(specs) == 8 and [s.span.first for s in specs] == list(range(1, 41, 5))
+    assert [item for s in specs for item in iter_unit_lines(s)] == list(read_lines(path, 0))
 
 
 def test_compressed_file_is_one_unit(tmp_path):

@@ -119,7 +119,8 @@ def pack(
                                                        show_default=False, rich_help_panel=PERFORMANCE)] = None,
     shared_fs: Annotated[bool, typer.Option(help="Confirm --out is on a filesystem every Ray node mounts.",
                                             rich_help_panel=PERFORMANCE)] = False,
-    unit_lines: Annotated[int, typer.Option(help="Input records (lines, rows) per unit of work (parallelism, resume).",
+    unit_lines: Annotated[int, typer.Option(help="Input records (lines, rows) per unit of work (parallelism, resume); "
+                                            "a JSONL unit also ends after about 8 MiB.",
                                             rich_help_panel=PERFORMANCE)] = 10_000,
     tokenizer_backend: Annotated[BackendChoice, typer.Option(
         help="auto: fastokens where proven exact, else tokenizers. Same bytes either way.",
