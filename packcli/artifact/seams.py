@@ -30,7 +30,7 @@ NULLABLE_COLUMNS = ("shard", "format")  # a record in no pack has no shard; one 
 
 def write_seam_table(path: Path, columns: dict[str, object]) -> None:
     """Write the seam table from its columns (names and types: `SEAM_TABLE_SCHEMA`)."""
-    table = pa.table({field.name: pa.array(columns[field.name], field.type) for field in SEAM_TABLE_SCHEMA},
+    table = pa.table({field.name: _array(columns[field.name], field.type) for field in SEAM_TABLE_SCHEMA},
                      schema=SEAM_TABLE_SCHEMA)
     pq.write_table(table, path, compression="zstd", write_statistics=False)
 
@@ -38,6 +38,13 @@ def write_seam_table(path: Path, columns: dict[str, object]) -> None:
 def reject_row(index: int, source: str, line: int, reason: str) -> dict[str, object]:
     """One line of rejects.jsonl, as written and as ``verify`` expects it from the seam table."""
     return {"input": index, "source": source, "line": line, "reason": reason}
+
+
+def _array(values: object, kind: pa.DataType) -> pa.Array:
+    """A column as Arrow: an Arrow array as it is (cast to ``kind``), anything else converted."""
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        return values.cast(kind)
+    return pa.array(values, kind)
 
 
 def write_rejects(path: Path, rejects: Iterable[tuple[int, str, int, str]]) -> int:
