@@ -17,9 +17,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from packcli.artifact.seams import write_rejects, write_seam_table
+from packcli.artifact.seams import Codes, EmptyAsNull, FixedWidth, write_rejects, write_seam_table
 from packcli.artifact.shards import ShardInfo, build_table, write_shard
 from packcli.contract import (
     CONVENTIONS,
@@ -120,41 +119,17 @@ def write_records(directory: Path, index: ExampleIndex, fates: Fates, layout: Sh
     lost = np.where(np.isin(fates.status, OVERLONG_FATES), supervised - fates.used_sup, 0)
     shards = np.asarray(placement.shard, dtype=np.int64)
     write_seam_table(directory / SEAM_TABLE_NAME, {
-        "example_id": index.ids, "input": index.file_index, "source": decoded(index.file_index, names),
-        "line": index.line, "copy": copy, "status": decoded(fates.status, STATUSES), "reason": fates.reasons,
-        "shard": decoded(np.maximum(shards, 0), [shard_name(k) for k in range(int(shards.max(initial=-1)) + 1)],
-                         null=shards < 0),
+        "example_id": index.ids, "input": index.file_index, "source": Codes(index.file_index, names),
+        "line": index.line, "copy": copy, "status": Codes(fates.status, STATUSES), "reason": fates.reasons,
+        "shard": Codes(np.maximum(shards, 0), [shard_name(k) for k in range(int(shards.max(initial=-1)) + 1)],
+                       null=shards < 0),
         "row": placement.row, "offset": placement.offset, "length": fates.used_len, "original_length": full_len,
-        "supervised": fates.used_sup, "supervised_lost": lost, "token_hash": fixed_strings(thash),
-        "format": _formats(index.format),
+        "supervised": fates.used_sup, "supervised_lost": lost, "token_hash": FixedWidth(thash),
+        "format": EmptyAsNull(index.format),
     })
     rejected = np.flatnonzero(fates.status == REJECTED).tolist()
     return write_rejects(directory / REJECTS_NAME, ((int(index.file_index[i]), names[index.file_index[i]],
                                                      int(index.line[i]), index.reason[i]) for i in rejected))
-
-
-def decoded(codes: npt.NDArray[np.integer], names: Sequence[str], null: npt.NDArray[np.bool_] | None = None
-            ) -> pa.Array:
-    """``names[codes[i]]`` for each i (None where ``null``) as an Arrow string array, built in Arrow."""
-    indices = pa.array(np.asarray(codes, dtype=np.int32), mask=null)
-    return pa.DictionaryArray.from_arrays(indices, pa.array(list(names), pa.string())).dictionary_decode()
-
-
-def fixed_strings(values: npt.NDArray[np.bytes_]) -> pa.Array:
-    """A numpy array of fixed-width ASCII (``b""`` for an empty string) as an Arrow string array."""
-    width = values.dtype.itemsize
-    lengths = np.char.str_len(values).astype(np.int32) if len(values) else np.zeros(0, np.int32)
-    if len(values) and not np.isin(lengths, (0, width)).all():
-        raise ValueError(f"fixed_strings: values of {width} characters or none, got lengths {np.unique(lengths)}")
-    offsets = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]).astype(np.int32)
-    data = values[lengths == width].tobytes()
-    return pa.StringArray.from_buffers(len(values), pa.py_buffer(offsets), pa.py_buffer(data))
-
-
-def _formats(formats: Sequence[str]) -> pa.Array:
-    """The ``format`` column: each record's format, null where it was not recognised ("")."""
-    column = pa.array(formats, pa.string())
-    return pc.if_else(pc.equal(column, ""), pa.scalar(None, pa.string()), column)
 
 
 def provenance(config: PackConfig, files: Sequence[InputFile], template: ChatTemplate) -> dict:
