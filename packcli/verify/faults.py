@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from packcli.artifact import manifest as mf
-from packcli.artifact.shards import SCHEMA, load_flat, write_shard
+from packcli.artifact.shards import SCHEMA, load_flat, read_parquet, write_shard
 from packcli.contract import CARD_NAME, IGNORE_INDEX, MANIFEST_NAME, SEAM_TABLE_NAME, token_hash
 from packcli.errors import InputError
 from packcli.tokenizer.load import CHAT_TEMPLATE_DIR, CHAT_TEMPLATE_FILE, TOKENIZER_SOURCE
