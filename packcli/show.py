@@ -15,10 +15,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import pyarrow.parquet as pq
 
 from packcli.artifact import manifest as mf
-from packcli.artifact.shards import load_flat, read_shard
+from packcli.artifact.shards import load_flat, read_parquet, read_shard
 from packcli.contract import IGNORE_INDEX
 from packcli.errors import InputError, PackcliError
 
@@ -87,7 +86,7 @@ def show_artifact(directory: str | Path, *, example_id: int | None = None, sourc
                            + (f" (got {', '.join(chosen)})" if chosen else ""))
     directory = Path(directory)
     manifest = mf.read_manifest(directory)
-    rows = pq.read_table(directory / manifest["seam_table"]["name"]).to_pylist()
+    rows = read_parquet(directory / manifest["seam_table"]["name"]).to_pylist()
     firsts = _pack_numbers(manifest)
     if pack is not None:
         shard, row = _locate_pack(manifest, firsts, pack)

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from packcli.choices import Format, Strategy
+from packcli.choices import BackendChoice, Format, Strategy
 
 QUANTILES = (5, 25, 50, 75, 90, 99, 99.9)
 DEFAULT_CAPACITIES = (1024, 2048, 4096, 8192, 16384, 32768)
@@ -76,6 +76,8 @@ class LengthStats:
     what_if: list[WhatIf]
     recommendation: Recommendation
     lengths: npt.NDArray[np.int64] = field(repr=False, compare=False)
+    # which backend tokenized, why, and what its exactness guard checked (as in pack's manifest)
+    tokenization: dict = field(default_factory=dict, compare=False)
 
     def to_dict(self) -> dict:
         data = asdict(self)
@@ -140,23 +142,30 @@ def recommend(cells: list[WhatIf], *, min_density: float, max_displacement: floa
 
 def length_stats(inputs, tokenizer: str, *, template: str = "auto", loss=None, capacities=DEFAULT_CAPACITIES,
                  seed: int = 0, min_density: float = 0.95, max_displacement: float | None = None,
-                 batch: int = 4096, fields=None, input_format: Format = Format.auto) -> LengthStats:
+                 batch: int = 4096, fields=None, input_format: Format = Format.auto,
+                 backend: BackendChoice | str = BackendChoice.auto) -> LengthStats:
     """Tokenize raw inputs (the same stage as ``pack``, any source kind, with the same column mapping
-    ``fields``) and compute quantiles, sweep, recommendation, and per-input counts."""
+    ``fields``) and compute quantiles, sweep, recommendation, and per-input counts.
+
+    ``backend`` is ``pack``'s ``--tokenizer-backend``, chosen and guarded the same way
+    (`packcli.tokenizer.load.load_tokenizer`, `packcli.tokenizer.encode_batch`): the lengths are the
+    ones ``pack`` will see, at ``pack``'s speed.
+    """
     from packcli.chat import LossPolicy, Renderer, load_template, require_markers
     from packcli.ingest import DEFAULT_FIELDS, check_sources, expand_inputs, read_source
     from packcli.prepare import Preparer
-    from packcli.tokenizer.load import load_tokenizer
+    from packcli.tokenizer.load import cached_tokenizer
 
     policy = loss or LossPolicy.auto
     fields = fields or DEFAULT_FIELDS
     sources = expand_inputs(inputs)
     check_sources(sources, fields, input_format)
-    tok = load_tokenizer(tokenizer)
+    tok = cached_tokenizer(tokenizer, backend=backend)
     tpl = load_template(template, tok)
     require_markers(tpl, policy)
     preparer = Preparer(Renderer(tpl, policy, bos_token=tok.bos_token, eos_token=tok.eos_token), tok, input_format,
                         fields)
+    guard_before = tok.guard_counts()
     lengths, supervised, reasons = [], [], Counter()
     records = 0
     by_input = []
@@ -166,11 +175,13 @@ def length_stats(inputs, tokenizer: str, *, template: str = "auto", loss=None, c
         for line, raw in read_source(source):
             pending.append((fi, line, raw))
             if len(pending) == batch:
-                records += _measure(preparer, pending, lengths, supervised, reasons)
+                records += _measure(preparer, pending, lengths, supervised, reasons, source.path)
                 pending = []
-        records += _measure(preparer, pending, lengths, supervised, reasons)
+        records += _measure(preparer, pending, lengths, supervised, reasons, source.path)
         read, kept = records - before[0], len(lengths) - before[1]
         by_input.append({"source": source.path, "records": read, "examples": kept, "rejected": read - kept})
+    tokenization = {"backend": tok.backend_name, "version": tok.backend_version, "reason": tok.backend_reason,
+                    "guard": {k: v - guard_before[k] for k, v in tok.guard_counts().items()}}
     lens = np.asarray(lengths, dtype=np.int64)
     sups = np.asarray(supervised, dtype=np.int64)
     # Default ordering budget: 1% of the examples, but never below TRL's 1000-example batches.
@@ -180,11 +191,11 @@ def length_stats(inputs, tokenizer: str, *, template: str = "auto", loss=None, c
                        rejected_reasons=dict(reasons.most_common()), by_input=by_input, total=Quantiles.of(lens),
                        supervised=Quantiles.of(sups), what_if=cells,
                        recommendation=recommend(cells, min_density=min_density, max_displacement=budget),
-                       lengths=lens)
+                       lengths=lens, tokenization=tokenization)
 
 
-def _measure(preparer, pending, lengths: list, supervised: list, reasons: Counter) -> int:  # noqa: ANN001
-    for outcome in preparer.prepare(pending) if pending else []:
+def _measure(preparer, pending, lengths: list, supervised: list, reasons: Counter, source: str) -> int:  # noqa: ANN001
+    for outcome in preparer.prepare(pending, source=source) if pending else []:
         if isinstance(outcome, str):
             reasons[outcome] += 1
         else:
@@ -220,16 +231,16 @@ def artifact_stats(directory: str | Path) -> ArtifactStats:
     """Read the manifest and the per-pack counts (not the tokens) of every shard."""
     import pyarrow as pa
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
     from packcli.artifact import manifest as mf
+    from packcli.artifact.shards import read_parquet
 
     directory = Path(directory)
     manifest = mf.read_manifest(directory)
     capacity = manifest["config"]["capacity"]
     fills, sup_fills, shards = [], [], []
     for info in manifest["shards"]:
-        table = pq.read_table(directory / info["name"], columns=["num_tokens", "num_supervised", "cu_seqlens"])
+        table = read_parquet(directory / info["name"], columns=["num_tokens", "num_supervised", "cu_seqlens"])
         tokens = table["num_tokens"].to_numpy()
         fills.append(tokens / capacity)
         sup_fills.append(table["num_supervised"].to_numpy() / capacity)
@@ -238,7 +249,7 @@ def artifact_stats(directory: str | Path) -> ArtifactStats:
                        "examples": int(pc.sum(pc.subtract(pc.list_value_length(table["cu_seqlens"]), 1)).as_py() or 0),
                        "density": float(tokens.sum() / (len(table) * capacity)) if len(table) else 0.0,
                        "bytes": info["bytes"]})
-    seam = pq.read_table(directory / manifest["seam_table"]["name"], columns=["length", "status"])
+    seam = read_parquet(directory / manifest["seam_table"]["name"], columns=["length", "status"])
     in_packs = pc.is_in(seam["status"], pa.array(["packed", "truncated"]))
     lengths = seam["length"].filter(in_packs).to_numpy().astype(np.int64)
     identity = {"manifest_sha256": manifest["manifest_sha256"], "contract_version": manifest["contract_version"],

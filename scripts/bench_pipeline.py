@@ -358,10 +358,18 @@ def child_verify(spec: dict) -> dict:
             "reconstruction_split": split, "rss_after_imports_mib": rss_imports, "peak_rss_mib": peak_rss_mib()}
 
 
-def bench_verify(artifact: Path, pack_json: Path | None, workers: int | None) -> dict:
+def bench_verify(artifact: Path, pack_json: Path | None, workers: int | None,
+                 ceiling: tuple[str, str, str] | None = None) -> dict:
+    """``ceiling``: (corpus, tokenizer, template) the artifact was packed from: then raw ``encode_batch`` on
+    the same rendered texts runs too, in its own fresh process (all threads, as verify has every core)."""
     result = run_child("verify", {"artifact": str(artifact), "workers": workers})
     data = {"mode": "verify", "artifact": str(artifact), "workers": workers, "result": result,
             "verify_wall_s": result["span"]["wall_s"]}
+    if ceiling is not None:
+        corpus, tokenizer, template = ceiling
+        raw = run_child("ceiling", {"corpus": corpus, "tokenizer": tokenizer, "template": template})
+        data.update(ceiling=raw, ceiling_wall_s=raw["span"]["wall_s"],
+                    verify_over_ceiling=data["verify_wall_s"] / raw["span"]["wall_s"])
     if pack_json is not None:  # every pack of the same corpus (artifact dirs are named <corpus stem>-<backend>)
         packs = json.loads(pack_json.read_text())["results"]
         same = {r.get("backend", "tokenizers"): r["pack_wall_s"] for r in packs
@@ -390,6 +398,9 @@ def table_verify(data: dict) -> str:
                    for b, v in ratios.items()) or "-"
     rows.append((f"**verify total** (workers {data.get('workers') or 'auto'}; target <= pack)", "", "",
                  f"**{total:.1f}**", vs))
+    if "ceiling" in data:
+        rows.append((f"raw encode_batch on the same rendered texts ({data['ceiling']['tokens']:,} tokens)", "", "",
+                     f"{data['ceiling_wall_s']:.1f}", f"verify / raw: **{data['verify_over_ceiling']:.2f}x**"))
     table = markdown_table(("check", "checked", "violations", "seconds", "share"), rows, align="lrrrr")
     return f"peak RSS {r['peak_rss_mib']:,.0f} MiB; all checks ok: {r['ok']}\n\n{table}"
 
@@ -439,6 +450,8 @@ def main(argv: list[str] | None = None) -> int:
     vf.add_argument("--artifact", type=Path, help="default: WORKDIR/<first corpus stem> of `pack`")
     vf.add_argument("--pack-json", type=Path, help="the pack mode's --out, to compare verify time with pack time")
     vf.add_argument("--workers", type=int, help="verify's reconstruction processes (default: packcli's choice)")
+    vf.add_argument("--ceiling", nargs=3, metavar=("CORPUS", "TOKENIZER", "TEMPLATE"),
+                    help="also time raw encode_batch on CORPUS rendered with TEMPLATE (what the artifact was packed from)")
     args = parser.parse_args(argv)
 
     env = environment()
@@ -458,7 +471,7 @@ def main(argv: list[str] | None = None) -> int:
         default = QUICK_DIR / "artifacts" / f"quick{QUICK_SIZES[0]}-tokenizers" if args.quick else \
             Path(tempfile.gettempdir()) / "packcli-bench" / f"{Path(DEFAULT_CORPORA[0]).stem}-tokenizers"
         artifact = args.artifact or default
-        data = bench_verify(artifact, args.pack_json, args.workers)
+        data = bench_verify(artifact, args.pack_json, args.workers, args.ceiling)
         table = table_verify(data)
     data["environment"] = {**env, "loadavg_end": os.getloadavg()}
     if args.out:

@@ -6,11 +6,15 @@ To compare two versions of packcli on a shared machine, ``--compare A B`` runs o
 (checkout, round), alternating A, B, A, B, ... so both see the same load, and reports per checkout the
 median over rounds of each process's median pass. Each process imports packcli from the checkout
 given (``sys.path[0]``), so the same script measures code before and after a change.
+``--environment sandbox --environment plain`` also renders with an unsandboxed jinja2 Environment set up
+alike: what the sandbox's checks cost, measured (packcli never renders that way).
 
 Usage:
     python scripts/make_bench_corpus.py --n 5000 --out /tmp/render.jsonl
     python scripts/bench_render.py --corpus /tmp/render.jsonl --template T.jinja --compare /tmp/old .
     python scripts/bench_render.py --corpus /tmp/render.jsonl --template T.jinja --root .   # one process
+    python scripts/bench_render.py --corpus bench-out/long2k.jsonl --template T.jinja --environment sandbox \
+        --environment plain --rounds 3
 """
 
 from __future__ import annotations
@@ -24,9 +28,34 @@ import time
 from pathlib import Path
 
 
-def measure(root: str, corpus: str, template: str, passes: int) -> dict:
+def unsandboxed() -> None:
+    """Make packcli compile templates in a plain ``jinja2.Environment`` set up like its sandbox (same
+    extensions, filters and globals): a lower bound that says how much of rendering the sandbox's checks
+    cost. For this measurement only: packcli itself always renders in jinja2's own sandbox."""
+    import jinja2
+
+    import packcli.chat.render as render
+
+    sandbox = render._environment
+
+    def plain() -> jinja2.Environment:
+        model = sandbox()
+        env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True,
+                                 extensions=[type(e) for e in model.extensions.values()])
+        env.filters.update(model.filters)
+        env.globals.update(model.globals)
+        return env
+
+    render._environment = plain
+    render.compile_template.cache_clear()
+    render.template_reads.cache_clear()
+
+
+def measure(root: str, corpus: str, template: str, passes: int, environment: str = "sandbox") -> dict:
     """In this process: render every chat record of ``corpus`` ``passes`` times with packcli from ``root``."""
     sys.path.insert(0, str(Path(root).resolve()))
+    if environment == "plain":
+        unsandboxed()
     from packcli.chat import ChatTemplate, LossPolicy, Renderer, RenderError
     from packcli.ingest import Record, parse_record
 
@@ -53,24 +82,26 @@ def measure(root: str, corpus: str, template: str, passes: int) -> dict:
     seconds = [one_pass()[0] for _ in range(passes)]
     import packcli.chat.render as module
 
-    return {"root": root, "module": module.__file__, "records": len(records), "rejected": rejected,
-            "pass_seconds": seconds, "median_pass_s": statistics.median(seconds)}
+    return {"root": root, "environment": environment, "module": module.__file__, "records": len(records),
+            "rejected": rejected, "pass_seconds": seconds, "median_pass_s": statistics.median(seconds)}
 
 
-def compare(roots: list[str], corpus: str, template: str, passes: int, rounds: int) -> list[dict]:
-    runs: dict[str, list[dict]] = {root: [] for root in roots}
+def compare(roots: list[str], corpus: str, template: str, passes: int, rounds: int,
+            environments: tuple[str, ...] = ("sandbox",)) -> list[dict]:
+    runs: dict[tuple[str, str], list[dict]] = {(root, env): [] for root in roots for env in environments}
     for r in range(rounds):
-        for root in roots:
+        for root, env in runs:
             command = [sys.executable, __file__, "--root", root, "--corpus", corpus, "--template", template,
-                       "--passes", str(passes), "--json"]
+                       "--passes", str(passes), "--environment", env, "--json"]
             out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
-            runs[root].append(json.loads(out))
-            print(f"round {r + 1}/{rounds} {root}: median pass {runs[root][-1]['median_pass_s']:.3f}s", file=sys.stderr)
+            runs[root, env].append(json.loads(out))
+            print(f"round {r + 1}/{rounds} {root} ({env}): median pass {runs[root, env][-1]['median_pass_s']:.3f}s",
+                  file=sys.stderr)
     results = []
-    for root, done in runs.items():
+    for (root, env), done in runs.items():
         per_run = [d["median_pass_s"] for d in done]
         median = statistics.median(per_run)
-        results.append({"root": root, "module": done[0]["module"], "records": done[0]["records"],
+        results.append({"root": root, "environment": env, "module": done[0]["module"], "records": done[0]["records"],
                         "rejected": done[0]["rejected"], "runs_median_pass_s": per_run, "median_pass_s": median,
                         "us_per_record": 1e6 * median / done[0]["records"]})
     return results
@@ -84,19 +115,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--root", help="measure once, in this process, with packcli from this checkout")
     parser.add_argument("--compare", nargs="+", metavar="ROOT", help="checkouts to alternate between")
+    parser.add_argument("--environment", choices=("sandbox", "plain"), action="append",
+                        help="sandbox (packcli's, the default) and/or plain: an unsandboxed jinja2 Environment set up "
+                        "alike, to measure what the sandbox's checks cost (never what packcli runs)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    environments = tuple(args.environment or ["sandbox"])
     if args.root:
-        result = measure(args.root, args.corpus, args.template, args.passes)
+        result = measure(args.root, args.corpus, args.template, args.passes, environments[0])
         print(json.dumps(result) if args.json else f"{result['median_pass_s']:.3f}s per pass of {result['records']}")
         return 0
-    results = compare(args.compare or ["."], args.corpus, args.template, args.passes, args.rounds)
+    results = compare(args.compare or ["."], args.corpus, args.template, args.passes, args.rounds, environments)
     if args.json:
         print(json.dumps(results, indent=2))
-    print(f"{'checkout':<28} {'records':>8} {'rejected':>8} {'median pass s':>14} {'us/record':>10}  runs (median pass s)")
+    print(f"{'checkout':<28} {'jinja2':<8} {'records':>8} {'rejected':>8} {'median pass s':>14} {'us/record':>10}  "
+          "runs (median pass s)")
     for r in results:
         runs = " ".join(f"{x:.3f}" for x in r["runs_median_pass_s"])
-        print(f"{r['root']:<28} {r['records']:>8} {r['rejected']:>8} {r['median_pass_s']:>14.3f} "
+        print(f"{r['root']:<28} {r['environment']:<8} {r['records']:>8} {r['rejected']:>8} {r['median_pass_s']:>14.3f} "
               f"{r['us_per_record']:>10.1f}  {runs}")
     return 0
 

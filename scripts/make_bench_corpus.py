@@ -21,6 +21,7 @@ Usage:
     python scripts/make_bench_corpus.py --n 200000 --out bench-out/chatterbot.jsonl --source chatterbot
     python scripts/make_bench_corpus.py --n 100000 --out bench-out/cb-nfc.jsonl --source chatterbot --nfc
     python scripts/make_bench_corpus.py --n 2000 --out bench-out/b.jsonl --measure 2000   # token percentiles
+    python scripts/make_bench_corpus.py --n 1000000 --short --out bench-out/short1m.jsonl  # ~100 tokens each
 """
 
 from __future__ import annotations
@@ -104,14 +105,17 @@ def load_chatterbot() -> list[list[tuple[str, str]]]:
 class ConversationMaker:
     """Draws conversations from one seeded random.Random; the same seed gives the same sequence."""
 
-    def __init__(self, seed: int, *, chatterbot: list[list[tuple[str, str]]] | None = None) -> None:
+    def __init__(self, seed: int, *, chatterbot: list[list[tuple[str, str]]] | None = None,
+                 max_exchanges: int = len(EXCHANGE_WEIGHTS), max_message: int = MAX_MESSAGE) -> None:
         self.rng = random.Random(seed)
         self.pool = build_pool(seed)
         self.chatterbot = chatterbot
+        self.weights = EXCHANGE_WEIGHTS[:max_exchanges]
+        self.max_message = max_message
 
     def _slice(self, median: float, sigma: float) -> str:
         rng, pool = self.rng, self.pool
-        length = min(MAX_MESSAGE, max(1, int(rng.lognormvariate(math.log(median), sigma))))
+        length = min(self.max_message, max(1, int(rng.lognormvariate(math.log(median), sigma))))
         start = rng.randrange(0, len(pool) - length)
         space = pool.find(" ", start, start + 40)
         start = space + 1 if space >= 0 else start
@@ -119,7 +123,7 @@ class ConversationMaker:
 
     def conversation(self) -> list[dict]:
         rng = self.rng
-        exchanges = rng.choices(range(1, len(EXCHANGE_WEIGHTS) + 1), weights=EXCHANGE_WEIGHTS)[0]
+        exchanges = rng.choices(range(1, len(self.weights) + 1), weights=self.weights)[0]
         messages = []
         if rng.random() < SYSTEM_SHARE:
             messages.append({"role": "system", "content": rng.choice(SYSTEM_PROMPTS)})
@@ -134,15 +138,20 @@ class ConversationMaker:
         return messages
 
 
-def write_bench(out: Path, n: int, *, seed: int = 0, source: str = "synthetic", nfc: bool = False) -> int:
+def write_bench(out: Path, n: int, *, seed: int = 0, source: str = "synthetic", nfc: bool = False,
+                max_exchanges: int = len(EXCHANGE_WEIGHTS), max_message: int = MAX_MESSAGE) -> int:
     """Write `n` conversations to `out` as JSONL; return the number of bytes written.
+
+    ``max_exchanges``, ``max_message``: at most that many user/assistant exchanges (the weights cut there)
+    and characters a message; ``--short`` (1 and 300) makes conversations of about a hundred tokens, for
+    runs of millions where the per-conversation costs are the point.
 
     ``nfc``: every message in Unicode NFC, as most real corpora are. The pool's fixture texts include
     decomposed characters on purpose (about 1 conversation in 10 is not NFC otherwise), which is
     the fast tokenizer backend's slow path with an NFC tokenizer.
     """
     chatterbot = load_chatterbot() if source == "chatterbot" else None
-    maker = ConversationMaker(seed, chatterbot=chatterbot)
+    maker = ConversationMaker(seed, chatterbot=chatterbot, max_exchanges=max_exchanges, max_message=max_message)
     norm = (lambda m: {**m, "content": unicodedata.normalize("NFC", m["content"])}) if nfc else (lambda m: m)
     written = 0
     with out.open("wb") as f:
@@ -188,14 +197,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--measure", type=int, default=0, metavar="N", help="tokenize the first N and print percentiles")
     parser.add_argument("--tokenizer", type=Path, default=FIXTURE_TOKENIZER, help="for --measure (default: %(default)s)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    parser.add_argument("--short", action="store_true",
+                        help="one exchange, messages of at most 300 characters: about a hundred tokens a conversation")
     args = parser.parse_args(argv)
     if args.n < 1:
         parser.error(f"--n must be >= 1, got {args.n}")
 
     started = time.perf_counter()
-    size = write_bench(args.out, args.n, seed=args.seed, source=args.source, nfc=args.nfc)
+    short = {"max_exchanges": 1, "max_message": 300} if args.short else {}
+    size = write_bench(args.out, args.n, seed=args.seed, source=args.source, nfc=args.nfc, **short)
     summary = {"out": str(args.out), "conversations": args.n, "bytes": size, "source": args.source, "nfc": args.nfc,
-               "seed": args.seed, "seconds": round(time.perf_counter() - started, 2)}
+               "short": args.short, "seed": args.seed, "seconds": round(time.perf_counter() - started, 2)}
     if args.measure:
         summary["tokens"] = measure_tokens(args.out, args.measure, args.tokenizer)
     if args.json:

@@ -57,8 +57,10 @@ def test_pack_then_verify_modes(bench, corpus, tmp_path, capsys):
     assert data["results"][0]["records"] == 60
 
     data = _run(bench, capsys, ["verify", "--artifact", str(tmp_path / "packs" / "small-tokenizers"), "--pack-json",
-                                str(pack_json), "--workers", "2"], tmp_path / "verify.json")
+                                str(pack_json), "--workers", "2", "--ceiling", str(corpus),
+                                str(FIXTURES / "tokenizer"), "chatml"], tmp_path / "verify.json")
     assert data["mode"] == "verify" and data["result"]["ok"] and data["workers"] == 2
+    assert data["ceiling"]["tokens"] > 0 and data["verify_over_ceiling"] > 0
     assert set(data["verify_over_pack"]) == {"tokenizers", "auto"} and data["verify_wall_s"] > 0
     assert [c["name"] for c in data["result"]["checks"]] == list(bench.CHECKS)  # every check, in verify's order
     assert set(data["result"]["check_seconds"]) == set(bench.CHECKS.values())
@@ -111,3 +113,29 @@ def test_tokenizer_bench_repeats_report_the_median_run_and_refuse_outputs_that_d
     runs[1]["output_blake2b"] = "other"
     with pytest.raises(SystemExit, match="different outputs on repeated runs"):
         bench.median_run(runs)
+
+
+def test_scaling_check_writes_the_curve_and_checks_the_bytes(corpus, tmp_path, capsys):
+    """scripts/scaling_check.py (what scaling_check.sh runs): one row per worker count, all with the same manifest."""
+    scaling = load_script("scaling_check")
+    out = tmp_path / "scaling.json"
+    assert scaling.main(["--workers", "1,2", "--corpus", str(corpus), "-t", str(FIXTURES / "tokenizer"), "--template",
+                         "chatml", "--unit-lines", "20", "--workdir", str(tmp_path / "w"), "--out", str(out)]) == 0
+    assert capsys.readouterr().out.rstrip().splitlines()[-1].startswith("|"), "the table must be printed last"
+    data = json.loads(out.read_text())
+    assert [r["workers"] for r in data["rows"]] == [1, 2] and data["identical"] and data["rows"][0]["units"] == 3
+    assert data["rows"][0]["speedup"] == 1.0 and {"usable_cpus", "git_head"} <= set(data["environment"])
+    with pytest.raises(SystemExit):
+        scaling.main(["--workers", "2,1", "--corpus", str(corpus)])  # not increasing: a usage error
+
+
+def test_startup_bench_times_help_verify_and_small_packs(tmp_path, capsys):
+    """scripts/bench_startup.py: one row per command (median of repeats) and the fixed cost step by step."""
+    startup = load_script("bench_startup")
+    out = tmp_path / "startup.json"
+    assert startup.main(["--corpus", str(FIXTURES / "corpus" / "openai.jsonl"), "-t", str(FIXTURES / "tokenizer"),
+                         "--template", "chatml", "--repeat", "1", "--out", str(out)]) == 0
+    assert capsys.readouterr().out.rstrip().splitlines()[-1].startswith("|"), "the table must be printed last"
+    data = json.loads(out.read_text())
+    assert len(data["rows"]) == 4 and all(r["wall_s"] > 0 for r in data["rows"].values())
+    assert "load and compile the template" in data["fixed_cost_steps_s"]

@@ -174,6 +174,25 @@ def test_renders_with_jinjas_own_sandbox_compiled_once():
     assert first._template is second._template is compile_template(text)
 
 
+@pytest.mark.parametrize("order", ["messages", "messages | reverse"])
+def test_content_found_in_any_order_and_lost_content_found_nowhere(order):
+    """The content check searches onward from the previous message (fast on long chats) and then from the
+    start: a template that prints turns out of order still passes, and a turn it drops is still caught."""
+    from packcli.chat import RenderError
+    from packcli.ingest import parse_record
+
+    chat = {"messages": [{"role": "user", "content": "first question"}, {"role": "assistant", "content": "answer"},
+                         {"role": "user", "content": "second\n  question"}, {"role": "assistant", "content": "fine"}]}
+    body = f"{{% for m in {order} %}}{{{{ m.content }}}}|{{% endfor %}}"
+    renderer = Renderer(ChatTemplate(body, "t"), LossPolicy.all, bos_token=None, eos_token=None)
+    record = parse_record(json.dumps(chat).encode(), file_index=0, line=1)
+    assert "first question" in renderer.render(record).text
+    dropping = Renderer(ChatTemplate(f"{{% for m in {order} %}}{{% if m.content != 'answer' %}}{{{{ m.content }}}}"
+                                     "{% endif %}|{% endfor %}", "t"), LossPolicy.all, bos_token=None, eos_token=None)
+    with pytest.raises(RenderError, match=r"message 1 \(assistant\): content lost"):
+        dropping.render(record)
+
+
 def test_template_errors_are_the_records_reject_never_a_traceback(tokenizer):
     """``raise_exception``, the sandbox's range limit and any other error inside the template: a reject."""
     chat = CHAT

@@ -68,7 +68,7 @@ def test_multi_node_cluster_refuses_a_driver_local_out(ray_session, monkeypatch,
 
     monkeypatch.setattr(ray_session, "nodes", lambda: [{"Alive": True}, {"Alive": True}])
     with pytest.raises(PackcliError, match="2 nodes") as info:
-        pack_corpus(cfg(corpus_files, tokenizer_dir, tmp_path / "o"), engine=RayEngine(out=str(tmp_path / "o")))
+        pack_corpus(cfg(corpus_files, tokenizer_dir, tmp_path / "o"), engine=RayEngine(shared=f"--out {tmp_path / 'o'}"))
     assert "--shared-fs" in str(info.value)
 
 
@@ -110,3 +110,45 @@ def test_ray_reads_parquet_and_datasets_like_the_local_engine(ray_session, tmp_p
     names = [s["name"] for s in local.manifest["shards"]] + ["examples.parquet", "rejects.jsonl"]
     for name in names:
         assert (tmp_path / "local" / name).read_bytes() == (tmp_path / "ray" / name).read_bytes(), name
+
+
+def test_verify_on_ray_gives_the_local_report(ray_session, packed):
+    from packcli.engine.ray import RayEngine
+    from packcli.verify import verify_artifact
+
+    local, remote = verify_artifact(packed, workers=1), verify_artifact(packed, engine=RayEngine(workers=2))
+    assert remote.ok and remote.to_dict() == local.to_dict()
+
+
+@pytest.mark.parametrize("name", ["label-masked", "dropped-without-record"])
+def test_verify_on_ray_catches_reconstruction_faults_as_locally(ray_session, packed, tmp_path, name):
+    """Ray workers send digests back, as local workers do; the driver finds and explains the mismatch."""
+    from packcli.engine.ray import RayEngine
+    from packcli.verify import verify_artifact
+    from packcli.verify.faults import FAULTS, prepare_workspace
+
+    fault = next(f for f in FAULTS if f.name == name)
+    copy = prepare_workspace(packed, tmp_path)
+    fault.apply(copy, tmp_path)
+    local, remote = verify_artifact(copy, workers=1), verify_artifact(copy, engine=RayEngine(workers=2))
+    check = next(c for c in remote.checks if c.name == "reconstruction")
+    assert not check.ok and any(fault.expect in v.message for v in check.violations), check.violations
+    assert remote.to_dict() == local.to_dict()
+
+
+def test_cli_verify_engine_ray(ray_session, packed, monkeypatch):
+    import json
+
+    from typer.testing import CliRunner
+
+    from packcli.cli import app
+
+    runner = CliRunner()
+    result = runner.invoke(app, ["verify", str(packed), "--engine", "ray", "--workers", "2", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["ok"]
+    usage = runner.invoke(app, ["verify", str(packed), "--ray-address", "auto"])
+    assert usage.exit_code == 2 and "--ray-address and --shared-fs need --engine ray" in usage.output
+    monkeypatch.setattr(ray_session, "nodes", lambda: [{"Alive": True}, {"Alive": True}])
+    refused = runner.invoke(app, ["verify", str(packed), "--engine", "ray"])
+    assert refused.exit_code == 2 and "the sources and the tokenizer may be local" in refused.output

@@ -101,6 +101,31 @@ def test_a_cycle_through_a_package_init_counts(tmp_path, monkeypatch):
     assert _cycle(_graph()) == ["packcli.engine", "packcli.job", "packcli.job.run", "packcli.engine"]
 
 
+def _imported_heavy(args: list[str], heavy: set[str]) -> list[str]:
+    """Run ``packcli ARGS`` in a fresh interpreter (from the repository root); the ``heavy`` packages it imported."""
+    code = ("import sys; from packcli.cli import app; from typer.testing import CliRunner; "
+            f"r = CliRunner().invoke(app, {args!r}); assert r.exit_code == 0, r.output; "
+            f"print(sorted({heavy!r} & {{m.split('.')[0] for m in sys.modules}}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=PACKAGE.parent).stdout
+    return eval(out.strip())  # noqa: S307 - our own subprocess printed a list of names
+
+
+def test_verify_of_a_small_artifact_imports_no_training_stack():
+    """``verify`` of a small artifact starts in about a second: no torch, ray, matplotlib, transformers, trl or
+    datasets, nor pandas (which ``pq.read_table`` and pyarrow's ``to_numpy`` import): each is most of a second
+    of start-up (docs/benchmarks-pipeline.md, "Small jobs"). numba it needs: the plan check re-runs the kernels."""
+    heavy = {"torch", "ray", "matplotlib", "transformers", "trl", "datasets", "pandas"}
+    assert _imported_heavy(["verify", "fixtures/packed"], heavy) == []
+
+
+def test_the_import_check_sees_a_heavy_import():
+    """The check above is not blind: ``verify`` does import pyarrow and tokenizers (it reads the shards and
+    re-tokenizes), and the check reports them."""
+    assert _imported_heavy(["verify", "fixtures/packed", "--json"], {"pyarrow", "tokenizers"}) == ["pyarrow",
+                                                                                                   "tokenizers"]
+
+
 def test_help_imports_nothing_heavy():
     code = ("import sys; from packcli.cli import app; from typer.testing import CliRunner; "
             "r = CliRunner().invoke(app, ['pack', '--help']); assert r.exit_code == 0, r.output; "

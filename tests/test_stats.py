@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 from conftest import FIXTURES
 from typer.testing import CliRunner
 
@@ -60,6 +61,39 @@ def test_length_stats_on_fixture(tokenizer_dir, corpus_files):
     assert sum(terminal_histogram(stats.lengths)[i].count("#") > 0 for i in range(3)) >= 1
 
 
+def test_stats_tokenizes_with_packs_backend_and_gives_the_same_lengths(tokenizer_dir, corpus_files):
+    """Default auto (fastokens where proven exact, guarded), as pack; the reference on request; same lengths."""
+    pytest.importorskip("fastokens")
+    auto = length_stats(corpus_files, str(tokenizer_dir), capacities=(512,))
+    ref = length_stats(corpus_files, str(tokenizer_dir), capacities=(512,), backend="tokenizers")
+    assert auto.tokenization["backend"] == "fastokens" and auto.tokenization["reason"].startswith("auto: fastokens")
+    assert 0 < auto.tokenization["guard"]["checked"] <= auto.tokenization["guard"]["examples"] == auto.examples
+    assert ref.tokenization["backend"] == "tokenizers" and ref.tokenization["guard"]["examples"] == 0
+    assert np.array_equal(auto.lengths, ref.lengths) and auto.to_dict()["what_if"][0]["packs"] == ref.what_if[0].packs
+
+
+def test_stats_guard_stops_a_fast_backend_error_naming_file_and_line(tokenizer_dir, corpus_files, monkeypatch):
+    """The guard always re-checks a batch's first example: a backend that drops its last token is caught,
+    and stats fails naming the record (as pack does), instead of reporting wrong lengths."""
+    pytest.importorskip("fastokens")
+    from packcli.tokenizer.fast.backend import FastBackend
+    from packcli.tokenizer.types import Encoded, EncodedBatch, TokenizerMismatchError
+
+    real = FastBackend.encode
+
+    def drop_first(self, texts, spans, *, add_special_tokens):  # noqa: ANN001, ANN202
+        out = list(real(self, texts, spans, add_special_tokens=add_special_tokens))
+        out[0] = Encoded(out[0].input_ids[:-1], out[0].labels[:-1], out[0].offsets[:-1])
+        return EncodedBatch.of(out)
+
+    monkeypatch.setattr(FastBackend, "encode", drop_first)
+    source = corpus_files[0]  # openai.jsonl: every line a good chat record
+    with pytest.raises(TokenizerMismatchError) as info:
+        length_stats([source], str(tokenizer_dir), capacities=(512,))
+    assert info.value.message.startswith(f"{source}:1: fastokens and tokenizers disagree")
+    assert length_stats([source], str(tokenizer_dir), capacities=(512,), backend="tokenizers").examples > 0
+
+
 def test_cli_raw_json_and_plot(tmp_path, corpus_files):
     png = tmp_path / "s.png"
     result = runner.invoke(app, ["stats", *corpus_files, "-t", str(FIXTURES / "tokenizer"), "-c", "512", "-c", "2048",
@@ -70,6 +104,11 @@ def test_cli_raw_json_and_plot(tmp_path, corpus_files):
             "recommendation"} <= set(data)
     assert {"p5", "p25", "p50", "p75", "p90", "p99", "p99.9", "max"} <= set(data["total"])
     assert png.stat().st_size > 20_000 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    ref = runner.invoke(app, ["stats", *corpus_files, "-t", str(FIXTURES / "tokenizer"), "-c", "512",
+                              "--tokenizer-backend", "tokenizers", "--json"])
+    assert ref.exit_code == 0, ref.output
+    assert json.loads(ref.stdout)["tokenization"]["backend"] == "tokenizers"
+    assert json.loads(ref.stdout)["total"] == data["total"]
 
 
 def test_cli_artifact_mode(packed, tmp_path):
@@ -81,6 +120,8 @@ def test_cli_artifact_mode(packed, tmp_path):
     assert (tmp_path / "a.png").stat().st_size > 20_000
     human = runner.invoke(app, ["stats", str(packed)])
     assert human.exit_code == 0 and "density" in human.stdout
+    backend = runner.invoke(app, ["stats", str(packed), "--tokenizer-backend", "tokenizers"])
+    assert backend.exit_code == 2 and "--tokenizer-backend: for raw inputs" in backend.output
 
 
 def test_human_output_never_cuts_a_number_at_80_columns(packed, corpus_files):

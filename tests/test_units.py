@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import pickle
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from packcli.artifact import manifest as mf
 from packcli.config import PackConfig
@@ -26,6 +29,47 @@ def test_units_cover_every_line_once(tmp_path):
     assert len(specs) == 11 and [s.span.first for s in specs] == list(range(1, 104, 10))
     got = [item for s in specs for item in iter_unit_lines(s)]
     assert got == list(read_lines(path, 0))
+
+
+def _line_starts_reference(data: bytes, every: int, max_bytes: int) -> list[tuple[int, int]]:
+    """The rule, one line at a time: a span starts at line 1, then ``every`` lines after the previous start
+    or at the first line starting ``max_bytes`` or more after it."""
+    starts, line, start = [(1, 0)], 1, 0
+    offset = 0
+    for number, raw in enumerate(data.splitlines(keepends=True), start=2):
+        offset += len(raw)
+        if not raw.endswith(b"\n") or offset >= len(data):
+            break
+        if number == line + every or offset >= start + max_bytes:
+            line, start = number, offset
+            starts.append((line, start))
+    return starts
+
+
+@settings(max_examples=200, deadline=None)
+@given(lengths=st.lists(st.integers(0, 60), max_size=80), tail=st.booleans(), every=st.integers(1, 12),
+       max_bytes=st.integers(1, 200))
+def test_spans_end_after_so_many_lines_or_bytes(tmp_path_factory, lengths, tail, every, max_bytes):
+    from packcli.ingest.jsonl import _line_starts
+
+    data = b"".join(b"x" * n + b"\n" for n in lengths) + (b"end" if tail else b"")
+    path = tmp_path_factory.mktemp("spans") / "a.jsonl"
+    path.write_bytes(data)
+    assert _line_starts(path, every, max_bytes) == _line_starts_reference(data, every, max_bytes)
+
+
+def test_long_lines_make_more_units(tmp_path, monkeypatch):
+    """A file of long lines is cut by bytes as well as by lines, and every line is still read once."""
+    from packcli.ingest import jsonl
+
+    path = tmp_path / "long.jsonl"
+    path.write_bytes(b"".join(b'{"text": "%s"}\n' % (b"w " * 500) for _ in range(40)))  # 1,013 bytes a line
+    assert len(plan_units([describe_input(path)], 100)) == 1
+    monkeypatch.setattr(jsonl, "UNIT_BYTES", 4096)
+    specs = plan_units([describe_input(path)], 100)
+    # line 5 starts at byte 4,052, line 6 at 5,065: the first start past 4,096 bytes
+    assert len(specs) == 8 and [s.span.first for s in specs] == list(range(1, 41, 5))
+    assert [item for s in specs for item in iter_unit_lines(s)] == list(read_lines(path, 0))
 
 
 def test_compressed_file_is_one_unit(tmp_path):
@@ -246,3 +290,44 @@ def test_workers_leave_when_the_driver_is_killed(tmp_path):
     while time.time() < deadline and any(map(alive, workers)):
         time.sleep(0.1)
     assert not any(map(alive, workers))
+
+
+def test_auto_workers_follow_the_size_of_the_input():
+    """Without --workers: one process per unit and per MIN_BYTES_PER_PROCESS of input, at most the ceiling.
+    With --workers N: N, but never more processes than units (a process without a unit only starts up)."""
+    from packcli.engine import Workload
+    from packcli.engine.local import LocalEngine
+    from packcli.engine.pool import MIN_BYTES_PER_PROCESS, auto_processes
+
+    size = MIN_BYTES_PER_PROCESS
+    assert auto_processes(8, units=100, input_bytes=0) == 1
+    assert auto_processes(8, units=100, input_bytes=size - 1) == 1
+    assert auto_processes(8, units=100, input_bytes=3 * size) == 3
+    assert auto_processes(8, units=2, input_bytes=100 * size) == 2
+    assert auto_processes(8, units=100, input_bytes=100 * size) == 8
+    assert LocalEngine(workers=4, auto=True).processes(Workload(units=10, input_bytes=size)) == 1
+    assert LocalEngine(workers=4, auto=True).processes(Workload(units=10, input_bytes=10 * size)) == 4
+    assert LocalEngine(workers=4).processes(Workload(units=10, input_bytes=1)) == 4
+    assert LocalEngine(workers=4).processes(Workload(units=2, input_bytes=1)) == 2
+    assert LocalEngine(workers=4).processes(None) == 4
+
+
+def test_a_small_pack_with_default_workers_starts_no_worker(monkeypatch, tmp_path, corpus_files, tokenizer_dir):
+    """The CLI's default engine on the fixture corpus (kilobytes, several units) runs in this process alone;
+    the same engine given --workers 2 starts one worker. Decided before any process is spawned."""
+    from packcli.engine import local, make_engine
+
+    started: list[int] = []
+    real = local.SharedPool
+
+    def recording(workers: int, warm=None):  # noqa: ANN001, ANN202
+        started.append(workers)
+        return real(workers, warm=warm)
+
+    monkeypatch.setattr(local, "SharedPool", recording)
+    config = PackConfig(inputs=tuple(corpus_files), tokenizer=str(tokenizer_dir), out=tmp_path / "auto", capacity=512,
+                        lines_per_unit=30)
+    auto = pack_corpus(config, engine=make_engine("local"))
+    assert auto.units > 2 and started == [1]
+    two = pack_corpus(dataclasses.replace(config, out=tmp_path / "two"), engine=make_engine("local", workers=2))
+    assert started == [1, 2] and two.manifest["manifest_sha256"] == auto.manifest["manifest_sha256"]

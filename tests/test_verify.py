@@ -26,6 +26,17 @@ def test_worker_processes_check_the_same_records(packed):
     assert parallel.ok and serial.to_dict()["checks"] == parallel.to_dict()["checks"]
 
 
+def test_a_small_artifact_is_reconstructed_here_alone(packed, monkeypatch):
+    """Without --workers, sources of kilobytes start no worker process (`auto_processes`); --workers 2 does."""
+    from packcli.verify import reconstruct
+
+    started: list[int] = []
+    real = reconstruct.SharedPool
+    monkeypatch.setattr(reconstruct, "SharedPool", lambda workers: started.append(workers) or real(workers))
+    assert verify_artifact(packed).ok and verify_artifact(packed, workers=2).ok
+    assert started == [1, 2]
+
+
 @pytest.mark.parametrize("name", ["label-masked", "dropped-without-record"])
 def test_worker_processes_catch_reconstruction_faults(name, packed, tmp_path):
     """The digest path: workers send digests, this process finds the mismatch and explains it."""

@@ -11,10 +11,13 @@ made of it (``copy`` 0, 1, ...), and one row whatever happens to it.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 SEAM_TABLE_SCHEMA = pa.schema([
@@ -28,16 +31,87 @@ SEAM_TABLE_SCHEMA = pa.schema([
 NULLABLE_COLUMNS = ("shard", "format")  # a record in no pack has no shard; one of no known format, no format
 
 
+ROW_GROUP = 1 << 20  # rows a row group holds: pq.write_table's default, so group by group gives the same bytes
+
+
+class Codes:
+    """A string column as ``names[codes[i]]`` (None where ``null``): a short list of names and an integer a
+    row, turned into Arrow strings one row group at a time."""
+
+    def __init__(self, codes: npt.NDArray[np.integer], names: Sequence[str],
+                 null: npt.NDArray[np.bool_] | None = None) -> None:
+        self.codes, self.names, self.null = np.asarray(codes, dtype=np.int32), pa.array(list(names), pa.string()), null
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def arrow(self, rows: slice) -> pa.Array:
+        mask = None if self.null is None else self.null[rows]
+        return pa.DictionaryArray.from_arrays(pa.array(self.codes[rows], mask=mask), self.names).dictionary_decode()
+
+
+class FixedWidth:
+    """A string column of ASCII strings of one width, or empty (``b""``), as a numpy bytes array: the token
+    hashes, 16 bytes a row instead of a Python string each."""
+
+    def __init__(self, values: npt.NDArray[np.bytes_]) -> None:
+        self.values = values
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def arrow(self, rows: slice) -> pa.Array:
+        values = self.values[rows]
+        width = values.dtype.itemsize
+        lengths = np.char.str_len(values).astype(np.int32) if len(values) else np.zeros(0, np.int32)
+        if not np.isin(lengths, (0, width)).all():
+            raise ValueError(f"FixedWidth: values of {width} characters or none, got lengths {np.unique(lengths)}")
+        offsets = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]).astype(np.int32)
+        data = pa.py_buffer(values[lengths == width].tobytes())
+        return pa.StringArray.from_buffers(len(values), pa.py_buffer(offsets), data)
+
+
+class EmptyAsNull:
+    """A string column given as a list, with ``""`` written as null (a record of no known format)."""
+
+    def __init__(self, values: Sequence[str]) -> None:
+        self.values = values
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def arrow(self, rows: slice) -> pa.Array:
+        column = pa.array(self.values[rows], pa.string())
+        return pc.if_else(pc.equal(column, ""), pa.scalar(None, pa.string()), column)
+
+
 def write_seam_table(path: Path, columns: dict[str, object]) -> None:
-    """Write the seam table from its columns (names and types: `SEAM_TABLE_SCHEMA`)."""
-    table = pa.table({field.name: pa.array(columns[field.name], field.type) for field in SEAM_TABLE_SCHEMA},
-                     schema=SEAM_TABLE_SCHEMA)
-    pq.write_table(table, path, compression="zstd", write_statistics=False)
+    """Write the seam table from its columns (names and types: `SEAM_TABLE_SCHEMA`): numpy arrays, lists,
+    or `Codes`/`FixedWidth`/`EmptyAsNull`, converted to Arrow one row group (`ROW_GROUP` rows) at a time, so
+    a corpus's whole table is never in memory as Arrow (docs/benchmarks-pipeline.md, memory)."""
+    rows = len(columns[SEAM_TABLE_SCHEMA[0].name])
+    if rows == 0:
+        table = pa.table({f.name: _array(columns[f.name], slice(0, 0), f.type) for f in SEAM_TABLE_SCHEMA},
+                         schema=SEAM_TABLE_SCHEMA)
+        pq.write_table(table, path, compression="zstd", write_statistics=False)
+        return
+    with pq.ParquetWriter(path, SEAM_TABLE_SCHEMA, compression="zstd", write_statistics=False) as writer:
+        for start in range(0, rows, ROW_GROUP):
+            group = slice(start, start + ROW_GROUP)
+            writer.write_table(pa.table({f.name: _array(columns[f.name], group, f.type) for f in SEAM_TABLE_SCHEMA},
+                                        schema=SEAM_TABLE_SCHEMA))
 
 
 def reject_row(index: int, source: str, line: int, reason: str) -> dict[str, object]:
     """One line of rejects.jsonl, as written and as ``verify`` expects it from the seam table."""
     return {"input": index, "source": source, "line": line, "reason": reason}
+
+
+def _array(values: object, rows: slice, kind: pa.DataType) -> pa.Array:
+    """Rows ``rows`` of a column as Arrow."""
+    if isinstance(values, (Codes, FixedWidth, EmptyAsNull)):
+        return values.arrow(rows).cast(kind)
+    return pa.array(values[rows], kind)
 
 
 def write_rejects(path: Path, rejects: Iterable[tuple[int, str, int, str]]) -> int:

@@ -17,6 +17,7 @@ builds positions and boundaries only from a column of that name (docs/contract.m
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -93,9 +94,16 @@ def build_table(
 
 
 def write_shard(table: pa.Table, path: Path) -> ShardInfo:
-    """Write a shard (zstd) and describe it. The caller writes into a temporary directory."""
-    pq.write_table(table, path, compression="zstd", compression_level=3, use_dictionary=False,
-                   write_statistics=False, row_group_size=len(table) or 1)
+    """Write a shard (zstd) and describe it. The caller writes into a temporary directory; the file is
+    written under a name of its own and renamed into place whole, so a second attempt at the same shard
+    (a Ray task re-run after its node was lost, while the first still runs) never leaves half a file."""
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        pq.write_table(table, tmp, compression="zstd", compression_level=3, use_dictionary=False,
+                       write_statistics=False, row_group_size=len(table) or 1)
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
     return ShardInfo(name=path.name, rows=len(table), bytes=path.stat().st_size, sha256=file_sha256(path),
                      tokens=int(pc.sum(table["num_tokens"]).as_py() or 0),
                      supervised=int(pc.sum(table["num_supervised"]).as_py() or 0))
@@ -121,10 +129,25 @@ class FlatShard:
         return len(self.row_offsets) - 1
 
 
+def numpy_view(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """A primitive Arrow array without nulls as a read-only numpy view of its data buffer. Not
+    ``to_numpy``: in pyarrow that imports pandas (most of a second: more than ``verify`` of a small artifact)."""
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    if array.null_count:
+        raise ValueError(f"a {array.type} column holds nulls, which the contract's schema does not allow")
+    dtype = np.dtype(array.type.to_pandas_dtype())
+    data = array.buffers()[1]
+    if data is None:  # an empty array may have no buffer
+        return np.zeros(0, dtype)
+    view = np.frombuffer(data, dtype=dtype, count=array.offset + len(array))
+    return view[array.offset:]
+
+
 def _flat(column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
     array = column.combine_chunks()
-    offsets = array.offsets.to_numpy().astype(np.int64)
-    values = array.values.to_numpy()
+    offsets = numpy_view(array.offsets).astype(np.int64)
+    values = numpy_view(array.values)
     return values[offsets[0]:offsets[-1]], offsets - offsets[0]
 
 
@@ -142,13 +165,20 @@ def load_flat(table: pa.Table, name: str) -> FlatShard:
         cu=[cu_vals[cu_off[r]:cu_off[r + 1]] for r in range(len(cu_off) - 1)],
         seq_lengths=[sl_vals[sl_off[r]:sl_off[r + 1]] for r in range(len(sl_off) - 1)],
         example_ids=[ex_vals[ex_off[r]:ex_off[r + 1]] for r in range(len(ex_off) - 1)],
-        num_tokens=table["num_tokens"].to_numpy(), num_supervised=table["num_supervised"].to_numpy(),
+        num_tokens=numpy_view(table["num_tokens"]), num_supervised=numpy_view(table["num_supervised"]),
     )
+
+
+def read_parquet(path: str | Path, columns: list[str] | None = None) -> pa.Table:
+    """One Parquet file as a table. Not ``pq.read_table``: that goes through ``pyarrow.dataset``, whose import
+    pulls in pandas (most of a second, more than all of ``verify`` takes on a small artifact)."""
+    with pq.ParquetFile(path) as handle:
+        return handle.read(columns=columns)
 
 
 def read_shard(path: Path) -> pa.Table:
     """Read a shard and check its schema is the contract's."""
-    table = pq.read_table(path)
+    table = read_parquet(path)
     if not table.schema.equals(SCHEMA):
         raise ContractError(f"{path.name}: schema differs from the contract", f"expected {SCHEMA}, found {table.schema}")
     return table

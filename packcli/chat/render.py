@@ -331,8 +331,11 @@ def _check_content(messages: Sequence[dict], text: str) -> None:
     A text counts as present when it appears stripped, as a JSON string's body (``content | tojson``),
     or line by line in order (templates strip content, and split ``<think>`` from the answer). Jinja
     prints a list as Python's repr: a part printed that way is content in the wrong shape, whatever
-    text it happens to contain.
+    text it happens to contain. Each search starts where the previous message's text was found
+    (templates print messages in order) and only then, if need be, from the start: the answer is the
+    same, but a conversation of thousands of turns is searched once, not once per turn.
     """
+    at = 0
     for i, message in enumerate(messages):
         content = message.get("content")
         where = f"message {i} ({message['role']})"
@@ -340,10 +343,14 @@ def _check_content(messages: Sequence[dict], text: str) -> None:
             raise RenderError(f"{where}: the template printed the list of content parts as Python text; it expects "
                               "content as a string")
         for piece in content_texts(content):
-            if not _appears(piece, text):
+            found = _find(piece, text, at)
+            if found < 0 and at:
+                found = _find(piece, text, 0)
+            if found < 0:
                 shape = "a list of text parts" if isinstance(content, str) else "a string"
                 raise RenderError(f"{where}: content lost in rendering (the template printed none of it; it may "
                                   f"expect content as {shape})")
+            at = found
         for j, call in enumerate(message.get("tool_calls") or ()):
             name = call.get("function", call)["name"]
             if name not in text:
@@ -351,19 +358,25 @@ def _check_content(messages: Sequence[dict], text: str) -> None:
                                   "tool calls)")
 
 
-def _appears(piece: str, text: str) -> bool:
+def _find(piece: str, text: str, start: int) -> int:
+    """Where ``piece`` appears in ``text`` at or after ``start`` (see `_check_content`), or -1."""
     stripped = piece.strip()
-    if not stripped or stripped in text or json.dumps(stripped, ensure_ascii=False)[1:-1] in text:
-        return True
-    at = 0
+    if not stripped:
+        return start
+    if (found := text.find(stripped, start)) >= 0:
+        return found
+    if (found := text.find(json.dumps(stripped, ensure_ascii=False)[1:-1], start)) >= 0:
+        return found
+    first, at = -1, start
     for line in stripped.splitlines():
         line = line.strip()
         if line:
             at = text.find(line, at)
             if at < 0:
-                return False
+                return -1
+            first = at if first < 0 else first
             at += len(line)
-    return True
+    return first if first >= 0 else start
 
 
 def effective_policy(policy: LossPolicy, kind: Kind) -> LossPolicy:

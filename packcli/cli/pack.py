@@ -109,7 +109,8 @@ def pack(
                                                  rich_help_panel=OUTPUT)] = 2048,
     json_out: Json = False,
     workers: Annotated[Optional[int], typer.Option(
-        help="Processes (default: one per CPU, one per GiB free), or Ray workers. Same bytes either way.",
+        help="Processes (default: one per CPU and per GiB free, fewer for small inputs: one per 16 MiB), or "
+        "Ray workers. Same bytes either way.",
         show_default=False, rich_help_panel=PERFORMANCE)] = None,
     engine: Annotated[EngineName, typer.Option(help=f"local, or ray to run on a Ray cluster "
                                                f"({escape('packcli[ray]')}).",
@@ -118,7 +119,8 @@ def pack(
                                                        show_default=False, rich_help_panel=PERFORMANCE)] = None,
     shared_fs: Annotated[bool, typer.Option(help="Confirm --out is on a filesystem every Ray node mounts.",
                                             rich_help_panel=PERFORMANCE)] = False,
-    unit_lines: Annotated[int, typer.Option(help="Input records (lines, rows) per unit of work (parallelism, resume).",
+    unit_lines: Annotated[int, typer.Option(help="Input records (lines, rows) per unit of work (parallelism, resume); "
+                                            "a JSONL unit also ends after about 8 MiB.",
                                             rich_help_panel=PERFORMANCE)] = 10_000,
     tokenizer_backend: Annotated[BackendChoice, typer.Option(
         help="auto: fastokens where proven exact, else tokenizers. Same bytes either way.",
@@ -169,6 +171,6 @@ def pack(
     except PackcliError as exc:  # the values' problems and the engine's, at once
         raise_all([exc.message, *problems])
     raise_all(problems + config.file_problems())
-    runner = make_engine(engine, workers=workers, address=ray_address, out=str(out), shared_fs=shared_fs)
+    runner = make_engine(engine, workers=workers, address=ray_address, shared_fs=shared_fs, shared=f"--out {out}")
     summary = pack_corpus(config, progress=console.RichProgress(enabled=not json_out), engine=runner)
     render_pack_summary(summary, as_json=json_out)

@@ -214,7 +214,8 @@ def render_length_stats(stats, *, as_json: bool, plot) -> None:  # noqa: ANN001
         console.print_json(data)
         return
     console.out.print(_kv_table("records", [("records", f"{stats.records:,}"), ("tokenized", f"{stats.examples:,}"),
-                                            ("rejected", f"{stats.rejected:,}")]))
+                                            ("rejected", f"{stats.rejected:,}"),
+                                            ("tokenizer backend", stats.tokenization.get("backend", "?"))]))
     if len(stats.by_input) > 1:
         columns = [Col("source", "left", 9), Col("records", keep=8), Col("tokenized", keep=7), Col("rejected", keep=6)]
         console.out.print(fitted_table("sources", columns, [[i["source"], f"{i['records']:,}", f"{i['examples']:,}",

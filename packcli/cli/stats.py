@@ -7,10 +7,11 @@ from typing import Annotated, Optional
 
 import typer
 
-from packcli.choices import Format, LossPolicy
+from packcli.choices import BackendChoice, Format, LossPolicy
 from packcli.cli.options import (
     OUTPUT,
     PACKING,
+    PERFORMANCE,
     CompletionField,
     ContentField,
     InputFormat,
@@ -47,6 +48,9 @@ def stats(
     max_displacement: Annotated[Optional[float], typer.Option(
         help="Mean displacement budget (examples). Default: 1% of examples, at least 1000.", show_default=False,
         rich_help_panel=PACKING)] = None,
+    tokenizer_backend: Annotated[BackendChoice, typer.Option(
+        help="As pack's: auto: fastokens where proven exact, else tokenizers. Same lengths either way.",
+        rich_help_panel=PERFORMANCE)] = BackendChoice.auto,
     plot: Annotated[Optional[Path], typer.Option(help="Write a plot (.png, .pdf or .svg): lengths, pack fill, "
                                                  "capacity sweep.", show_default=False, rich_help_panel=OUTPUT)] = None,
     json_out: Json = False,
@@ -83,7 +87,8 @@ def stats(
         given = [flag for flag, value in (("--tokenizer", tokenizer), ("--capacity", capacity),
                                           ("--max-displacement", max_displacement)) if value is not None]
         given += [flag for flag, value, default in (("--template", template, "auto"), ("--loss", loss, LossPolicy.auto),
-                                                    ("--seed", seed, 0), ("--min-density", min_density, 0.95))
+                                                    ("--seed", seed, 0), ("--min-density", min_density, 0.95),
+                                                    ("--tokenizer-backend", tokenizer_backend, BackendChoice.auto))
                   if value != default]
         if given:
             problems.append(f"{', '.join(given)}: for raw inputs; {inputs[0]} is a packed artifact, whose "
@@ -104,5 +109,5 @@ def stats(
     raise_all(problems)
     result = length_stats(paths, tok, template=template, loss=loss, capacities=tuple(capacity or DEFAULT_CAPACITIES),
                           seed=seed, min_density=min_density, max_displacement=max_displacement, fields=fields,
-                          input_format=input_format)
+                          input_format=input_format, backend=tokenizer_backend)
     render_length_stats(result, as_json=json_out, plot=plot)

@@ -6,8 +6,9 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 
-from packcli.choices import Consumer, Dtype, RenderOracle
+from packcli.choices import Consumer, Dtype, EngineName, RenderOracle
 from packcli.cli.options import INPUTS, OUTPUT, PERFORMANCE, Json
 
 ATTENTION = "Attention check (needs torch)"
@@ -58,8 +59,15 @@ def verify(
         rich_help_panel=OUTPUT)] = None,
     json_out: Json = False,
     workers: Annotated[Optional[int], typer.Option(
-        help="Processes that re-tokenize (default: one per CPU from 16,384 records).", show_default=False,
-        rich_help_panel=PERFORMANCE)] = None,
+        help="Processes that re-tokenize (default: one per CPU, fewer for small sources: one per 16 MiB), or "
+        "Ray workers.", show_default=False, rich_help_panel=PERFORMANCE)] = None,
+    engine: Annotated[EngineName, typer.Option(help=f"local, or ray to re-tokenize on a Ray cluster "
+                                               f"({escape('packcli[ray]')}). Same report either way.",
+                                               rich_help_panel=PERFORMANCE)] = EngineName.local,
+    ray_address: Annotated[Optional[str], typer.Option(help="Ray cluster to join ('auto': the current one).",
+                                                       show_default=False, rich_help_panel=PERFORMANCE)] = None,
+    shared_fs: Annotated[bool, typer.Option(help="Confirm the sources and tokenizer are on a filesystem every Ray "
+                                            "node mounts at the same path.", rich_help_panel=PERFORMANCE)] = False,
 ) -> None:
     """Check every invariant of a packed artifact; exit 0 if all hold, 1 on a violation, 2 on bad input.
 
@@ -78,6 +86,8 @@ def verify(
       packcli verify fixtures/packed --self-test
 
       packcli verify packed/ --seam-out seams.csv --max-violations 100000
+
+      packcli verify /mnt/out --engine ray --ray-address auto --shared-fs   # re-tokenize on a Ray cluster
     """
     from packcli.cli import console
     from packcli.cli.render import render_self_test, render_verify
@@ -87,7 +97,8 @@ def verify(
     _check_options(directory, tokenizer=tokenizer, template=template, source_root=source_root, backends=backends,
                    device=device, dtype=dtype, packs=packs, grads=grads, max_violations=max_violations,
                    seam_out=seam_out, workers=workers, self_test=self_test, consumer_packs=consumer_packs,
-                   render_oracle=render_oracle, sample=sample)
+                   render_oracle=render_oracle, sample=sample, engine=engine, ray_address=ray_address,
+                   shared_fs=shared_fs)
     if self_test:
         import tempfile
 
@@ -96,10 +107,17 @@ def verify(
         with tempfile.TemporaryDirectory(prefix="packcli-selftest-") as ws:
             results = run_self_test(directory, ws, source_root=source_root)
         raise typer.Exit(render_self_test(results, as_json=json_out))
+    runner = None
+    if engine is EngineName.ray:
+        from packcli.engine import make_engine
+
+        runner = make_engine(engine, workers=workers, address=ray_address, shared_fs=shared_fs,
+                             shared="the sources and the tokenizer")
     report = verify_artifact(directory, tokenizer=tokenizer, template=template, source_root=source_root,
                              reconstruct=reconstruct, max_violations=max_violations,
                              progress=console.RichProgress(enabled=not json_out), workers=workers,
-                             render_oracle=render_oracle.value if render_oracle else None, sample=sample)
+                             render_oracle=render_oracle.value if render_oracle else None, sample=sample,
+                             engine=runner)
     attn = None
     if backends:
         from packcli.verify.run import attention_check
@@ -121,7 +139,8 @@ def verify(
 def _check_options(directory: Path, *, tokenizer: str | None, template: str | None, source_root: Path | None,
                    backends: list[str] | None, device: str, dtype: Dtype, packs: int, grads: bool,
                    max_violations: int, seam_out: str | None, workers: int | None, self_test: bool,
-                   consumer_packs: int | None, render_oracle: RenderOracle | None, sample: int | None) -> None:
+                   consumer_packs: int | None, render_oracle: RenderOracle | None, sample: int | None,
+                   engine: EngineName, ray_address: str | None, shared_fs: bool) -> None:
     """Every option, before the artifact is read: a typo in --attention must not wait for reconstruction."""
     from packcli.checks import (
         directory_problems,
@@ -136,13 +155,16 @@ def _check_options(directory: Path, *, tokenizer: str | None, template: str | No
     problems = directory_problems("DIRECTORY", directory) + directory_problems("--source-root", source_root)
     problems += tokenizer_problems("--tokenizer", tokenizer) + template_problems(template, tokenizer)
     problems += int_problems("--packs", packs, 1, 1_000_000) + int_problems("--max-violations", max_violations, 0)
-    problems += int_problems("--workers", workers, 1, MAX_LOCAL_WORKERS)
+    problems += int_problems("--workers", workers, 1, MAX_LOCAL_WORKERS if engine is EngineName.local else 100_000)
+    if engine is EngineName.local and (ray_address or shared_fs):
+        problems.append("--ray-address and --shared-fs need --engine ray")
     problems += int_problems("--consumer-packs", consumer_packs, 1) + int_problems("--sample", sample, 1)
     if sample is not None and render_oracle is None:
         problems.append("--sample picks the records --render-oracle checks; pass --render-oracle too")
     problems += output_file_problems("--seam-out", seam_out, (".parquet", ".csv"))
-    if self_test and (backends is not None or seam_out or render_oracle):
-        problems.append("--self-test runs its own checks; leave out --attention, --render-oracle and --seam-out")
+    if self_test and (backends is not None or seam_out or render_oracle or engine is not EngineName.local):
+        problems.append("--self-test runs its own checks, here; leave out --attention, --render-oracle, --seam-out "
+                        "and --engine")
     if backends is not None and not backends:
         problems.append("--attention names no backend")
     raise_all(problems)

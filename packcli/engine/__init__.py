@@ -1,7 +1,8 @@
-"""Engines run the two parallel stages of ``pack``: tokenizing units and writing shards. The local
-engine is the default and the reference; the Ray engine schedules the same functions
-(`packcli.job.units.run_unit`, `packcli.job.write.write_shard_task`) on a cluster. Both return
-results in input order, so the artifact is byte-identical whichever engine made it.
+"""Engines run the parallel stages of ``pack`` (tokenizing units, writing shards) and of ``verify``
+(re-tokenizing units). The local engine is the default and the reference; the Ray engine schedules
+the same functions (`packcli.job.units.run_unit`, `packcli.job.write.write_shard_task`,
+`packcli.verify.reconstruct.unit_outcomes`) on a cluster. Both return results in input order, so the
+artifact (and the verify report) is the same whichever engine made it.
 
     local.py  this process and spawned workers (`pool.SharedPool`)
     ray.py    a Ray cluster (the ``ray`` extra, imported only when chosen)
@@ -12,7 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from packcli.choices import EngineName
 
@@ -21,16 +23,35 @@ if TYPE_CHECKING:  # the job package imports this protocol; the engines import t
     from packcli.job.units import UnitIndex, UnitJob, UnitSpec
     from packcli.job.write import ShardResult, ShardTask
 
+C, I, R = TypeVar("C"), TypeVar("I"), TypeVar("R")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What a run will hand an engine, known before any worker starts: how many units of work can run
+    at once, and how many input bytes they read. An engine sizes its workers from it."""
+
+    units: int
+    input_bytes: int
+
 
 class Engine(Protocol):
     name: str
 
-    def session(self, warm: Callable[[], None] | None = None) -> AbstractContextManager[None]:
+    def session(self, warm: Callable[[], None] | None = None,
+                work: Workload | None = None) -> AbstractContextManager[None]:
         """Hold whatever the engine needs (a Ray connection, worker processes) across both stages of one run.
 
         ``warm``: a picklable call each worker may run while it has nothing else to do (load the
-        tokenizer); engines without long-lived workers ignore it.
+        tokenizer); engines without long-lived workers ignore it. ``work``: the run's size, from which
+        an engine may start fewer workers than it would for a large run (None: as many as it is given).
         """
+        ...
+
+    def map(self, fn: Callable[[C, I], R], common: C, items: Sequence[I],
+            on_done: Callable[[I, R], None] = ...) -> list[R]:
+        """``fn(common, item)`` for every item on the engine's workers (``fn`` a module-level function, ``common``
+        and the items picklable); results in ``items`` order; ``on_done(item, result)`` as each finishes."""
         ...
 
     def run(self, job: UnitJob, specs: Sequence[UnitSpec], on_done: Callable[[UnitSpec], None]) -> list[UnitIndex]:
@@ -44,8 +65,9 @@ class Engine(Protocol):
 
 
 def make_engine(name: EngineName | str, *, workers: int | None = None, address: str | None = None,
-                out: str | None = None, shared_fs: bool = False) -> Engine:
-    """The engine ``--engine`` names; Ray is imported only when chosen."""
+                shared_fs: bool = False, shared: str = "--out") -> Engine:
+    """The engine ``--engine`` names; Ray is imported only when chosen. ``shared``: what workers on other
+    nodes must reach at the same path (``--out DIR`` for pack, the sources for verify)."""
     from packcli.errors import PackcliError
 
     try:
@@ -56,7 +78,9 @@ def make_engine(name: EngineName | str, *, workers: int | None = None, address: 
         from packcli.engine.local import LocalEngine
         from packcli.engine.pool import default_workers
 
-        return LocalEngine(workers=workers or default_workers())
+        if workers is None:  # the input decides, up to one per CPU (`packcli.engine.pool.auto_processes`)
+            return LocalEngine(workers=default_workers(), auto=True)
+        return LocalEngine(workers=workers)
     from packcli.engine.ray import RayEngine
 
-    return RayEngine(workers=workers, address=address, out=out, shared_fs=shared_fs)
+    return RayEngine(workers=workers, address=address, shared_fs=shared_fs, shared=shared)

@@ -1,7 +1,10 @@
 """The local engine: units, then shards, on this machine.
 
 Units, then shards, run in ``workers`` processes (`packcli.engine.pool.SharedPool`, held for the
-session): this one, which already holds the tokenizer, and ``workers - 1`` spawned workers.
+session): this one, which already holds the tokenizer, and ``workers - 1`` spawned workers. With
+``auto`` (``packcli pack`` without ``--workers``) ``workers`` is a ceiling and the run's size decides
+(`packcli.engine.pool.auto_processes`): a small job never waits for workers it does not need. Never
+more processes than units: a process without a unit would only cost its start-up.
 Parsing and rendering are single-threaded Python and so is much of the fast backend's work after
 fastokens returns, so one process leaves cores idle. Each worker holds its own tokenizer and batch
 (about 0.8 GB with Qwen3). ``workers=1``, the default here (spawning processes from a library call
@@ -14,39 +17,55 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import TypeVar
 
-from packcli.engine.pool import MAX_LOCAL_WORKERS, SharedPool
+from packcli.engine import Workload
+from packcli.engine.pool import MAX_LOCAL_WORKERS, SharedPool, auto_processes
 from packcli.errors import PackcliError
 from packcli.job.spill import SpillLayout
 from packcli.job.units import UnitIndex, UnitJob, UnitSpec, run_unit
 from packcli.job.write import ShardResult, ShardTask, write_shard_task
 
+C, I, R = TypeVar("C"), TypeVar("I"), TypeVar("R")
+
 
 class LocalEngine:
     name = "local"
 
-    def __init__(self, workers: int | None = None) -> None:
+    def __init__(self, workers: int | None = None, *, auto: bool = False) -> None:
         if workers is not None and not 1 <= workers <= MAX_LOCAL_WORKERS:
             raise PackcliError(f"--workers must be from 1 to {MAX_LOCAL_WORKERS}, got {workers}")
         self.workers = workers or 1
+        self.auto = auto
         self._pool: SharedPool | None = None
 
+    def processes(self, work: Workload | None) -> int:
+        """The processes a session for ``work`` uses (this one included)."""
+        if work is None:
+            return self.workers
+        if self.auto:
+            return auto_processes(self.workers, units=work.units, input_bytes=work.input_bytes)
+        return max(1, min(self.workers, work.units))
+
     @contextmanager
-    def session(self, warm: Callable[[], None] | None = None) -> Iterator[None]:
-        with SharedPool(self.workers, warm=warm) as self._pool:
+    def session(self, warm: Callable[[], None] | None = None, work: Workload | None = None) -> Iterator[None]:
+        with SharedPool(self.processes(work), warm=warm) as self._pool:
             try:
                 yield
             finally:
                 self._pool = None
 
-    def run(self, job: UnitJob, specs: Sequence[UnitSpec], on_done: Callable[[UnitSpec], None]) -> list[UnitIndex]:
+    def map(self, fn: Callable[[C, I], R], common: C, items: Sequence[I],
+            on_done: Callable[[I, R], None] = lambda item, result: None) -> list[R]:
         with self._shared() as pool:
-            return pool.map(run_unit, job, specs, lambda spec, _: on_done(spec))
+            return pool.map(fn, common, items, on_done)
+
+    def run(self, job: UnitJob, specs: Sequence[UnitSpec], on_done: Callable[[UnitSpec], None]) -> list[UnitIndex]:
+        return self.map(run_unit, job, specs, lambda spec, _: on_done(spec))
 
     def write_shards(self, layout: SpillLayout, tasks: Sequence[ShardTask],
                      on_done: Callable[[ShardTask], None]) -> list[ShardResult]:
-        with self._shared() as pool:
-            return pool.map(write_shard_task, layout, tasks, lambda task, _: on_done(task))
+        return self.map(write_shard_task, layout, tasks, lambda task, _: on_done(task))
 
     @contextmanager
     def _shared(self) -> Iterator[SharedPool]:

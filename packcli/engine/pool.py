@@ -28,6 +28,10 @@ from packcli.errors import WorkerError
 C, I, R = TypeVar("C"), TypeVar("I"), TypeVar("R")
 THREAD_VARIABLES = ("RAYON_NUM_THREADS", "FASTOKENS_BPE_THREADS")  # tokenizers and fastokens read these
 WORKER_MEMORY = 1 << 30  # what one more worker may take (a Qwen3-sized tokenizer in both libraries and a batch)
+# Input one more process must have to itself before it is started: a worker's start-up (imports and
+# a tokenizer load, seconds, on a core the others share) must buy more than it costs. See
+# docs/benchmarks-pipeline.md ("Small jobs") for the measurements behind it.
+MIN_BYTES_PER_PROCESS = 16 << 20
 MAX_LOCAL_WORKERS = 1024  # processes on one machine: a typo's 10**9 would start handing out warm-up calls
 
 
@@ -45,6 +49,13 @@ def default_workers() -> int:
     except (OSError, StopIteration, ValueError):  # not Linux: CPUs alone
         return cpus
     return max(1, min(cpus, available // WORKER_MEMORY))
+
+
+def auto_processes(ceiling: int, *, units: int, input_bytes: int) -> int:
+    """Processes for a run whose size is known (``--workers`` not given): at most ``ceiling``, one per
+    unit of work (a process without a unit only costs its start-up), and one per
+    `MIN_BYTES_PER_PROCESS` of input, so a small job runs in this process alone, at once."""
+    return max(1, min(ceiling, units, input_bytes // MIN_BYTES_PER_PROCESS))
 
 
 def thread_caps(threads: int) -> dict[str, str]:

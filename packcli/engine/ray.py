@@ -1,34 +1,46 @@
-"""The Ray engine: Ray schedules units and shards; it never carries token data.
+"""The Ray engine: Ray schedules units and shards (and verify's units); it never carries token data.
 
-Tokenizing: each worker is an actor that builds the tokenizer and template once and then runs
-`run_unit` on the units it is handed, writing spills to the shared work directory beside ``--out``.
-Only the small per-unit indexes travel back through Ray. Writing: once the driver has planned the
-packs, each shard is a task (`packcli.job.write.write_shard_task`) that reads its examples from the
-spills and writes its file into the run's temporary directory, returning the shard's hash and its
-examples' token hashes. Results are put back in unit and shard order, so the artifact is
-byte-identical to the local engine's whatever the worker count or completion order.
+Every stage is one `RayEngine.map`: ``fn(common, item)`` for each item as a Ray task (one CPU each,
+both tokenizer libraries' threads capped to it), ``common`` put in the object store once, at most
+``--workers`` (else the cluster's CPUs) tasks in flight, results put back in item order. Units
+(`packcli.job.units.run_unit`) write their spills to the shared work directory beside ``--out`` and
+return only their small indexes; shards (`packcli.job.write.write_shard_task`) read from the spills
+and write into the run's temporary directory, returning hashes. So the artifact is byte-identical to
+the local engine's whatever the worker count, completion order or node a task ran on.
 
-Traps handled here: actors that take every CPU can starve anything else that needs one (ray#44687),
-so each actor asks for one CPU and the driver is not an actor; Ray's usage stats are off unless the
-user turned them on; Ray's own progress output is silenced (packcli's bar is driven by results);
-the socket path limit (107 bytes) is avoided by a short temp dir.
+Tasks, not actors: a task lost with its node (a killed raylet, a preempted machine) is retried by
+Ray on a live node (`TASK_RETRIES`), where an actor pool would wait for a CPU that a live actor holds.
+A worker process keeps the tokenizer and template between the tasks it runs (`packcli.prepare`'s
+per-process cache), as an actor would. Every task writes files whose bytes depend only on its input,
+so a retried task and the lost attempt, if it still runs somewhere, write the same bytes (each to
+its own temporary name, renamed into place).
+
+Paths sent to tasks are absolute: a Ray worker runs in its node's directory, not the driver's.
+Traps handled here: Ray's usage stats are off unless the user turned them on; Ray's own progress
+output is silenced (packcli's bar is driven by results); the socket path limit (107 bytes) is
+avoided by a short temp dir.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
+from packcli.engine import Workload
 from packcli.engine.pool import thread_caps
 from packcli.errors import PackcliError
+from packcli.job.pause import PAUSE_VARIABLES
 from packcli.job.spill import SpillLayout
 from packcli.job.units import UnitIndex, UnitJob, UnitSpec, run_unit
 from packcli.job.write import ShardResult, ShardTask, write_shard_task
 
+C, I, R = TypeVar("C"), TypeVar("I"), TypeVar("R")
 INSTALL_HINT = "install the extra: pip install 'packcli[ray]'"
+TASK_RETRIES = 5  # Ray re-runs a task lost with its worker or node this many times before failing the run
 
 
 def import_ray() -> Any:
@@ -40,26 +52,27 @@ def import_ray() -> Any:
     return ray
 
 
-class _UnitWorker:
-    """Actor body: one per worker process; the job's preparer is built on first use and cached."""
-
-    def run(self, job: UnitJob, spec: UnitSpec) -> tuple[int, UnitIndex]:
-        return spec.index, run_unit(job, spec)
+def _call(fn: Callable[[C, I], R], common: C, item: I) -> R:
+    """A task's body (module level, so Ray pickles it by name)."""
+    return fn(common, item)
 
 
 class RayEngine:
     name = "ray"
 
-    def __init__(self, *, workers: int | None = None, address: str | None = None, out: str | None = None,
-                 shared_fs: bool = False) -> None:
+    def __init__(self, *, workers: int | None = None, address: str | None = None, shared_fs: bool = False,
+                 shared: str = "--out") -> None:
+        """``shared``: what the workers on other nodes must reach at the same path (named in the refusal
+        when the cluster has several nodes and ``shared_fs`` does not confirm it)."""
         self.workers = workers
         self.address = address
-        self.out = out
         self.shared_fs = shared_fs
+        self.shared = shared
 
     @contextmanager
-    def session(self, warm: Callable[[], None] | None = None) -> Iterator[None]:
-        """Start (or join) Ray for the run, and shut it down after if this engine started it."""
+    def session(self, warm: Callable[[], None] | None = None, work: Workload | None = None) -> Iterator[None]:
+        """Start (or join) Ray for the run, and shut it down after if this engine started it. Tasks are
+        sized per stage (`map`), so neither ``warm`` nor ``work`` is needed here."""
         ray = import_ray()
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         started = not ray.is_initialized()
@@ -73,54 +86,62 @@ class RayEngine:
                               _temp_dir=tempfile.mkdtemp(prefix="pc-ray-", dir="/tmp"))
             ray.init(**kwargs)
         try:
-            self._refuse_local_output_on_cluster(ray)
+            self._refuse_local_paths_on_cluster(ray)
             yield
         finally:
             if started:
                 ray.shutdown()
 
-    def run(self, job: UnitJob, specs: Sequence[UnitSpec], on_done: Callable[[UnitSpec], None]) -> list[UnitIndex]:
+    def map(self, fn: Callable[[C, I], R], common: C, items: Sequence[I],
+            on_done: Callable[[I, R], None] = lambda item, result: None) -> list[R]:
+        """``fn(common, item)`` for every item as a Ray task; results in item order (see the module docstring).
+
+        Raises:
+            PackcliError: a task's own `PackcliError` (a bad record, a changed tokenizer), as itself.
+            ray.exceptions.RayError: a task that failed for another reason, or was lost more than
+                `TASK_RETRIES` times.
+        """
         ray = import_ray()
-        cpus = int(ray.available_resources().get("CPU", 1))
-        count = max(1, min(self.workers or cpus, cpus, len(specs)))
-        # One CPU per actor, and both tokenizers' thread pools capped to it: no oversubscription.
-        env = {**thread_caps(1), "RAY_USAGE_STATS_ENABLED": "0"}
-        actor = ray.remote(num_cpus=1, runtime_env={"env_vars": env})(_UnitWorker)
-        actors = [actor.remote() for _ in range(count)]
-        results: dict[int, UnitIndex] = {}
-        try:
-            with _packcli_errors(ray):
-                for index, unit in ray.util.ActorPool(actors).map_unordered(lambda a, spec: a.run.remote(job, spec),
-                                                                            list(specs)):
-                    results[index] = unit
-                    on_done(specs[index])
-        finally:
-            for a in actors:  # free their CPUs now for the shard tasks
-                ray.kill(a)
-        return [results[spec.index] for spec in specs]
+        limit = max(1, self.workers or int(ray.cluster_resources().get("CPU", 1)))
+        # One CPU a task and both tokenizers' thread pools capped to it: no oversubscription.
+        env = {**thread_caps(1), "RAY_USAGE_STATS_ENABLED": "0",
+               **{name: os.environ[name] for name in PAUSE_VARIABLES if name in os.environ}}
+        task = ray.remote(num_cpus=1, max_retries=TASK_RETRIES, runtime_env={"env_vars": env})(_call)
+        shared = ray.put(common)
+        results: dict[int, R] = {}
+        pending: dict[Any, int] = {}
+        todo = iter(range(len(items)))
+        with _packcli_errors(ray):
+            try:
+                while True:
+                    while len(pending) < limit and (k := next(todo, None)) is not None:
+                        pending[task.remote(fn, shared, items[k])] = k
+                    if not pending:
+                        break
+                    done, _ = ray.wait(list(pending), num_returns=1)
+                    k = pending.pop(done[0])
+                    results[k] = ray.get(done[0])
+                    on_done(items[k], results[k])
+            finally:
+                for ref in pending:  # an error: the rest is not wanted
+                    ray.cancel(ref, force=True)
+        return [results[k] for k in range(len(items))]
+
+    def run(self, job: UnitJob, specs: Sequence[UnitSpec], on_done: Callable[[UnitSpec], None]) -> list[UnitIndex]:
+        job = dataclasses.replace(job, tokenizer=os.path.abspath(job.tokenizer), work_dir=os.path.abspath(job.work_dir))
+        return self.map(run_unit, job, [s.absolute() for s in specs], lambda spec, _: on_done(spec))
 
     def write_shards(self, layout: SpillLayout, tasks: Sequence[ShardTask],
                      on_done: Callable[[ShardTask], None]) -> list[ShardResult]:
-        ray = import_ray()
-        remote = ray.remote(num_cpus=1)(write_shard_task)
-        shared = ray.put(layout)
-        pending = {remote.remote(shared, task): task for task in tasks}
-        results: dict[int, ShardResult] = {}
-        with _packcli_errors(ray):
-            while pending:
-                done, _ = ray.wait(list(pending), num_returns=1)
-                task = pending.pop(done[0])
-                results[task.index] = ray.get(done[0])
-                on_done(task)
-        return [results[task.index] for task in tasks]
+        return self.map(write_shard_task, layout, tasks, lambda task, _: on_done(task))
 
-    def _refuse_local_output_on_cluster(self, ray: Any) -> None:
+    def _refuse_local_paths_on_cluster(self, ray: Any) -> None:
         nodes = [n for n in ray.nodes() if n.get("Alive")]
         if len(nodes) > 1 and not self.shared_fs:
             raise PackcliError(
-                f"this Ray cluster has {len(nodes)} nodes, and --out {self.out} may be local to the driver: "
-                "workers on other nodes could not write their spills there",
-                "put --out on a filesystem every node mounts and pass --shared-fs to confirm")
+                f"this Ray cluster has {len(nodes)} nodes, and {self.shared} may be local to the driver: "
+                "workers on other nodes could not reach it",
+                "put it on a filesystem every node mounts at the same path and pass --shared-fs to confirm")
 
 
 @contextmanager

@@ -7,7 +7,8 @@ kills that process (``kill -9`` mid-unit, mid-write, before the rename: no sleep
 guesses) or deletes the file to let it go on. Without the variables, which is always outside the
 tests, a point costs one environment lookup.
 
-The points: ``unit`` (a unit's spills written, its sidecar not yet: a half-finished unit),
+On Ray the first task process to arrive holds, and the marker names its pid, so a test can kill
+that process's node. The points: ``unit`` (a unit's spills written, its sidecar not yet: a half-finished unit),
 ``unit@worker`` / ``unit@driver`` (the same, only in a spawned worker / in the driver process),
 ``unit-00002`` (the same, at that unit only),
 ``shard`` (a shard file written, the seam table and manifest not yet), ``rename`` (the artifact
@@ -21,6 +22,10 @@ import multiprocessing
 import os
 import time
 from pathlib import Path
+
+# Read where the point is reached; the Ray engine passes them on to its tasks, whose processes its
+# nodes started (a local worker inherits them).
+PAUSE_VARIABLES = ("PACKCLI_PAUSE_AT", "PACKCLI_PAUSE_DIR")
 
 
 def pause_at(point: str, detail: str = "") -> None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 import shutil
 import time
 from dataclasses import dataclass
@@ -37,13 +38,13 @@ from packcli.chat import ChatTemplate, Renderer, load_template, require_markers
 from packcli.choices import Dedupe
 from packcli.config import OnError, PackConfig
 from packcli.contract import PACKED, TRUNCATED
-from packcli.engine import Engine
+from packcli.engine import Engine, Workload
 from packcli.errors import InputError, refusal
-from packcli.ingest import Source, check_sources, describe_inputs, expand_inputs
+from packcli.ingest import InputFile, Source, check_sources, describe_inputs, expand_inputs
 from packcli.job.plan import PlanSettings, apply_overlong, check_losses, lay_out_shards, plan_packs
 from packcli.job.select import expand_copies, mark_duplicates
 from packcli.job.spill import SpillLayout, SpillReader
-from packcli.job.units import ExampleIndex, UnitIndex, UnitJob, plan_units
+from packcli.job.units import ExampleIndex, UnitIndex, UnitJob, UnitSpec, plan_units
 from packcli.job.workspace import Workspace
 from packcli.job.write import build_manifest, provenance, write_records
 from packcli.mix import Mixture, draw_copies, resolve_mix
@@ -85,10 +86,14 @@ def pack_corpus(config: PackConfig, progress: Progress = NO_PROGRESS, engine: En
         engine = LocalEngine()
     try:
         with Workspace(config.out, force=config.force) as space:
-            # The engine's workers (if any) load the tokenizer while this process does.
+            # The run's size first, so the engine starts only the workers it can use, and then they
+            # load the tokenizer while this process does.
+            files = describe_inputs(sources)
+            specs = plan_units(files, config.lines_per_unit)
+            work = Workload(units=len(specs), input_bytes=sum(f.size for f in files))
             with engine.session(warm=partial(warm_tokenizer, config.tokenizer, config.tokenizer_backend.value,
-                                             config.paranoid_tokenizer)):
-                summary = _pack(config, progress, engine, space, sources, mixture)
+                                             config.paranoid_tokenizer), work=work):
+                summary = _pack(config, progress, engine, space, files, specs, sources, mixture)
             space.discard_work()
     except OSError as exc:  # a full disk is the machine's answer, not a bug: say where
         known = refusal(exc, f"--out {config.out}")
@@ -114,19 +119,18 @@ def resolve_sources(config: PackConfig) -> tuple[list[Source], Mixture | None]:
     return sources, resolve_mix(config.mix, config.inputs, [s.path for s in sources], matched)
 
 
-def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspace, sources: list[Source],
-          mixture: Mixture | None) -> PackSummary:
+def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspace, files: list[InputFile],
+          specs: list[UnitSpec], sources: list[Source], mixture: Mixture | None) -> PackSummary:
     timings: dict[str, float] = {}
     tokenizer = cached_tokenizer(config.tokenizer, backend=config.tokenizer_backend, paranoid=config.paranoid_tokenizer)
     template = load_template(config.template, tokenizer)
     require_markers(template, config.loss)
     renderer = Renderer(template, config.loss, bos_token=tokenizer.bos_token, eos_token=tokenizer.eos_token,
                         template_date=date.fromisoformat(config.template_date))
-    files = describe_inputs(sources)
     if mixture is not None:  # the mixture numbers inputs as resolved; the manifest, as read
         position = {f.path: i for i, f in enumerate(files)}
         mixture = mixture.renumbered([position[s.path] for s in sources])
-    job = UnitJob(tokenizer=config.tokenizer, tokenizer_sha256=tokenizer.sha256, template_text=template.text,
+    job = UnitJob(tokenizer=os.path.abspath(config.tokenizer), tokenizer_sha256=tokenizer.sha256, template_text=template.text,
                   template_source=template.source, template_date=config.template_date,
                   paranoid_tokenizer=config.paranoid_tokenizer, tokenizer_backend=config.tokenizer_backend.value,
                   tokenizer_backend_resolved=tokenizer.backend_name,
@@ -139,7 +143,6 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
     tmp = space.new_artifact_dir()
     try:
         with progress.running():
-            specs = plan_units(files, config.lines_per_unit)
             progress.start("units", "tokenizing", total=len(specs))
             t0 = time.perf_counter()
             units = engine.run(job, specs, lambda spec: progress.advance("units"))

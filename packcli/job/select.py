@@ -16,15 +16,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
 from packcli.contract import DUPLICATE, PACKED, TRUNCATED, UNSAMPLED, example_id
 from packcli.ingest import InputFile
-from packcli.job.plan import Fates
 from packcli.job.units import NO_KEY, ExampleIndex, occurrences
 from packcli.mix import Mixture, describe
+
+if TYPE_CHECKING:  # job.plan imports the packing kernels (numba), which verify's use of this module never needs
+    from packcli.job.plan import Fates
 
 
 def duplicate_reason(name: str, line: int, input_index: int) -> str:
@@ -73,6 +76,8 @@ def expand_copies(index: ExampleIndex, fates: Fates, copies: npt.NDArray[np.int6
 
     Without a mixture every record is one example (copy 0) and nothing changes.
     """
+    from packcli.job.plan import Fates
+
     n = len(index.ids)
     if copies is None:
         return Examples(index, fates, np.arange(n, dtype=np.int64), np.zeros(n, dtype=np.int32))

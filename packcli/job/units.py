@@ -18,8 +18,10 @@ units (resume) and never mixes units of different configurations.
 from __future__ import annotations
 
 import json
+import os
+import uuid
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -59,6 +61,12 @@ class UnitSpec:
         """How an error names the unit: ``unit-00003 (data.jsonl from line 20001)``, ``(data.parquet from row 0)``."""
         what = "line" if self.span.kind is SourceKind.jsonl else "row"
         return f"{self.name} ({Path(self.path).name} from {what} {self.span.first})"
+
+    def absolute(self) -> UnitSpec:
+        """This unit with its file named as every node of a shared filesystem names it (a Ray worker runs in
+        its node's directory, not the driver's)."""
+        return replace(self, path=os.path.abspath(self.path),
+                       span=replace(self.span, path=os.path.abspath(self.span.path)))
 
 
 @dataclass(frozen=True)
@@ -159,7 +167,7 @@ def iter_unit_lines(spec: UnitSpec) -> Iterator[tuple[int, bytes | dict]]:
 class UnitJob:
     """What every unit of a run shares; picklable, so a remote worker can rebuild the preparer."""
 
-    tokenizer: str
+    tokenizer: str  # absolute: a Ray worker runs in its own node's directory
     tokenizer_sha256: str  # what the driver loaded: a worker that finds another file there refuses
     tokenizer_backend: str  # the BackendChoice asked for ("auto" included): the per-process cache's key
     tokenizer_backend_resolved: str  # the backend the driver loaded: every worker encodes alike
@@ -235,13 +243,20 @@ def run_unit(job: UnitJob, spec: UnitSpec) -> UnitIndex:
         labels_out.write(prepared.encoded.labels.tobytes())
         batch.clear()
 
-    with open(ids_path, "wb") as ids_out, open(labels_path, "wb") as labels_out:
-        for line, raw in iter_unit_lines(spec):
-            batch.append((spec.file_index, line, raw))
-            if len(batch) == job.batch_records:
+    ids_tmp, labels_tmp = attempt_path(ids_path), attempt_path(labels_path)
+    try:
+        with open(ids_tmp, "wb") as ids_out, open(labels_tmp, "wb") as labels_out:
+            for line, raw in iter_unit_lines(spec):
+                batch.append((spec.file_index, line, raw))
+                if len(batch) == job.batch_records:
+                    flush()
+            if batch:
                 flush()
-        if batch:
-            flush()
+        ids_tmp.replace(ids_path)
+        labels_tmp.replace(labels_path)
+    finally:
+        ids_tmp.unlink(missing_ok=True)
+        labels_tmp.unlink(missing_ok=True)
     pause_at("unit", spec.name)  # spills written, sidecar not yet: what a kill mid-unit leaves
     index = UnitIndex(np.asarray(eids, np.int64), np.asarray(lines, np.int64), np.asarray(status, np.int8), reasons,
                       np.asarray(lengths, np.int64), np.asarray(sup, np.int64),
@@ -252,13 +267,20 @@ def run_unit(job: UnitJob, spec: UnitSpec) -> UnitIndex:
     return index
 
 
+def attempt_path(path: Path) -> Path:
+    """A name of its own for one attempt at writing ``path``, renamed into place when whole. A task that Ray
+    re-runs (its node was lost) may still be running where it was: each attempt writes its own file, and
+    the same bytes, so ``path`` is always one attempt's whole file."""
+    return path.with_name(f"{path.name}.{uuid.uuid4().hex}.tmp")
+
+
 def _write_sidecar(spec: UnitSpec, work_dir: Path, config_hash: str, index: UnitIndex) -> None:
     data = {"config_hash": config_hash, "spec": asdict(spec), "example_ids": index.example_ids.tolist(),
             "lines": index.lines.tolist(), "status": index.status.tolist(), "reasons": index.reasons,
             "lengths": index.lengths.tolist(), "supervised": index.supervised.tolist(), "seconds": index.seconds,
             "guard": index.guard, "formats": index.formats, "warnings": index.warnings.to_dict(),
             "keys": None if index.keys is None else [k.tobytes().hex() for k in index.keys]}
-    tmp = work_dir / f"{spec.name}.json.tmp"
+    tmp = attempt_path(work_dir / f"{spec.name}.json")
     tmp.write_text(json.dumps(data), encoding="utf-8")
     tmp.rename(work_dir / f"{spec.name}.json")  # the sidecar appears last: its presence means "finished"
 

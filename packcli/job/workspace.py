@@ -58,7 +58,9 @@ class Workspace:
         self.out = Path(out)
         self.force = force
         self.lock_path = self.out.parent / f".packcli-lock-{self.out.name}"
-        self.work = self.out.parent / f".packcli-work-{self.out.name}"
+        # Absolute: spills and shards are named to workers, and a Ray worker runs in its own node's
+        # directory, not this one (the artifact and messages keep ``out`` as given).
+        self.work = Path(os.path.abspath(self.out.parent)) / f".packcli-work-{self.out.name}"
         self._fd: int | None = None
 
     def __enter__(self) -> Workspace:

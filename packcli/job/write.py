@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from packcli.artifact.seams import write_rejects, write_seam_table
+from packcli.artifact.seams import Codes, EmptyAsNull, FixedWidth, write_rejects, write_seam_table
 from packcli.artifact.shards import ShardInfo, build_table, write_shard
 from packcli.contract import (
     CONVENTIONS,
@@ -38,6 +38,8 @@ from packcli.contract import (
 from packcli.ingest import InputFile
 from packcli.job.pause import pause_at
 from packcli.job.spill import SpillLayout, SpillReader
+
+HASH_DTYPE = np.dtype("S16")  # a token hash: 16 hexadecimal digits (`packcli.contract.token_hash`)
 
 if TYPE_CHECKING:
     from packcli.chat import ChatTemplate
@@ -72,7 +74,7 @@ class ShardResult:
 
     index: int
     info: ShardInfo
-    token_hashes: list[str]
+    token_hashes: npt.NDArray[np.bytes_]  # `packcli.contract.token_hash`, ASCII, fixed width (no object per example)
 
 
 def write_shard_task(layout: SpillLayout, task: ShardTask) -> ShardResult:
@@ -83,7 +85,7 @@ def write_shard_task(layout: SpillLayout, task: ShardTask) -> ShardResult:
     info = write_shard(table, Path(task.path))
     pause_at("shard")  # a shard on disk, the rest of the artifact not: what a kill mid-write leaves
     bounds = np.concatenate([[0], np.cumsum(task.lengths)]).tolist()
-    hashes = [token_hash(ids[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+    hashes = np.array([token_hash(ids[a:b]) for a, b in zip(bounds[:-1], bounds[1:])], dtype=HASH_DTYPE)
     del table
     # Arrow's allocator keeps freed buffers for reuse; over many shards that grew the write stage's
     # RSS with the shard count (+210 MiB from 20k to 200k conversations). Hand them back each shard.
@@ -103,10 +105,11 @@ def write_records(directory: Path, index: ExampleIndex, fates: Fates, layout: Sh
     one's is read from the spill, so every tokenized example can still be matched to its record.
     """
     n = len(index.ids)
-    thash = [""] * n
+    # Columns as numpy arrays and codes into short lists of names, never a Python object per example: the
+    # driver holds every example's row at once here (docs/benchmarks-pipeline.md, memory).
+    thash = np.zeros(n, dtype=HASH_DTYPE)  # b"": a rejected example has no tokens, so no hash
     for rows, result in zip(layout.task_rows, results):
-        for r, h in zip(rows.tolist(), result.token_hashes):
-            thash[r] = h
+        thash[rows] = result.token_hashes
     full_len = np.asarray(index.length, dtype=np.int64)
     for i in np.flatnonzero(np.isin(fates.status, (DROPPED, DUPLICATE, UNSAMPLED))).tolist():
         thash[i] = token_hash(spill.read(index.spill_offset[i], full_len[i])[0])
@@ -114,13 +117,15 @@ def write_records(directory: Path, index: ExampleIndex, fates: Fates, layout: Sh
     placement = layout.placement
     supervised = np.asarray(index.supervised, dtype=np.int64)
     lost = np.where(np.isin(fates.status, OVERLONG_FATES), supervised - fates.used_sup, 0)
+    shards = np.asarray(placement.shard, dtype=np.int64)
     write_seam_table(directory / SEAM_TABLE_NAME, {
-        "example_id": index.ids, "input": index.file_index, "source": [names[fi] for fi in index.file_index],
-        "line": index.line, "copy": copy, "status": [STATUSES[s] for s in fates.status], "reason": fates.reasons,
-        "shard": [shard_name(k) if k >= 0 else None for k in placement.shard.tolist()],
+        "example_id": index.ids, "input": index.file_index, "source": Codes(index.file_index, names),
+        "line": index.line, "copy": copy, "status": Codes(fates.status, STATUSES), "reason": fates.reasons,
+        "shard": Codes(np.maximum(shards, 0), [shard_name(k) for k in range(int(shards.max(initial=-1)) + 1)],
+                       null=shards < 0),
         "row": placement.row, "offset": placement.offset, "length": fates.used_len, "original_length": full_len,
-        "supervised": fates.used_sup, "supervised_lost": lost, "token_hash": thash,
-        "format": [f or None for f in index.format],
+        "supervised": fates.used_sup, "supervised_lost": lost, "token_hash": FixedWidth(thash),
+        "format": EmptyAsNull(index.format),
     })
     rejected = np.flatnonzero(fates.status == REJECTED).tolist()
     return write_rejects(directory / REJECTS_NAME, ((int(index.file_index[i]), names[index.file_index[i]],

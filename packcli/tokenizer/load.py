@@ -146,11 +146,12 @@ def cached_tokenizer(path: str | Path, *, backend: BackendChoice | str = Backend
                      paranoid: bool = False) -> LoadedTokenizer:
     """`load_tokenizer`, once per process for the same file and choice: a worker warmed with the
     tokenizer while the driver loads its own (`packcli.engine.Engine.session`) finds it here, and a
-    Qwen3-sized load (seconds) is never paid twice in one process. Keyed by the file's size and
-    modification time too, so a file replaced in place is loaded again."""
+    Qwen3-sized load (seconds) is never paid twice in one process, however the path is spelled (it is
+    keyed by the resolved file). Keyed by the file's size and modification time too, so a file
+    replaced in place is loaded again."""
     file = _find_tokenizer_file(Path(path))
     stat = file.stat()
-    key = (str(file), stat.st_size, stat.st_mtime_ns, BackendChoice(backend), paranoid)
+    key = (str(file.resolve()), stat.st_size, stat.st_mtime_ns, BackendChoice(backend), paranoid)
     found = _LOADED.get(key)
     if found is None:
         found = _LOADED[key] = load_tokenizer(path, backend=backend, paranoid=paranoid)

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from packcli.artifact import manifest as mf
-from packcli.artifact.shards import SCHEMA, load_flat, write_shard
+from packcli.artifact.shards import SCHEMA, load_flat, read_parquet, write_shard
 from packcli.contract import CARD_NAME, IGNORE_INDEX, MANIFEST_NAME, SEAM_TABLE_NAME, token_hash
 from packcli.errors import InputError
 from packcli.tokenizer.load import CHAT_TEMPLATE_DIR, CHAT_TEMPLATE_FILE, TOKENIZER_SOURCE
@@ -53,13 +53,13 @@ def _reseal(directory: Path, edit: Callable[[dict], None] | None = None) -> None
 def _rewrite_first_shard(directory: Path, mutate: Callable[[dict], None]) -> None:
     """Rewrite shard-00000 after ``mutate`` edits its flat arrays, then re-seal."""
     path = directory / "shard-00000.parquet"
-    flat = load_flat(pq.read_table(path), path.name)
+    flat = load_flat(read_parquet(path), path.name)
     row = next(r for r in range(flat.rows) if len(flat.cu[r]) > 2)  # a pack with a seam
     arrays = {"ids": flat.ids.copy(), "labels": flat.labels.copy(), "positions": flat.positions.copy(),
               "cu": [c.copy() for c in flat.cu], "seq_lengths": [s.copy() for s in flat.seq_lengths],
               "row": row, "start": int(flat.row_offsets[row])}
     mutate(arrays)
-    table = pq.read_table(path)
+    table = read_parquet(path)
     offsets = pa.array(flat.row_offsets.astype(np.int32))
     cu_off = np.concatenate([[0], np.cumsum([len(c) for c in arrays["cu"]])]).astype(np.int32)
     sl_off = np.concatenate([[0], np.cumsum([len(s) for s in arrays["seq_lengths"]])]).astype(np.int32)
@@ -137,7 +137,7 @@ def _label_masked(d: Path, ws: Path) -> dict:
 
 def _duplicate(d: Path, ws: Path) -> dict:
     path = d / "shard-00000.parquet"
-    table = pq.read_table(path)
+    table = read_parquet(path)
     write_shard(pa.concat_tables([table, table.slice(0, 1)]), path)
     _reseal(d, lambda m: m["counts"].update(packs=m["counts"]["packs"] + 1))
     return {}
@@ -160,7 +160,7 @@ def _dropped_without_record(d: Path, ws: Path) -> dict:
 
 def _copy_claimed(d: Path, ws: Path) -> dict:
     """The seam table's first packed example renumbered as a second copy of its record."""
-    seam = pq.read_table(d / SEAM_TABLE_NAME)
+    seam = read_parquet(d / SEAM_TABLE_NAME)
     copy = seam["copy"].to_pylist()
     copy[seam["status"].to_pylist().index("packed")] = 1
     seam = seam.set_column(seam.schema.get_field_index("copy"), "copy", pa.array(copy, pa.int32()))

@@ -17,12 +17,11 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from packcli.artifact import manifest as mf
 from packcli.artifact.card import render_card
 from packcli.artifact.seams import NULLABLE_COLUMNS, SEAM_TABLE_SCHEMA
-from packcli.artifact.shards import SCHEMA, FlatShard, load_flat
+from packcli.artifact.shards import SCHEMA, FlatShard, load_flat, numpy_view, read_parquet
 from packcli.contract import CARD_NAME, IGNORE_INDEX, REJECTS_NAME, SEAM_TABLE_NAME, file_sha256, shard_name
 from packcli.verify.report import CheckResult, Violation
 
@@ -59,7 +58,7 @@ def check_integrity(directory: Path, manifest: dict, result: CheckResult) -> Art
             artifact.unreadable.add(name)
             continue
         try:
-            table = pq.read_table(path)
+            table = read_parquet(path)
         except (pa.ArrowException, OSError) as exc:
             result.fail(Violation(f"shard unreadable: {exc}", shard=name))
             artifact.unreadable.add(name)
@@ -117,7 +116,7 @@ def _rows_well_formed(table: pa.Table, name: str, result: CheckResult) -> bool:
     """Per row, labels and position_ids as long as input_ids; example_ids and seq_lengths one shorter
     than cu_seqlens."""
     def lengths(column: str) -> np.ndarray:
-        return np.diff(table[column].combine_chunks().offsets.to_numpy())
+        return np.diff(numpy_view(table[column].combine_chunks().offsets))
 
     tokens = lengths("input_ids")
     well_formed = True
@@ -137,7 +136,7 @@ def _rows_well_formed(table: pa.Table, name: str, result: CheckResult) -> bool:
 
 def _read_seam_table(path: Path, info: dict, result: CheckResult) -> pa.Table | None:
     try:
-        table = pq.read_table(path)
+        table = read_parquet(path)
     except (pa.ArrowException, OSError) as exc:
         result.fail(Violation(f"{path.name} unreadable: {exc}"))
         return None

@@ -22,8 +22,9 @@ one pass over their unit, to report the first differing token (up to the violati
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
 from pathlib import Path
 from typing import NamedTuple
@@ -35,7 +36,8 @@ from packcli.artifact.shards import FlatShard
 from packcli.chat import ChatTemplate, Renderer
 from packcli.choices import BackendChoice, Format, LossPolicy
 from packcli.contract import IGNORE_INDEX, token_hash
-from packcli.engine.pool import SharedPool, usable_cpus
+from packcli.engine import Engine
+from packcli.engine.pool import SharedPool, auto_processes, usable_cpus
 from packcli.errors import InputError
 from packcli.ingest import HUB_PREFIX, FieldMap, Source, describe_input, source_of
 from packcli.job.select import duplicate_reason
@@ -48,7 +50,6 @@ from packcli.verify.report import CheckResult, Violation
 
 BATCH = 2048  # lines per Preparer call
 UNIT_LINES = 8192  # lines per unit of parallel work
-PARALLEL_MIN_RECORDS = 2 * UNIT_LINES  # below this, starting worker processes costs more than it saves
 
 
 class Fresh(NamedTuple):
@@ -142,13 +143,15 @@ def locate_input(manifest: dict, k: int, source_root: Path | None) -> Source:
 def check_reconstruction(manifest: dict, rows: dict[str, list], shards: dict[str, FlatShard],
                          tokenizer: LoadedTokenizer, template_text: str, result: CheckResult, *,
                          source_root: Path | None, progress: Progress = NO_PROGRESS,
-                         workers: int | None = None) -> Reconstructed:
+                         workers: int | None = None, engine: Engine | None = None) -> Reconstructed:
     """Compare every source record's fresh tokenization with the artifact; record violations in ``result``.
 
     Args:
         rows: the seam table's columns as lists.
-        workers: processes that re-tokenize (None: one per CPU, for artifacts of at least
-            `PARALLEL_MIN_RECORDS` records in more than one unit of work; else this process alone).
+        workers: processes that re-tokenize (None: one per CPU, at most one per unit of work and per
+            `packcli.engine.pool.MIN_BYTES_PER_PROCESS` of sources: a small artifact is checked here alone).
+        engine: re-tokenize the units on this engine's workers instead (`packcli.engine.ray.RayEngine`:
+            a cluster); the comparison stays here, so the report is the same.
 
     Returns:
         What each seam-table row's record reproduces, for the plan check.
@@ -202,15 +205,15 @@ def check_reconstruction(manifest: dict, rows: dict[str, list], shards: dict[str
     specs = plan_units(files, UNIT_LINES)
     progress.start("reconstruct", "reconstructing", total=manifest["counts"]["records"])
     compare = _Comparer(preparer, rows, shards, config["capacity"], result, facts)
-    if workers is None and manifest["counts"]["records"] < PARALLEL_MIN_RECORDS:
-        workers = 1
+    if workers is None:
+        workers = auto_processes(usable_cpus(), units=len(specs), input_bytes=sum(f.size for f in files))
 
     def advance(spec: UnitSpec, outcomes: list) -> None:
         progress.advance("reconstruct", len(outcomes))
 
     read = [0] * len(pinned)
     first: dict[bytes, str] = {}  # each content key's first record, as a duplicate's reason names it
-    for spec, outcomes in zip(specs, _outcomes(job, preparer, specs, workers, advance)):
+    for spec, outcomes in zip(specs, _outcomes(job, preparer, specs, workers, advance, engine)):
         k, entry = pinned[spec.file_index]
         read[spec.file_index] += len(outcomes)
         differing: dict[int, list[tuple]] = {}
@@ -259,8 +262,14 @@ def _check_duplicate(rows: dict, found: list[int], key: bytes | None, first: dic
 
 
 def _outcomes(job: ReconstructJob, preparer: Preparer, specs: list[UnitSpec], workers: int | None,
-              on_done: Callable[[UnitSpec, list], None]) -> list[list[tuple[int, bytes | None, Outcome]]]:
-    """Each unit's outcomes, in unit order: here, or here and in worker processes (`SharedPool`)."""
+              on_done: Callable[[UnitSpec, list], None],
+              engine: Engine | None = None) -> list[list[tuple[int, bytes | None, Outcome]]]:
+    """Each unit's outcomes, in unit order: here, here and in worker processes (`SharedPool`), or on
+    ``engine``'s workers (a Ray cluster), which find the sources and the tokenizer by absolute path."""
+    if engine is not None:
+        remote = replace(job, tokenizer=os.path.abspath(job.tokenizer))
+        with engine.session():
+            return engine.map(unit_outcomes, remote, [spec.absolute() for spec in specs], on_done)
     count = max(1, min(workers or usable_cpus(), len(specs)))
     share_preparer(job, preparer)  # this process is a worker too, with the tokenizer it has loaded
     try:

@@ -80,6 +80,7 @@ def write_seam_status(report: VerifyReport, directory: str, path: str) -> int:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from packcli.artifact.shards import read_parquet
     from packcli.contract import SEAM_TABLE_NAME
 
     first: dict[int, str] = {}
@@ -87,7 +88,7 @@ def write_seam_status(report: VerifyReport, directory: str, path: str) -> int:
         for v in check.violations:
             if v.example_id is not None:
                 first.setdefault(v.example_id, f"{check.name}: {v.message}")
-    table = pq.read_table(f"{directory}/{SEAM_TABLE_NAME}")
+    table = read_parquet(f"{directory}/{SEAM_TABLE_NAME}")
     status = [first.get(eid, "ok") for eid in table["example_id"].to_pylist()]
     table = table.append_column("verify", pa.array(status, pa.string()))
     target = Path(path)

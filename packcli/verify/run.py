@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from packcli.artifact import manifest as mf
+from packcli.engine import Engine
 from packcli.progress import NO_PROGRESS, Progress
 from packcli.verify.bookkeeping import check_global
 from packcli.verify.copies import check_copies
@@ -28,7 +29,7 @@ from packcli.verify.report import VerifyReport
 def verify_artifact(directory: str | Path, *, tokenizer: str | None = None, template: str | None = None,
                     source_root: str | Path | None = None, reconstruct: bool = True, max_violations: int = 20,
                     progress: Progress = NO_PROGRESS, workers: int | None = None, render_oracle: str | None = None,
-                    sample: int | None = None) -> VerifyReport:
+                    sample: int | None = None, engine: Engine | None = None) -> VerifyReport:
     """Check every invariant of a ``packcli pack`` artifact.
 
     Args:
@@ -38,10 +39,13 @@ def verify_artifact(directory: str | Path, *, tokenizer: str | None = None, temp
         reconstruct: re-tokenize every source record and compare (needs the sources and tokenizer);
             without it the plan is re-derived from the seam table's own lengths.
         max_violations: keep at most this many offending examples per check.
-        workers: processes for reconstruction (None: one per CPU for artifacts of at least 16,384
-            records in more than one unit of 8,192 lines; a compressed source is one unit).
+        workers: processes for reconstruction (None: one per CPU, at most one per unit of 8,192 lines and
+            one per 16 MiB of sources, `packcli.engine.pool.auto_processes`; a compressed source is one unit).
         render_oracle: also render the records with this library (``transformers``) and compare
             (`packcli.verify.oracle`); ``sample`` limits it to that many records, drawn with a fixed seed.
+        engine: re-tokenize on this engine instead of local processes (``make_engine("ray", ...)``: a Ray
+            cluster, whose nodes must reach the sources and the tokenizer at the same paths); the report is
+            the same.
 
     Raises:
         InputError: the directory, a source or the tokenizer needed for reconstruction is missing.
@@ -78,7 +82,7 @@ def verify_artifact(directory: str | Path, *, tokenizer: str | None = None, temp
                 result.skipped = "the pinned tokenizer or template changed (see contract_drift)"
             else:
                 facts = check_reconstruction(manifest, rows, artifact.shards, tok, text, result, source_root=root,
-                                             progress=progress, workers=workers)
+                                             progress=progress, workers=workers, engine=engine)
         check_plan(manifest, rows, facts, report.check("plan", max_violations))
         if render_oracle:
             result = report.check("render_oracle", max_violations)
