@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         "packcli verify fixtures/packed": lambda: plain_row([sys.executable, "-m", "packcli", "verify",
                                                              str(ROOT / "fixtures" / "packed")]),
     }
-    with tempfile.TemporaryDirectory(prefix="bench-startup-", dir=ROOT / "bench-out") as tmp:
+    with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp:
         commands[f"packcli pack {args.corpus.name} (default workers)"] = lambda: pack_row(args, None, Path(tmp) / "a")
         commands[f"packcli pack {args.corpus.name} --workers 1"] = lambda: pack_row(args, 1, Path(tmp) / "b")
         runs: dict[str, list[dict]] = {name: [] for name in commands}
