@@ -162,7 +162,7 @@ def test_an_unsafe_attribute_printed_alone_prints_nothing(peek):
 
 
 def test_renders_with_jinjas_own_sandbox_compiled_once():
-    """No subclass of jinja2's sandbox and no overridden internals; one compiled template per text."""
+    """jinja2's sandbox with only its public ``is_safe_attribute`` hook overridden; one compiled template per text."""
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
     from packcli.chat.render import compile_template
@@ -170,8 +170,50 @@ def test_renders_with_jinjas_own_sandbox_compiled_once():
     text = load_template("chatml").text
     first = Renderer(load_template("chatml"), LossPolicy.assistant, bos_token=None, eos_token=None)
     second = Renderer(load_template("chatml"), LossPolicy.all, bos_token="<s>", eos_token="</s>")
-    assert type(compile_template(text).environment) is ImmutableSandboxedEnvironment
+    sandbox = type(compile_template(text).environment)
+    assert sandbox.__mro__[1] is ImmutableSandboxedEnvironment
+    assert {name for name in vars(sandbox) if not name.startswith("__")} == {"is_safe_attribute"}
     assert first._template is second._template is compile_template(text)
+
+
+def _generator():
+    yield 1
+
+
+class _Slots:
+    __slots__ = ("a",)
+
+
+def test_remembered_attribute_decisions_are_jinjas():
+    """Every (object, attribute) decision of packcli's sandbox equals jinja2's own, asked first and again from
+    memory, for the objects a template can reach and the attributes that are refused, allowed, or mutate."""
+    import collections
+
+    import jinja2
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    from packcli.chat.render import _environment, _TemplateDict, _TemplateNamespace
+
+    ours, jinjas = _environment(), ImmutableSandboxedEnvironment()
+    objects = [{"role": "user"}, {}, ["a"], [], "text", "", 1, 1.5, True, None, {1, 2}, frozenset(), (1,),
+               collections.deque([1]), collections.OrderedDict(a=1), _TemplateDict(), _TemplateNamespace(a=1),
+               jinja2.utils.Namespace(), _raise, _raise.__get__(1), str.split, "x".split, type, dict, _generator(),
+               _generator().gi_frame, _raise.__code__, _Slots(), jinja2.Undefined()]
+    names = ["append", "pop", "update", "clear", "add", "popleft", "setdefault", "items", "keys", "get", "split",
+             "strip", "format", "format_map", "mro", "real", "role", "a", "fromkeys", "__class__", "__globals__",
+             "__init__", "__mro__", "__subclasses__", "__code__", "_Namespace__attrs", "_x", "func_code",
+             "gi_frame", "gi_code", "f_globals", "co_code", "__self__", "__func__", "__dict__"]
+    for _ in range(2):
+        for obj in objects:
+            for name in names:
+                for value in (None, obj, 0):
+                    assert ours.is_safe_attribute(obj, name, value) == jinjas.is_safe_attribute(obj, name, value), \
+                        (obj, name)
+    assert not ours.is_safe_attribute([], "append", None) and ours.is_safe_attribute([], "index", None)
+
+
+def _raise():
+    raise AssertionError("never called")
 
 
 @pytest.mark.parametrize("order", ["messages", "messages | reverse"])

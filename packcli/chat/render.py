@@ -3,7 +3,9 @@
 A chat template is code from the internet, so it runs in jinja2's own ``ImmutableSandboxedEnvironment``,
 set up as transformers sets it up (``tojson`` without HTML escaping, ``raise_exception``,
 ``strftime_now``, and its ``dict``/``namespace`` globals), and is compiled once per template text
-(`compile_template`). Nothing of the sandbox is overridden: its safety is jinja2's.
+(`compile_template`). Nothing of the sandbox is overridden: its safety is jinja2's. Its one
+public hook, ``is_safe_attribute``, asks jinja2 once per (type, attribute name) and remembers the
+answer (`_Sandbox`), which is what makes rendering a long chat affordable.
 
 The template sees what transformers' ``apply_chat_template`` gives it: the record's messages as they
 are (`packcli.messages`), ``tools``, ``documents``, ``add_generation_prompt=False``, the special
@@ -137,8 +139,31 @@ def _tojson(value, ensure_ascii=False, indent=None, separators=None, sort_keys=F
     return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
 
+class _Sandbox(ImmutableSandboxedEnvironment):
+    """jinja2's ``ImmutableSandboxedEnvironment``, remembering its own attribute decisions.
+
+    The sandbox asks ``is_safe_attribute`` on every ``message.role`` a template reads, and a long chat
+    reads hundreds; the answer is jinja2's, and jinja2 bases it on the attribute's name and the
+    object's type alone (a leading underscore, the internals of functions, methods, types, frames,
+    code and generators, the mutating methods of lists, dicts, sets and deques), never on the value.
+    So the answer for a (type, name) pair is asked once and reused: the same decisions, made once
+    (docs/benchmarks-pipeline.md has what it saves).
+    """
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        self._attribute_decisions: dict[tuple[type, str], bool] = {}
+
+    def is_safe_attribute(self, obj: object, attr: str, value: object) -> bool:
+        key = (type(obj), attr)
+        decision = self._attribute_decisions.get(key)
+        if decision is None:
+            decision = self._attribute_decisions[key] = super().is_safe_attribute(obj, attr, value)
+        return decision
+
+
 def _environment() -> ImmutableSandboxedEnvironment:
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+    env = _Sandbox(trim_blocks=True, lstrip_blocks=True,
                                        extensions=[_GenerationTracker, "jinja2.ext.loopcontrols"])
     env.filters["tojson"] = _tojson
     env.globals["raise_exception"] = _raise_exception
