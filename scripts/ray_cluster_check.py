@@ -336,7 +336,8 @@ def kill_a_node_mid_run(cluster: LocalCluster, corpus: str, work: Path, args: ar
 
 
 def check(args: argparse.Namespace) -> dict:
-    work = Path(tempfile.mkdtemp(prefix="ray-cluster-", dir=args.workdir))
+    # absolute: Ray workers run in their node's directory, and the pause marker must be found from there
+    work = Path(tempfile.mkdtemp(prefix="ray-cluster-", dir=os.path.abspath(args.workdir)))
     results: dict = {"corpora": [], "kill": None}
     try:
         references = {}
