@@ -143,17 +143,23 @@ def recommend(cells: list[WhatIf], *, min_density: float, max_displacement: floa
 def length_stats(inputs, tokenizer: str, *, template: str = "auto", loss=None, capacities=DEFAULT_CAPACITIES,
                  seed: int = 0, min_density: float = 0.95, max_displacement: float | None = None,
                  batch: int = 4096, fields=None, input_format: Format = Format.auto,
-                 backend: BackendChoice | str = BackendChoice.auto) -> LengthStats:
+                 backend: BackendChoice | str = BackendChoice.auto, workers: int | None = None,
+                 unit_lines: int = 10_000) -> LengthStats:
     """Tokenize raw inputs (the same stage as ``pack``, any source kind, with the same column mapping
     ``fields``) and compute quantiles, sweep, recommendation, and per-input counts.
 
     ``backend`` is ``pack``'s ``--tokenizer-backend``, chosen and guarded the same way
-    (`packcli.tokenizer.load.load_tokenizer`, `packcli.tokenizer.encode_batch`): the lengths are the
-    ones ``pack`` will see, at ``pack``'s speed.
+    (`packcli.tokenizer.load.load_tokenizer`, `packcli.tokenizer.encode_batch`), and the inputs are cut
+    into units of about ``unit_lines`` records tokenized by ``workers`` processes (None: as ``pack``
+    sizes them from the input, `packcli.engine.pool.auto_processes`): the lengths are the ones
+    ``pack`` will see, at ``pack``'s speed. Lengths keep the inputs' order whatever the workers.
     """
-    from packcli.chat import LossPolicy, Renderer, load_template, require_markers
-    from packcli.ingest import DEFAULT_FIELDS, check_sources, expand_inputs, read_source
-    from packcli.prepare import Preparer
+    from packcli.chat import LossPolicy, load_template, require_markers
+    from packcli.chat.render import DEFAULT_TEMPLATE_DATE
+    from packcli.engine.pool import SharedPool, auto_processes, default_workers
+    from packcli.ingest import DEFAULT_FIELDS, check_sources, describe_input, expand_inputs
+    from packcli.job.units import UnitJob, plan_units
+    from packcli.prepare import share_preparer
     from packcli.tokenizer.load import cached_tokenizer
 
     policy = loss or LossPolicy.auto
@@ -163,45 +169,90 @@ def length_stats(inputs, tokenizer: str, *, template: str = "auto", loss=None, c
     tok = cached_tokenizer(tokenizer, backend=backend)
     tpl = load_template(template, tok)
     require_markers(tpl, policy)
-    preparer = Preparer(Renderer(tpl, policy, bos_token=tok.bos_token, eos_token=tok.eos_token), tok, input_format,
-                        fields)
-    guard_before = tok.guard_counts()
-    lengths, supervised, reasons = [], [], Counter()
-    records = 0
-    by_input = []
-    for fi, source in enumerate(sources):
-        before = (records, len(lengths))
-        pending: list[tuple[int, int, bytes | dict]] = []
-        for line, raw in read_source(source):
-            pending.append((fi, line, raw))
-            if len(pending) == batch:
-                records += _measure(preparer, pending, lengths, supervised, reasons, source.path)
-                pending = []
-        records += _measure(preparer, pending, lengths, supervised, reasons, source.path)
-        read, kept = records - before[0], len(lengths) - before[1]
-        by_input.append({"source": source.path, "records": read, "examples": kept, "rejected": read - kept})
+    files = [describe_input(source) for source in sources]  # in the order given: by_input follows it
+    specs = plan_units(files, unit_lines)
+    job = UnitJob(tokenizer=str(Path(tokenizer).resolve()), tokenizer_sha256=tok.sha256,
+                  tokenizer_backend=BackendChoice(backend).value, tokenizer_backend_resolved=tok.backend_name,
+                  tokenizer_backend_version=tok.backend_version, paranoid_tokenizer=False, template_text=tpl.text,
+                  template_source=tpl.source, template_date=DEFAULT_TEMPLATE_DATE.isoformat(), loss=policy.value,
+                  input_format=Format(input_format).value, batch_records=batch, fail_fast=False, work_dir="",
+                  config_hash="", fields=tuple(sorted(fields.renames().items())))
+    if workers is None:
+        workers = auto_processes(default_workers(), units=len(specs), input_bytes=sum(f.size for f in files))
+    share_preparer(job, job.build_preparer())  # this process is a worker too, with the tokenizer it has loaded
+    try:
+        with SharedPool(max(1, min(workers, len(specs)))) as pool:
+            units = pool.map(measure_unit, job, specs)
+    finally:
+        share_preparer(job, None)
+    reasons: Counter = Counter()
+    guard = dict.fromkeys(tok.guard_counts(), 0)
+    by_input = [{"source": source.path, "records": 0, "examples": 0, "rejected": 0} for source in sources]
+    for spec, unit in zip(specs, units):
+        reasons.update(unit.reasons)
+        for key, value in unit.guard.items():
+            guard[key] += value
+        counts = by_input[spec.file_index]
+        counts["records"] += unit.records
+        counts["examples"] += len(unit.lengths)
+        counts["rejected"] += unit.records - len(unit.lengths)
     tokenization = {"backend": tok.backend_name, "version": tok.backend_version, "reason": tok.backend_reason,
-                    "guard": {k: v - guard_before[k] for k, v in tok.guard_counts().items()}}
-    lens = np.asarray(lengths, dtype=np.int64)
-    sups = np.asarray(supervised, dtype=np.int64)
+                    "guard": guard}
+    lens = np.concatenate([u.lengths for u in units]) if units else np.zeros(0, np.int64)
+    sups = np.concatenate([u.supervised for u in units]) if units else np.zeros(0, np.int64)
     # Default ordering budget: 1% of the examples, but never below TRL's 1000-example batches.
     budget = max_displacement if max_displacement is not None else max(1000.0, 0.01 * len(lens))
     cells = sweep(lens, sups, capacities, seed=seed) if len(lens) else []
-    return LengthStats(records=records, examples=len(lens), rejected=sum(reasons.values()),
+    return LengthStats(records=sum(u.records for u in units), examples=len(lens), rejected=sum(reasons.values()),
                        rejected_reasons=dict(reasons.most_common()), by_input=by_input, total=Quantiles.of(lens),
                        supervised=Quantiles.of(sups), what_if=cells,
                        recommendation=recommend(cells, min_density=min_density, max_displacement=budget),
                        lengths=lens, tokenization=tokenization)
 
 
-def _measure(preparer, pending, lengths: list, supervised: list, reasons: Counter, source: str) -> int:  # noqa: ANN001
-    for outcome in preparer.prepare(pending, source=source) if pending else []:
-        if isinstance(outcome, str):
-            reasons[outcome] += 1
-        else:
-            lengths.append(len(outcome.input_ids))
-            supervised.append(outcome.supervised)
-    return len(pending)
+@dataclass(frozen=True)
+class UnitLengths:
+    """What `stats` keeps of one unit: its examples' lengths, the rejects' reasons, the guard's counts."""
+
+    records: int
+    lengths: npt.NDArray[np.int64]
+    supervised: npt.NDArray[np.int64]
+    reasons: Counter
+    guard: dict[str, int]
+
+
+def measure_unit(job, spec) -> UnitLengths:  # noqa: ANN001 - a UnitJob and a UnitSpec (imported lazily)
+    """Tokenize one unit as ``pack`` would and keep only its lengths (module level: worker processes
+    pickle it by name). The guard's counts are this unit's: a process runs one unit at a time."""
+    from packcli.job.units import iter_unit_lines
+    from packcli.prepare import preparer_for
+
+    preparer = preparer_for(job)
+    before = preparer.tokenizer.guard_counts()
+    lengths: list[int] = []
+    supervised: list[int] = []
+    reasons: Counter = Counter()
+    records = 0
+    pending: list[tuple[int, int, bytes | dict]] = []
+    lines = iter_unit_lines(spec)
+    while True:
+        for line, raw in lines:
+            pending.append((spec.file_index, line, raw))
+            if len(pending) == job.batch_records:
+                break
+        if not pending:
+            break
+        records += len(pending)
+        for outcome in preparer.prepare(pending, source=spec.path):
+            if isinstance(outcome, str):
+                reasons[outcome] += 1
+            else:
+                lengths.append(len(outcome.input_ids))
+                supervised.append(outcome.supervised)
+        pending = []
+    after = preparer.tokenizer.guard_counts()
+    return UnitLengths(records, np.asarray(lengths, dtype=np.int64), np.asarray(supervised, dtype=np.int64), reasons,
+                       {key: after[key] - before[key] for key in after})
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -72,6 +73,25 @@ def test_stats_tokenizes_with_packs_backend_and_gives_the_same_lengths(tokenizer
     assert np.array_equal(auto.lengths, ref.lengths) and auto.to_dict()["what_if"][0]["packs"] == ref.what_if[0].packs
 
 
+def test_stats_in_worker_processes_equals_one_process(tokenizer_dir, corpus_files, tmp_path):
+    """Units tokenized by two processes give what one process gives: lengths in input order, per-input
+    counts, reject reasons and the guard's counts (summed over the units)."""
+    good = Path(corpus_files[0]).read_text(encoding="utf-8").splitlines()[:20]
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text("\n".join(good[:9] + ["{not json", '{"messages": []}'] + good[9:]) + "\n", encoding="utf-8")
+    inputs = [*corpus_files, str(mixed)]
+    one = length_stats(inputs, str(tokenizer_dir), capacities=(512,), workers=1)
+    two = length_stats(inputs, str(tokenizer_dir), capacities=(512,), workers=2, unit_lines=7)
+    assert one.rejected == 2 and len(one.by_input) == len(inputs)
+    assert np.array_equal(one.lengths, two.lengths)
+    first, second = one.to_dict(), two.to_dict()
+    # the guard checks a sample per batch, and units of 7 records make more batches: checked, not examples, differs
+    first["tokenization"]["guard"].pop("checked"), second["tokenization"]["guard"].pop("checked")
+    for cell in first["what_if"] + second["what_if"]:
+        cell.pop("seconds")  # how long each strategy took to pack
+    assert first == second and first["tokenization"]["guard"]["examples"] in (0, one.examples)
+
+
 def test_stats_guard_stops_a_fast_backend_error_naming_file_and_line(tokenizer_dir, corpus_files, monkeypatch):
     """The guard always re-checks a batch's first example: a backend that drops its last token is caught,
     and stats fails naming the record (as pack does), instead of reporting wrong lengths."""
@@ -109,6 +129,20 @@ def test_cli_raw_json_and_plot(tmp_path, corpus_files):
     assert ref.exit_code == 0, ref.output
     assert json.loads(ref.stdout)["tokenization"]["backend"] == "tokenizers"
     assert json.loads(ref.stdout)["total"] == data["total"]
+
+
+def test_cli_workers_checked_before_work_and_same_numbers(corpus_files, packed):
+    """``stats --workers``: out of range is one line and exit 2; 2 gives one process's numbers; an artifact
+    has no tokenizing to spread, so the option is refused there."""
+    tok = str(FIXTURES / "tokenizer")
+    bad = runner.invoke(app, ["stats", *corpus_files, "-t", tok, "--workers", "0"])
+    assert bad.exit_code == 2 and "--workers must be an integer from 1" in bad.output
+    one = runner.invoke(app, ["stats", *corpus_files, "-t", tok, "-c", "512", "--workers", "1", "--json"])
+    two = runner.invoke(app, ["stats", *corpus_files, "-t", tok, "-c", "512", "--workers", "2", "--json"])
+    assert one.exit_code == two.exit_code == 0, one.output + two.output
+    assert json.loads(one.stdout)["total"] == json.loads(two.stdout)["total"]
+    refused = runner.invoke(app, ["stats", str(packed), "--workers", "2"])
+    assert refused.exit_code == 2 and "--workers" in refused.output
 
 
 def test_cli_artifact_mode(packed, tmp_path):

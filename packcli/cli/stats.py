@@ -51,6 +51,9 @@ def stats(
     tokenizer_backend: Annotated[BackendChoice, typer.Option(
         help="As pack's: auto: fastokens where proven exact, else tokenizers. Same lengths either way.",
         rich_help_panel=PERFORMANCE)] = BackendChoice.auto,
+    workers: Annotated[Optional[int], typer.Option(
+        help="Processes that tokenize (default: as pack's: one per CPU and per GiB free, one per 16 MiB of "
+        "input). Same numbers either way.", show_default=False, rich_help_panel=PERFORMANCE)] = None,
     plot: Annotated[Optional[Path], typer.Option(help="Write a plot (.png, .pdf or .svg): lengths, pack fill, "
                                                  "capacity sweep.", show_default=False, rich_help_panel=OUTPUT)] = None,
     json_out: Json = False,
@@ -78,6 +81,7 @@ def stats(
     )
     from packcli.cli.pack import default_inputs
     from packcli.cli.render import render_artifact_stats, render_length_stats
+    from packcli.engine.pool import MAX_LOCAL_WORKERS
     from packcli.ingest import FieldMap, is_dataset_dir
     from packcli.plots import PLOT_SUFFIXES
     from packcli.stats import DEFAULT_CAPACITIES, artifact_stats, length_stats
@@ -85,7 +89,8 @@ def stats(
     problems = output_file_problems("--plot", plot, PLOT_SUFFIXES)
     if len(inputs) == 1 and Path(inputs[0]).is_dir() and not is_dataset_dir(Path(inputs[0])):
         given = [flag for flag, value in (("--tokenizer", tokenizer), ("--capacity", capacity),
-                                          ("--max-displacement", max_displacement)) if value is not None]
+                                          ("--max-displacement", max_displacement), ("--workers", workers))
+                 if value is not None]
         given += [flag for flag, value, default in (("--template", template, "auto"), ("--loss", loss, LossPolicy.auto),
                                                     ("--seed", seed, 0), ("--min-density", min_density, 0.95),
                                                     ("--tokenizer-backend", tokenizer_backend, BackendChoice.auto))
@@ -102,6 +107,7 @@ def stats(
     for c in capacity or []:
         problems += int_problems("--capacity", c, 2, MAX_INT32)
     problems += int_problems("--seed", seed, 0, MAX_SEED)
+    problems += int_problems("--workers", workers, 1, MAX_LOCAL_WORKERS)
     problems += float_problems("--min-density", min_density, 0, 1, low_open=True)
     problems += float_problems("--max-displacement", max_displacement, 0)
     problems += input_problems(paths) + tokenizer_problems("--tokenizer", tok) + template_problems(template, tok)
@@ -109,5 +115,5 @@ def stats(
     raise_all(problems)
     result = length_stats(paths, tok, template=template, loss=loss, capacities=tuple(capacity or DEFAULT_CAPACITIES),
                           seed=seed, min_density=min_density, max_displacement=max_displacement, fields=fields,
-                          input_format=input_format, backend=tokenizer_backend)
+                          input_format=input_format, backend=tokenizer_backend, workers=workers)
     render_length_stats(result, as_json=json_out, plot=plot)
