@@ -224,7 +224,7 @@ class UnitLengths:
 def measure_unit(job, spec) -> UnitLengths:  # noqa: ANN001 - a UnitJob and a UnitSpec (imported lazily)
     """Tokenize one unit as ``pack`` would and keep only its lengths (module level: worker processes
     pickle it by name). The guard's counts are this unit's: a process runs one unit at a time."""
-    from packcli.job.units import iter_unit_lines
+    from packcli.job.units import unit_batches
     from packcli.prepare import preparer_for
 
     preparer = preparer_for(job)
@@ -233,23 +233,14 @@ def measure_unit(job, spec) -> UnitLengths:  # noqa: ANN001 - a UnitJob and a Un
     supervised: list[int] = []
     reasons: Counter = Counter()
     records = 0
-    pending: list[tuple[int, int, bytes | dict]] = []
-    lines = iter_unit_lines(spec)
-    while True:
-        for line, raw in lines:
-            pending.append((spec.file_index, line, raw))
-            if len(pending) == job.batch_records:
-                break
-        if not pending:
-            break
-        records += len(pending)
-        for outcome in preparer.prepare(pending, source=spec.path):
+    for batch in unit_batches(spec, job.batch_records):
+        records += len(batch)
+        for outcome in preparer.prepare(batch, source=spec.path):
             if isinstance(outcome, str):
                 reasons[outcome] += 1
             else:
                 lengths.append(len(outcome.input_ids))
                 supervised.append(outcome.supervised)
-        pending = []
     after = preparer.tokenizer.guard_counts()
     return UnitLengths(records, np.asarray(lengths, dtype=np.int64), np.asarray(supervised, dtype=np.int64), reasons,
                        {key: after[key] - before[key] for key in after})

@@ -163,6 +163,23 @@ def iter_unit_lines(spec: UnitSpec) -> Iterator[tuple[int, bytes | dict]]:
     return read_span(spec.span)
 
 
+def unit_batches(spec: UnitSpec, size: int) -> Iterator[list[tuple[int, int, bytes | dict]]]:
+    """The unit's records as ``(file index, record number, payload)``, in batches of ``size`` (the last
+    one shorter): what `packcli.prepare.Preparer.prepare` takes, for pack, stats and verify alike.
+
+    Raises:
+        InputError: the input cannot be read or decompressed.
+    """
+    batch: list[tuple[int, int, bytes | dict]] = []
+    for line, raw in iter_unit_lines(spec):
+        batch.append((spec.file_index, line, raw))
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
 @dataclass(frozen=True)
 class UnitJob:
     """What every unit of a run shares; picklable, so a remote worker can rebuild the preparer."""
@@ -221,9 +238,8 @@ def run_unit(job: UnitJob, spec: UnitSpec) -> UnitIndex:
     ids_path, labels_path = spill_paths(work_dir, spec)
     eids, lines, status, reasons, lengths, sup, formats, keys = [], [], [], [], [], [], [], []
     warnings = InputWarnings()
-    batch: list[tuple[int, int, bytes | dict]] = []
 
-    def flush() -> None:
+    def flush(batch: list[tuple[int, int, bytes | dict]]) -> None:
         prepared = preparer.prepare(batch, source=spec.path)
         formats.extend(prepared.formats)
         warnings.add(prepared.warnings)
@@ -241,17 +257,12 @@ def run_unit(job: UnitJob, spec: UnitSpec) -> UnitIndex:
             status.append(PACKED), reasons.append(""), lengths.append(kept_lengths[row]), sup.append(kept_sup[row])
         ids_out.write(prepared.encoded.ids.tobytes())  # the accepted examples, end to end in record order
         labels_out.write(prepared.encoded.labels.tobytes())
-        batch.clear()
 
     ids_tmp, labels_tmp = attempt_path(ids_path), attempt_path(labels_path)
     try:
         with open(ids_tmp, "wb") as ids_out, open(labels_tmp, "wb") as labels_out:
-            for line, raw in iter_unit_lines(spec):
-                batch.append((spec.file_index, line, raw))
-                if len(batch) == job.batch_records:
-                    flush()
-            if batch:
-                flush()
+            for batch in unit_batches(spec, job.batch_records):
+                flush(batch)
         ids_tmp.replace(ids_path)
         labels_tmp.replace(labels_path)
     finally:

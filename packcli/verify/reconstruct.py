@@ -41,7 +41,7 @@ from packcli.engine.pool import SharedPool, auto_processes, usable_cpus
 from packcli.errors import InputError
 from packcli.ingest import HUB_PREFIX, FieldMap, Source, describe_input, source_of
 from packcli.job.select import duplicate_reason
-from packcli.job.units import UnitSpec, iter_unit_lines, plan_units
+from packcli.job.units import UnitSpec, iter_unit_lines, plan_units, unit_batches
 from packcli.prepare import Preparer, preparer_for, share_preparer
 from packcli.progress import NO_PROGRESS, Progress
 from packcli.tokenizer.load import LoadedTokenizer, cached_tokenizer
@@ -284,21 +284,13 @@ def unit_outcomes(job: ReconstructJob, spec: UnitSpec) -> list[tuple[int, bytes 
     deduplicates or where it did not parse) and `Outcome` (small: digests, not tokens)."""
     preparer = preparer_for(job)
     out: list[tuple[int, bytes | None, Outcome]] = []
-    batch: list[tuple[int, int, bytes]] = []
-    lines = iter_unit_lines(spec)
-    while True:
-        for line, raw in lines:
-            batch.append((spec.file_index, line, raw))
-            if len(batch) == BATCH:
-                break
-        if not batch:
-            return out
+    for batch in unit_batches(spec, BATCH):
         prepared = preparer.prepare(batch, source=spec.path)
         keys = prepared.keys or [None] * len(batch)
         for (_, line, _), key, enc, fmt in zip(batch, keys, prepared, prepared.formats):
             fresh = enc if isinstance(enc, str) else fresh_of(enc.input_ids, enc.labels, job.capacity)
             out.append((line, key, (fmt, fresh)))
-        batch = []
+    return out
 
 
 def fresh_of(ids: np.ndarray, labels: np.ndarray, capacity: int) -> Fresh:
