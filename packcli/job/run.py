@@ -150,11 +150,16 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
             for key in ("read_render_s", "tokenize_s"):
                 timings[key] = sum(u.seconds.get(key, 0.0) for u in units)
             records = ExampleIndex.merge(specs, units, len(files))
+            spilled = [int(u.lengths.sum()) for u in units]
+            tokenization, resumed = _tokenization_facts(tokenizer, units), sum(u.resumed for u in units)
+            # Every per-record fact is in ``records`` now; the units' own copies would stay alive through
+            # planning and writing, the driver's peak (docs/benchmarks-pipeline.md, memory).
+            del units
             if not len(records.ids):
                 raise InputError("no records found in the inputs (all files empty?)", "check the input paths")
             if config.dedupe is Dedupe.exact:
                 mark_duplicates(records, files)
-            layout = SpillLayout.of(space.work, specs, [int(u.lengths.sum()) for u in units])
+            layout = SpillLayout.of(space.work, specs, spilled)
             with SpillReader(layout) as spill:  # here: over-long examples; the shards: the engine's tasks
                 t0 = time.perf_counter()
                 fates = apply_overlong(records, spill, config.capacity, config.overlong)
@@ -175,7 +180,7 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
                                       tokenizer=tokenizer, template=template, shards=[r.info for r in results],
                                       rejects=rejects, mixture=mixture)
             manifest["dataset_card"] = write_card(tmp, manifest)  # pinned, so verify covers the card too
-            manifest = mf.finalize(manifest, {"tokenization": _tokenization_facts(tokenizer, units),
+            manifest = mf.finalize(manifest, {"tokenization": tokenization,
                                               "provenance": provenance(config, files, template),
                                               "template_note": template.note,  # about the choice: unhashed
                                               "input_warnings": _warning_facts(index, files)})
@@ -187,7 +192,7 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
     finally:
         share_preparer(job, None)
     return PackSummary(out=config.out, manifest=manifest, stage_seconds=timings, units=len(specs),
-                       resumed_units=sum(u.resumed for u in units))
+                       resumed_units=resumed)
 
 
 def _tokenization_hash(tokenizer: LoadedTokenizer, template: ChatTemplate, config: PackConfig) -> str:
