@@ -169,7 +169,7 @@ def length_stats(inputs, tokenizer: str, *, template: str = "auto", loss=None, c
     tok = cached_tokenizer(tokenizer, backend=backend)
     tpl = load_template(template, tok)
     require_markers(tpl, policy)
-    files = [describe_input(source) for source in sources]  # in the order given: by_input follows it
+    files = [describe_input(source, content=False) for source in sources]  # in the order given, as by_input
     specs = plan_units(files, unit_lines)
     job = UnitJob(tokenizer=str(Path(tokenizer).resolve()), tokenizer_sha256=tok.sha256,
                   tokenizer_backend=BackendChoice(backend).value, tokenizer_backend_resolved=tok.backend_name,

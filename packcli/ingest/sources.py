@@ -167,14 +167,19 @@ def source_of(path: Path) -> Source:
     return Source(str(path), SourceKind.jsonl, (str(path),))
 
 
-def describe_input(source: Source | str | Path) -> InputFile:
+def describe_input(source: Source | str | Path, *, content: bool = True) -> InputFile:
     """The source with its size and sha256: of the file as stored (compressed bytes for .gz/.zst), or,
     for a table of several Arrow files, the sha256 of the files' sha256 hex digests, one a line in
-    row order (location-free: names and directories do not enter it)."""
+    row order (location-free: names and directories do not enter it).
+
+    ``content=False`` leaves the sha256 empty: a reader that names no example (``stats``) need not read
+    every input once more just to hash it."""
     if not isinstance(source, Source):
         source = source_of(Path(source))
-    digests = [file_sha256(f) for f in source.files]
     size = sum(Path(f).stat().st_size for f in source.files)
+    if not content:
+        return InputFile(source.path, source.kind, source.files, size=size, sha256="")
+    digests = [file_sha256(f) for f in source.files]
     sha = digests[0] if len(digests) == 1 else hashlib.sha256("\n".join(digests).encode()).hexdigest()
     return InputFile(source.path, source.kind, source.files, size=size, sha256=sha)
 
