@@ -162,7 +162,8 @@ def test_an_unsafe_attribute_printed_alone_prints_nothing(peek):
 
 
 def test_renders_with_jinjas_own_sandbox_compiled_once():
-    """jinja2's sandbox with only its public ``is_safe_attribute`` hook overridden; one compiled template per text."""
+    """jinja2's sandbox with only its attribute lookups overridden (each shown equal to jinja2's below); one
+    compiled template per text."""
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
     from packcli.chat.render import compile_template
@@ -172,7 +173,7 @@ def test_renders_with_jinjas_own_sandbox_compiled_once():
     second = Renderer(load_template("chatml"), LossPolicy.all, bos_token="<s>", eos_token="</s>")
     sandbox = type(compile_template(text).environment)
     assert sandbox.__mro__[1] is ImmutableSandboxedEnvironment
-    assert {name for name in vars(sandbox) if not name.startswith("__")} == {"is_safe_attribute"}
+    assert {name for name in vars(sandbox) if not name.startswith("__")} == {"getattr", "is_safe_attribute"}
     assert first._template is second._template is compile_template(text)
 
 
@@ -210,10 +211,72 @@ def test_remembered_attribute_decisions_are_jinjas():
                     assert ours.is_safe_attribute(obj, name, value) == jinjas.is_safe_attribute(obj, name, value), \
                         (obj, name)
     assert not ours.is_safe_attribute([], "append", None) and ours.is_safe_attribute([], "index", None)
+    for obj in objects:
+        for name in names:
+            mine, theirs = _outcome(ours.getattr, obj, name), _outcome(jinjas.getattr, obj, name)
+            assert isinstance(mine, jinja2.Undefined) == isinstance(theirs, jinja2.Undefined), (obj, name)
+            if isinstance(mine, jinja2.Undefined):  # the same refusal: unsafe, or simply missing
+                assert (mine._undefined_exception, mine._undefined_hint) == \
+                       (theirs._undefined_exception, theirs._undefined_hint), (obj, name)
+            elif hasattr(theirs, "__wrapped__"):  # str.format: a fresh sandboxed wrapper each time
+                assert mine.__wrapped__ == theirs.__wrapped__ and mine is not theirs.__wrapped__, (obj, name)
+            else:
+                assert mine == theirs, (obj, name)
+    shadowed = {"items": "an item called items", "role": "user"}  # a key named like a dict method: the method
+    assert ours.getattr(shadowed, "items") == shadowed.items and ours.getattr(shadowed, "role") == "user"
 
 
 def _raise():
     raise AssertionError("never called")
+
+
+def _outcome(getattr_, obj, name):
+    """What reading ``obj.name`` gives: the value, or the type of the error it raises (an undefined's reads)."""
+    try:
+        return getattr_(obj, name)
+    except Exception as exc:  # noqa: BLE001
+        return type(exc)
+
+
+def _spans_of(template: str, messages: list[dict]):
+    from packcli.ingest import parse_record
+    record = parse_record(json.dumps({"messages": messages}).encode(), file_index=0, line=1)
+    rendered = Renderer(ChatTemplate(template, "t"), LossPolicy.assistant, bos_token=None, eos_token=None).render(record)
+    return rendered.text, [rendered.text[s:e] for s, e in rendered.spans]
+
+
+def test_generation_block_printed_by_a_macro_or_a_set_block_is_found_where_it_lands():
+    """A block's marks travel with its text, so a macro or ``{% set %}`` that prints it later still puts the loss on
+    exactly that text (a tracker that counted the output so far would put it before the macro's own text)."""
+    chat = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yes"}]
+    macro = ("{% macro turn(m) %}<{{ m.role }}>{% generation %}{{ m.content }}!{% endgeneration %}{% endmacro %}"
+             "{% for m in messages %}{% if m.role == 'assistant' %}{{ turn(m) }}{% else %}{{ m.content }}{% endif %}"
+             "{% endfor %}")
+    assert _spans_of(macro, chat) == ("hi<assistant>yes!", ["yes!"])
+    later = ("{% set answer %}{% generation %}{{ messages[1].content }}{% endgeneration %}{% endset %}"
+             "{{ messages[0].content }}|{{ answer }}|")
+    assert _spans_of(later, chat) == ("hi|yes|", ["yes"])
+    nested = "{{ messages[0].content }}{% generation %}a{% generation %}{{ messages[1].content }}{% endgeneration %}b{% endgeneration %}"
+    assert _spans_of(nested, chat) == ("hiayesb", ["yes", "ayesb"])
+
+
+def test_generation_marks_that_do_not_pair_up_are_the_records_reject():
+    """A record whose text holds a mark itself, or a template that cuts a mark off or prints a block's end first:
+    a reject naming why, never a span moved or a character of the record dropped."""
+    from packcli.chat import RenderError
+
+    plain = "{% for m in messages %}{{ m.content }}{% if m.role == 'assistant' %}{% generation %}.{% endgeneration %}{% endif %}{% endfor %}"
+    for text in ("a \ufdd0 b", "\ufdd1", "\ufdd0\ufdd1"):
+        with pytest.raises(RenderError, match="U\\+FDD0 or U\\+FDD1"):
+            _spans_of(plain, [{"role": "user", "content": text}, {"role": "assistant", "content": "x"}])
+    chat = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yes"}]
+    cut = "{% set a %}{% generation %}{{ messages[1].content }}{% endgeneration %}{% endset %}{{ messages[0].content }}{{ a[1:] }}"
+    with pytest.raises(RenderError, match="cut a generation block's mark off"):
+        _spans_of(cut, chat)
+    backwards = ("{% set a %}{% generation %}{{ messages[1].content }}{% endgeneration %}{% endset %}"
+                 "{{ messages[0].content }}{{ a | reverse }}")
+    with pytest.raises(RenderError, match="end before its start"):
+        _spans_of(backwards, chat)
 
 
 @pytest.mark.parametrize("order", ["messages", "messages | reverse"])

@@ -3,9 +3,8 @@
 A chat template is code from the internet, so it runs in jinja2's own ``ImmutableSandboxedEnvironment``,
 set up as transformers sets it up (``tojson`` without HTML escaping, ``raise_exception``,
 ``strftime_now``, and its ``dict``/``namespace`` globals), and is compiled once per template text
-(`compile_template`). Nothing of the sandbox is overridden: its safety is jinja2's. Its one
-public hook, ``is_safe_attribute``, asks jinja2 once per (type, attribute name) and remembers the
-answer (`_Sandbox`), which is what makes rendering a long chat affordable.
+(`compile_template`). Nothing of the sandbox's safety is overridden: `_Sandbox` only reaches
+jinja2's own decisions sooner, which is what makes rendering a long chat affordable.
 
 The template sees what transformers' ``apply_chat_template`` gives it: the record's messages as they
 are (`packcli.messages`), ``tools``, ``documents``, ``add_generation_prompt=False``, the special
@@ -27,6 +26,7 @@ text, or a tool call the template never printed, is a rejection, never an empty 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, time
@@ -60,44 +60,77 @@ class RenderError(Exception):
     """A record that renders to nothing trainable; its message is the rejection reason."""
 
 
-class _GenerationTracker(Extension):
-    """``{% generation %}`` blocks: record where in the output each block's text lands.
+# Where a generation block opens and closes in the output: two Unicode noncharacters, which are reserved
+# for a program's internal use and never stand for text. They are taken out again before anyone sees it.
+OPEN, CLOSE = "\ufdd0", "\ufdd1"
+_MARKS = re.compile(f"[{OPEN}{CLOSE}]")
 
-    ``Template.generate`` yields output chunks in order, and `Renderer` appends each to
-    ``chunks`` before asking for the next, so when a block is evaluated the chunks so far are
-    everything that precedes it.
+
+class _GenerationTracker(Extension):
+    """``{% generation %}`` blocks: the text they print, marked where it lands in the output.
+
+    Each block prints ``OPEN`` before its body and ``CLOSE`` after it, read as plain attributes of this
+    extension, so a block costs two output chunks instead of a macro call; `generation_spans` turns
+    the marks back into character spans. A mark lands where the block's text lands even when a macro
+    or a ``{% set %}`` block prints the block later. The ``opening`` attribute counts the blocks run,
+    so a record whose own text holds a mark, or a template that cut one off, is caught instead of
+    moving a span.
     """
 
     tags = {"generation"}
 
     def __init__(self, environment: jinja2.Environment) -> None:
         super().__init__(environment)
-        self.chunks: list[str] | None = None
-        self.spans: list[tuple[int, int]] = []
-        self._counted = self._length = 0  # chunks already summed, and their total length
+        self.opened: int | None = None  # blocks opened in the render that is running; None: none running
 
     def parse(self, parser):  # noqa: ANN001, ANN201 - jinja2's extension protocol
         lineno = next(parser.stream).lineno
         body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
-        return nodes.CallBlock(self.call_method("_track", []), [], [], body).set_lineno(lineno)
+        return [nodes.Output([self.attr("opening")]).set_lineno(lineno), *body,
+                nodes.Output([self.attr("closing")]).set_lineno(lineno)]
 
-    def start(self, chunks: list[str]) -> None:
-        if self.chunks is not None:
+    @property
+    def opening(self) -> str:
+        if self.opened is not None:
+            self.opened += 1
+        return OPEN
+
+    closing = CLOSE
+
+    def start(self) -> None:
+        if self.opened is not None:
             raise RuntimeError("a template's generation tracker is already running a render")
-        self.chunks, self.spans, self._counted, self._length = chunks, [], 0, 0
+        self.opened = 0
 
-    def stop(self) -> list[tuple[int, int]]:
-        spans, self.chunks, self.spans = self.spans, None, []
-        return spans
+    def stop(self) -> int:
+        opened, self.opened = self.opened, None
+        return opened or 0
 
-    def _track(self, caller) -> str:  # noqa: ANN001
-        text = caller()
-        if self.chunks is not None:
-            # the output so far: add only the chunks yielded since the last block (a long chat has many)
-            self._length += sum(len(chunk) for chunk in self.chunks[self._counted:])
-            self._counted = len(self.chunks)
-            self.spans.append((self._length, self._length + len(text)))
-        return text
+
+def generation_spans(marked: str, opened: int) -> tuple[str, list[tuple[int, int]]]:
+    """The text without its marks, and each generation block's span in it (inner blocks before outer ones).
+
+    Raises:
+        RenderError: the marks do not pair up with the ``opened`` blocks the template ran.
+    """
+    if not opened:
+        return marked, []
+    marks = [(m.start(), m.group()) for m in _MARKS.finditer(marked)]
+    if len(marks) != 2 * opened:
+        raise RenderError("the rendered text holds a Unicode noncharacter U+FDD0 or U+FDD1 (packcli marks generation "
+                          "blocks with them), or the template cut a generation block's mark off; remove them from the "
+                          "record")
+    spans, stack = [], []
+    for removed, (at, mark) in enumerate(marks):
+        if mark == OPEN:
+            stack.append(at - removed)
+        elif stack:
+            spans.append((stack.pop(), at - removed))
+        else:
+            raise RenderError("the template printed a generation block's end before its start")
+    if stack:
+        raise RenderError("the template printed a generation block's start without its end")
+    return "".join(_MARKS.split(marked)), spans
 
 
 class _TemplateDict:
@@ -139,20 +172,35 @@ def _tojson(value, ensure_ascii=False, indent=None, separators=None, sort_keys=F
     return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
 
-class _Sandbox(ImmutableSandboxedEnvironment):
-    """jinja2's ``ImmutableSandboxedEnvironment``, remembering its own attribute decisions.
+# Every attribute a plain dict has: its class's and object's (a dict instance has no attributes of its own).
+_DICT_ATTRIBUTES = frozenset(dir(dict))
 
-    The sandbox asks ``is_safe_attribute`` on every ``message.role`` a template reads, and a long chat
-    reads hundreds; the answer is jinja2's, and jinja2 bases it on the attribute's name and the
-    object's type alone (a leading underscore, the internals of functions, methods, types, frames,
-    code and generators, the mutating methods of lists, dicts, sets and deques), never on the value.
-    So the answer for a (type, name) pair is asked once and reused: the same decisions, made once
-    (docs/benchmarks-pipeline.md has what it saves).
+
+class _Sandbox(ImmutableSandboxedEnvironment):
+    """jinja2's ``ImmutableSandboxedEnvironment``, making its own decisions faster, never different.
+
+    A long chat makes a template read hundreds of ``message.role`` and ``message.content``, and each
+    read is a sandbox decision. Two shortcuts give jinja2's answer without the work behind it
+    (docs/benchmarks-pipeline.md has what they save):
+
+    - ``getattr`` on a plain ``dict`` for a name no dict attribute has: jinja2 would try the attribute,
+      fail, and then read the item, so the item is read at once (``message.items`` still goes to jinja2).
+    - ``is_safe_attribute`` is asked once per (type, attribute name) and remembered: jinja2 bases the
+      answer on those alone (a leading underscore, the internals of functions, methods, types, frames,
+      code and generators, the mutating methods of lists, dicts, sets and deques), never on the value.
     """
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)
         self._attribute_decisions: dict[tuple[type, str], bool] = {}
+
+    def getattr(self, obj: object, attribute: str) -> object:
+        if type(obj) is dict and attribute not in _DICT_ATTRIBUTES:
+            try:
+                return obj[attribute]
+            except KeyError:
+                return self.undefined(obj=obj, name=attribute)
+        return super().getattr(obj, attribute)
 
     def is_safe_attribute(self, obj: object, attr: str, value: object) -> bool:
         key = (type(obj), attr)
@@ -292,11 +340,9 @@ class Renderer:
         """Render ``messages`` as transformers does; the text and its generation blocks' spans."""
         variables = {"messages": list(messages), "tools": None, "documents": None, "add_generation_prompt": False,
                      **self._fixed, **kwargs}
-        chunks: list[str] = []
-        self._tracker.start(chunks)
+        self._tracker.start()
         try:
-            for chunk in self._template.generate(variables):
-                chunks.append(chunk)
+            marked = self._template.render(variables)
         except jinja2.exceptions.SecurityError as exc:
             raise RenderError(f"template raised: unsafe operation blocked by the sandbox: {exc}") from exc
         except jinja2.exceptions.TemplateError as exc:
@@ -306,8 +352,8 @@ class Renderer:
         except Exception as exc:  # noqa: BLE001 - the template's own code failed: that record's reject
             raise RenderError(f"template raised {type(exc).__name__}: {exc}") from exc
         finally:
-            spans = self._tracker.stop()
-        return "".join(chunks), spans
+            opened = self._tracker.stop()
+        return generation_spans(marked, opened)
 
     def _turn_start(self, record: Record, k: int, text: str, blocks: list[tuple[int, int]]) -> int:
         """Where message ``k``'s part of ``text`` begins: where the render of ``messages[:k]`` parts from it."""
