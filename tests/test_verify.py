@@ -37,6 +37,32 @@ def test_a_small_artifact_is_reconstructed_here_alone(packed, monkeypatch):
     assert started == [1, 2]
 
 
+def test_verify_holds_one_shard_at_a_time(packed, monkeypatch):
+    """Each shard is read, checked and reduced to its segments' digests before the next is read, so verify's
+    memory follows the examples, not the tokens; a clean artifact reads no shard a second time."""
+    import weakref
+
+    from packcli.artifact.manifest import read_manifest
+    from packcli.verify import integrity, packs
+
+    live, loads, most = [], [], [0]
+
+    def counting(real):
+        def load(table, name):
+            flat = real(table, name)
+            live.append(weakref.ref(flat))
+            loads.append(name)
+            most[0] = max(most[0], sum(ref() is not None for ref in live))
+            return flat
+        return load
+
+    monkeypatch.setattr(integrity, "load_flat", counting(integrity.load_flat))
+    monkeypatch.setattr(packs, "load_flat", counting(packs.load_flat))
+    assert verify_artifact(packed, render_oracle=None).ok
+    shards = [info["name"] for info in read_manifest(packed)["shards"]]
+    assert len(shards) >= 3 and loads == shards and most[0] == 1
+
+
 @pytest.mark.parametrize("name", ["label-masked", "dropped-without-record"])
 def test_worker_processes_catch_reconstruction_faults(name, packed, tmp_path):
     """The digest path: workers send digests, this process finds the mismatch and explains it."""

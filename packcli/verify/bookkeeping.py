@@ -14,21 +14,27 @@ reconstruction's half.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 
 import numpy as np
 
 from packcli.artifact.seams import reject_row
-from packcli.artifact.shards import FlatShard
-from packcli.contract import IGNORE_INDEX, IN_PACKS, REJECTED, STATUSES, example_id, token_hash
+from packcli.contract import IN_PACKS, REJECTED, STATUSES, example_id
 from packcli.job.units import occurrences
 from packcli.job.write import OVERLONG_FATES, count_examples
 from packcli.verify.integrity import Artifact
+from packcli.verify.packs import ShardTotals
 from packcli.verify.report import CheckResult, Violation
 
 
 def check_global(artifact: Artifact, rows: dict[str, list], manifest: dict, result: CheckResult) -> None:
     """The seam table (``rows``: its columns as lists) against the packs, rejects.jsonl and the manifest."""
-    segments = _segments(artifact, result)
+    packs = artifact.packs
+    for twice in packs.twice:
+        result.fail(Violation(f"example appears twice in the packs (also in {twice.first.shard} row {twice.first.row})",
+                              shard=twice.shard, row=twice.row, example_id=twice.example_id, field="example_ids"))
+    segments = packs.segments
+    claimed: set[int] = set()  # the segments a seam-table row has accounted for
     inputs = manifest["inputs"]
     occurrence = occurrences([entry["sha256"] for entry in inputs])
     seen_lines: dict[tuple[int, int, int], int] = {}
@@ -58,53 +64,35 @@ def check_global(artifact: Artifact, rows: dict[str, list], manifest: dict, resu
                                   field="example_id", **at(i)))
         if status not in STATUSES:
             result.fail(Violation(f"status {status!r} is not one of {', '.join(STATUSES)}", field="status", **at(i)))
-        where = segments.pop(eid, None)
+        segment = None if eid in claimed else segments.get(eid)  # one row accounts for a segment
+        if segment is not None:
+            claimed.add(eid)
         if status not in IN_PACKS:
-            if where is not None:
-                result.fail(Violation(f"example is {status} in the seam table but present in a pack", shard=where[0],
-                                      row=where[1], field="status", **at(i)))
+            if segment is not None:
+                result.fail(Violation(f"example is {status} in the seam table but present in a pack",
+                                      shard=segment.shard, row=segment.row, field="status", **at(i)))
             continue
         if rows["shard"][i] in artifact.unreadable:
             continue  # integrity reported the shard
         expected = (rows["shard"][i], rows["row"][i], rows["offset"][i], rows["length"][i])
-        if where is None or where[:4] != expected:
+        if segment is None or segment.where != expected:
             result.fail(Violation(f"seam table says (shard, row, offset, length) = {expected}, the packs say "
-                                  f"{where[:4] if where else None}", **at(i)))
+                                  f"{segment.where if segment else None}", **at(i)))
             continue
-        name, r, _, length, start, supervised = where
-        if token_hash(artifact.shards[name].ids[start:start + length]) != rows["token_hash"][i]:
-            result.fail(Violation("tokens in the pack do not hash to the seam table's token_hash", shard=name, row=r,
-                                  field="token_hash", **at(i)))
-        if supervised != rows["supervised"][i]:
-            result.fail(Violation(f"supervised is {rows['supervised'][i]}, the pack span has {supervised} supervised "
-                                  "labels", shard=name, row=r, field="supervised", **at(i)))
+        if segment.ids_hash != rows["token_hash"][i]:
+            result.fail(Violation("tokens in the pack do not hash to the seam table's token_hash", shard=segment.shard,
+                                  row=segment.row, field="token_hash", **at(i)))
+        if segment.supervised != rows["supervised"][i]:
+            result.fail(Violation(f"supervised is {rows['supervised'][i]}, the pack span has {segment.supervised} "
+                                  "supervised labels", shard=segment.shard, row=segment.row, field="supervised",
+                                  **at(i)))
     result.checked += len(ids)
-    for eid, (name, r, offset, *_) in segments.items():
-        result.fail(Violation(f"the segment at token {offset} of the pack has no packed row in the seam table",
-                              shard=name, row=r, example_id=eid, field="example_ids"))
+    for eid, segment in segments.items():
+        if eid not in claimed:
+            result.fail(Violation(f"the segment at token {segment.offset} of the pack has no packed row in the seam "
+                                  "table", shard=segment.shard, row=segment.row, example_id=eid, field="example_ids"))
     _check_rejects(artifact, rows, result)
     _check_counts(artifact, rows, manifest, result)
-
-
-def _segments(artifact: Artifact, result: CheckResult) -> dict[int, tuple[str, int, int, int, int, int]]:
-    """Every segment of every pack by example id: (shard, row, offset, length, flat start, supervised
-    labels). A segment is a cu_seqlens span (pack_layout proves they tile the row), so no token is
-    outside one."""
-    located: dict[int, tuple[str, int, int, int, int, int]] = {}
-    for shard in artifact.shards.values():
-        supervised = np.concatenate([[0], np.cumsum(shard.labels != IGNORE_INDEX)])
-        for r in range(shard.rows):
-            cu, base = shard.cu[r], int(shard.row_offsets[r])
-            counts = (supervised[base + cu[1:]] - supervised[base + cu[:-1]]).tolist()
-            cu = cu.tolist()
-            for k, eid in enumerate(shard.example_ids[r].tolist()):
-                if eid in located:
-                    result.fail(Violation(f"example appears twice in the packs (also in {located[eid][0]} row "
-                                          f"{located[eid][1]})", shard=shard.name, row=r, example_id=eid,
-                                          field="example_ids"))
-                elif k + 1 < len(cu):
-                    located[eid] = (shard.name, r, cu[k], cu[k + 1] - cu[k], base + cu[k], counts[k])
-    return located
 
 
 def _check_rejects(artifact: Artifact, rows: dict[str, list], result: CheckResult) -> None:
@@ -122,18 +110,19 @@ def _check_rejects(artifact: Artifact, rows: dict[str, list], result: CheckResul
             return
 
 
-def recount(shards: dict[str, FlatShard], rows: dict[str, list], num_inputs: int) -> dict:
+def recount(totals: Iterable[ShardTotals], rows: dict[str, list], num_inputs: int) -> dict:
     """The manifest's ``counts`` as the seam table (``rows``) and the packs give them: totals from the
-    packs, per status and per input from the seam table (`packcli.job.write.count_examples`)."""
+    shards' (`PackIndex.totals`), per status and per input from the seam table
+    (`packcli.job.write.count_examples`)."""
+    totals = list(totals)
     code = {name: k for k, name in enumerate(STATUSES)}
     status = np.array([code.get(s, -1) for s in rows["status"]], dtype=np.int8)
     length, supervised = np.asarray(rows["length"], np.int64), np.asarray(rows["supervised"], np.int64)
     overlong = np.isin(status, OVERLONG_FATES)
     counts = count_examples(status, length, supervised)
     inputs = np.asarray(rows["input"])
-    counts.update(records=len(status), packs=sum(s.rows for s in shards.values()),
-                  tokens=sum(len(s.ids) for s in shards.values()),
-                  supervised_tokens=sum(int(np.count_nonzero(s.labels != IGNORE_INDEX)) for s in shards.values()),
+    counts.update(records=len(status), packs=sum(t.rows for t in totals), tokens=sum(t.tokens for t in totals),
+                  supervised_tokens=sum(t.supervised for t in totals),
                   tokens_lost=int((np.asarray(rows["original_length"], np.int64) - length)[overlong].sum()),
                   supervised_tokens_lost=int(np.asarray(rows["supervised_lost"], np.int64)[overlong].sum()),
                   by_input=[count_examples(status[inputs == k], length[inputs == k], supervised[inputs == k])
@@ -152,7 +141,7 @@ def _leaves(value: object, path: str) -> list[tuple[str, object]]:
 
 def _check_counts(artifact: Artifact, rows: dict[str, list], manifest: dict, result: CheckResult) -> None:
     """``counts`` and every input's ``records``, recounted; a count the manifest adds or leaves out is named."""
-    actual = recount(artifact.shards, rows, len(manifest["inputs"]))
+    actual = recount(artifact.packs.totals.values(), rows, len(manifest["inputs"]))
     over_packs = ("packs", "tokens", "supervised_tokens")
     if artifact.unreadable:
         for key in over_packs:

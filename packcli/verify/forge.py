@@ -27,6 +27,7 @@ from packcli.contract import IGNORE_INDEX, MANIFEST_NAME, SEAM_TABLE_NAME, file_
 from packcli.ingest import read_lines
 from packcli.tokenizer import Encoded
 from packcli.verify.bookkeeping import recount
+from packcli.verify.packs import PackIndex
 from packcli.verify.locate import find_source, find_tokenizer
 from packcli.verify.reconstruct import ReconstructJob
 
@@ -42,9 +43,11 @@ def reseal(directory: Path, edit: Callable[[dict], None] | None = None, *, recou
     if edit:
         edit(manifest)
     if recount_counts:
-        shards = {i["name"]: load_flat(pq.read_table(directory / i["name"]), i["name"]) for i in manifest["shards"]}
+        packs = PackIndex(directory)
+        for name in dict.fromkeys(info["name"] for info in manifest["shards"]):
+            packs.add(load_flat(pq.read_table(directory / name), name))
         rows = pq.read_table(directory / SEAM_TABLE_NAME).to_pydict()
-        manifest["counts"] = recount(shards, rows, len(manifest["inputs"]))
+        manifest["counts"] = recount(packs.totals.values(), rows, len(manifest["inputs"]))
         per_input = Counter(k for k, copy in zip(rows["input"], rows["copy"]) if copy == 0)  # records, not copies
         for k, entry in enumerate(manifest["inputs"]):
             entry["records"] = per_input.get(k, 0)

@@ -6,12 +6,15 @@ table, rejects.jsonl, the dataset card); every shard's schema, its rows' lists o
 tokens and supervised labels; the seam table's schema; the dataset card is the one this manifest
 renders (`packcli.artifact.card.render_card`). A shard that fails its hash is still read when it can
 be, so one corrupted byte does not hide a broken seam elsewhere; a shard whose rows are malformed is
-reported here and left out of the checks that would misread it.
+reported here and left out of the checks that would misread it. Each shard is read once, here, and
+handed on as it is read (the layout check, `packcli.verify.packs.PackIndex`): one shard in memory
+at a time.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,26 +25,32 @@ from packcli.artifact import manifest as mf
 from packcli.artifact.card import render_card
 from packcli.artifact.seams import NULLABLE_COLUMNS, SEAM_TABLE_SCHEMA
 from packcli.artifact.shards import SCHEMA, FlatShard, load_flat, numpy_view, read_parquet
-from packcli.contract import CARD_NAME, IGNORE_INDEX, REJECTS_NAME, SEAM_TABLE_NAME, file_sha256, shard_name
+from packcli.contract import CARD_NAME, REJECTS_NAME, SEAM_TABLE_NAME, file_sha256, shard_name
+from packcli.verify.packs import PackIndex
 from packcli.verify.report import CheckResult, Violation
 
 
 @dataclass
 class Artifact:
-    """What integrity could read, for the checks after it: shards by name (the unreadable ones left
-    out and named in ``unreadable``), the seam table and the rejects (None when unreadable)."""
+    """What integrity could read, for the checks after it: the readable shards' segments and totals
+    (the unreadable ones named in ``unreadable``), the seam table and the rejects (None when unreadable)."""
 
-    shards: dict[str, FlatShard]
+    packs: PackIndex
     seam: pa.Table | None
     rejects: list[dict] | None
     unreadable: set[str] = field(default_factory=set)
 
 
-def check_integrity(directory: Path, manifest: dict, result: CheckResult) -> Artifact:
-    """Manifest hash, the shard list, every pinned file, shard rows, the seam table's schema, no stray shards."""
+def check_integrity(directory: Path, manifest: dict, result: CheckResult,
+                    on_shard: Callable[[FlatShard], None] = lambda shard: None) -> Artifact:
+    """Manifest hash, the shard list, every pinned file, shard rows, the seam table's schema, no stray shards.
+
+    Each well-formed shard goes to ``on_shard`` (the layout check) and into the artifact's `PackIndex`
+    as it is read, and is not kept.
+    """
     if mf.manifest_hash(manifest) != manifest.get("manifest_sha256"):
         result.fail(Violation("manifest.json was edited: its content no longer matches manifest_sha256"))
-    artifact = Artifact({}, None, None)
+    artifact = Artifact(PackIndex(directory), None, None)
     listed = set()
     for k, info in enumerate(manifest["shards"]):
         result.checked += 1
@@ -72,12 +81,16 @@ def check_integrity(directory: Path, manifest: dict, result: CheckResult) -> Art
         if not _rows_well_formed(table, name, result):
             artifact.unreadable.add(name)
             continue
-        flat = artifact.shards[name] = load_flat(table, name)
-        supervised = int(np.count_nonzero(flat.labels != IGNORE_INDEX))
-        for key, actual in (("tokens", len(flat.ids)), ("supervised", supervised)):
+        flat = load_flat(table, name)
+        del table  # the flat arrays are views of it: both go when this shard is done
+        on_shard(flat)
+        artifact.packs.add(flat)
+        totals = artifact.packs.totals[name]
+        for key, actual in (("tokens", totals.tokens), ("supervised", totals.supervised)):
             if info[key] != actual:
                 result.fail(Violation(f"{at}.{key} is {info[key]}, the shard holds {actual}", shard=name,
                                       field=f"{at}.{key}"))
+        del flat  # before the next shard is read: one in memory at a time
     for stray in sorted(p.name for p in directory.glob("shard-*.parquet") if p.name not in listed):
         result.fail(Violation("shard not listed in the manifest", shard=stray))
     for key, name in (("seam_table", SEAM_TABLE_NAME), ("rejects", REJECTS_NAME), ("dataset_card", CARD_NAME)):

@@ -13,6 +13,8 @@ seam table).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 
 from packcli.artifact.shards import FlatShard
@@ -20,11 +22,11 @@ from packcli.contract import IGNORE_INDEX
 from packcli.verify.report import CheckResult, Violation
 
 
-def check_packs(shards: dict[str, FlatShard], capacity: int, result: CheckResult) -> None:
+def check_packs(shards: Iterable[FlatShard], capacity: int, result: CheckResult) -> None:
     """Per pack: cu_seqlens well-formed; seq_lengths == diff(cu_seqlens); at most ``capacity`` tokens;
     seams where positions restart; first labels ignored; every supervised label equals its token;
     stored counts match."""
-    for shard in shards.values():
+    for shard in shards:
         for r in range(shard.rows):
             result.checked += 1
             a, b = shard.row_offsets[r], shard.row_offsets[r + 1]

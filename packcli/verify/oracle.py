@@ -29,13 +29,13 @@ from pathlib import Path
 
 import numpy as np
 
-from packcli.artifact.shards import FlatShard
 from packcli.contract import IGNORE_INDEX, IN_PACKS, token_hash
 from packcli.errors import InputError
 from packcli.ingest import read_lines
 from packcli.messages import SHAREGPT_ROLES
 from packcli.tokenizer.load import LoadedTokenizer
 from packcli.verify.locate import find_source
+from packcli.verify.packs import PackIndex
 from packcli.verify.report import CheckResult, Violation
 
 ORACLES = ("transformers",)
@@ -61,7 +61,7 @@ class NotJudged(Exception):
     """A record whose meaning rests on packcli's own conventions, which transformers has no notion of."""
 
 
-def check_render_oracle(manifest: dict, rows: dict[str, list], shards: dict[str, FlatShard],
+def check_render_oracle(manifest: dict, rows: dict[str, list], packs: PackIndex,
                         tokenizer: LoadedTokenizer, result: CheckResult, *, source_root: Path | None,
                         sample: int | None = None) -> None:
     """Render the chosen records with transformers and compare them with the artifact.
@@ -104,7 +104,7 @@ def check_render_oracle(manifest: dict, rows: dict[str, list], shards: dict[str,
                                       f"packcli made it {rows['status'][i]}", **loc))
                 continue
             result.checked += 1
-            _compare(rows, i, ids, labels, shards, capacity, result, loc)
+            _compare(rows, i, ids, labels, packs, capacity, result, loc)
     if not_judged:
         result.note = "not judged (transformers has no such notion): " + ", ".join(
             f"{count} with {why}" for why, count in sorted(not_judged.items()))
@@ -220,7 +220,7 @@ def _labels(ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return labels
 
 
-def _compare(rows: dict[str, list], i: int, ids: np.ndarray, labels: np.ndarray, shards: dict[str, FlatShard],
+def _compare(rows: dict[str, list], i: int, ids: np.ndarray, labels: np.ndarray, packs: PackIndex,
              capacity: int, result: CheckResult, loc: dict) -> None:
     status = rows["status"][i]
     if status not in IN_PACKS:  # dropped: in no pack; its full length and tokens are pinned
@@ -229,14 +229,16 @@ def _compare(rows: dict[str, list], i: int, ids: np.ndarray, labels: np.ndarray,
                                   f"dropped example has {rows['original_length'][i]} ({rows['token_hash'][i]})",
                                   **loc))
         return
-    shard = shards.get(rows["shard"][i])
-    if shard is None:
-        return  # integrity or global reported it
-    a = shard.row_offsets[rows["row"][i]] + rows["offset"][i]
-    length = rows["length"][i]
+    where = (rows["shard"][i], rows["row"][i], rows["offset"][i], rows["length"][i])
     keep = min(len(ids), capacity) if status == "truncated" else len(ids)
-    for what, got, want in (("input_ids", shard.ids[a:a + length], ids[:keep]),
-                            ("labels", shard.labels[a:a + length], labels[:keep])):
+    segment = packs.segments.get(rows["example_id"][i])
+    if (segment is not None and segment.where == where and keep == where[3]
+            and (token_hash(ids[:keep]), token_hash(labels[:keep])) == (segment.ids_hash, segment.labels_hash)):
+        return  # the digests of the pack's span agree: no need to read it again
+    span = packs.tokens(*where)
+    if span is None:
+        return  # integrity or global reported it
+    for what, got, want in (("input_ids", span[0], ids[:keep]), ("labels", span[1], labels[:keep])):
         if len(got) == len(want) and np.array_equal(got, want):
             continue
         n = min(len(got), len(want))
@@ -244,6 +246,5 @@ def _compare(rows: dict[str, list], i: int, ids: np.ndarray, labels: np.ndarray,
         at = int(differ[0]) if len(differ) else n
         result.fail(Violation(f"{what} differ from transformers' rendering at token {at} (pack "
                               f"{got[at:at + 3].tolist()}, transformers {want[at:at + 3].tolist()}; lengths "
-                              f"{len(got)} vs {len(want)})", shard=shard.name, row=rows["row"][i], field=what, **loc))
+                              f"{len(got)} vs {len(want)})", shard=where[0], row=where[1], field=what, **loc))
         return
-

@@ -32,7 +32,6 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from packcli.artifact.shards import FlatShard
 from packcli.chat import ChatTemplate, Renderer
 from packcli.choices import BackendChoice, Format, LossPolicy
 from packcli.contract import IGNORE_INDEX, token_hash
@@ -46,6 +45,7 @@ from packcli.prepare import Preparer, preparer_for, share_preparer
 from packcli.progress import NO_PROGRESS, Progress
 from packcli.tokenizer.load import LoadedTokenizer, cached_tokenizer
 from packcli.verify.locate import find_source
+from packcli.verify.packs import PackIndex
 from packcli.verify.report import CheckResult, Violation
 
 BATCH = 2048  # lines per Preparer call
@@ -140,7 +140,7 @@ def locate_input(manifest: dict, k: int, source_root: Path | None) -> Source:
     return source_of(path)
 
 
-def check_reconstruction(manifest: dict, rows: dict[str, list], shards: dict[str, FlatShard],
+def check_reconstruction(manifest: dict, rows: dict[str, list], packs: PackIndex,
                          tokenizer: LoadedTokenizer, template_text: str, result: CheckResult, *,
                          source_root: Path | None, progress: Progress = NO_PROGRESS,
                          workers: int | None = None, engine: Engine | None = None) -> Reconstructed:
@@ -148,6 +148,7 @@ def check_reconstruction(manifest: dict, rows: dict[str, list], shards: dict[str
 
     Args:
         rows: the seam table's columns as lists.
+        packs: the packs' segments and digests, as integrity read them.
         workers: processes that re-tokenize (None: one per CPU, at most one per unit of work and per
             `packcli.engine.pool.MIN_BYTES_PER_PROCESS` of sources: a small artifact is checked here alone).
         engine: re-tokenize the units on this engine's workers instead (`packcli.engine.ray.RayEngine`:
@@ -204,7 +205,7 @@ def check_reconstruction(manifest: dict, rows: dict[str, list], shards: dict[str
         pinned.append((k, entry))
     specs = plan_units(files, UNIT_LINES)
     progress.start("reconstruct", "reconstructing", total=manifest["counts"]["records"])
-    compare = _Comparer(preparer, rows, shards, config["capacity"], result, facts)
+    compare = _Comparer(preparer, rows, packs, config["capacity"], result, facts)
     if workers is None:
         workers = auto_processes(usable_cpus(), units=len(specs), input_bytes=sum(f.size for f in files))
 
@@ -314,9 +315,9 @@ class _Comparer:
     span is compared with the first ``length`` tokens of the fresh example, whatever the length.
     """
 
-    def __init__(self, preparer: Preparer, rows: dict, shards: dict[str, FlatShard], capacity: int,
+    def __init__(self, preparer: Preparer, rows: dict, packs: PackIndex, capacity: int,
                  result: CheckResult, facts: Reconstructed) -> None:
-        self.preparer, self.rows, self.shards, self.capacity = preparer, rows, shards, capacity
+        self.preparer, self.rows, self.packs, self.capacity = preparer, rows, packs, capacity
         self.result, self.facts = result, facts
 
     def __call__(self, i: int, outcome: Outcome, source: str, line: int) -> tuple | None:
@@ -350,59 +351,59 @@ class _Comparer:
                 result.fail(Violation(f"token_hash of the {status} example differs from a fresh tokenization",
                                       field="token_hash", **loc))
             return None
-        span = self._span(i)
-        if span is None:
-            return None  # not a span of a readable pack: global reports where it should be
-        ids, labels, shard, row = span
-        length = len(ids)
+        where = (rows["shard"][i], rows["row"][i], rows["offset"][i], rows["length"][i])
+        length = where[3]
         if length == outcome.length:
             digests = outcome.ids, outcome.labels
         elif length == self.capacity < outcome.length:
             digests = outcome.kept_ids, outcome.kept_labels
         else:
-            return ids, labels, shard, row, loc, False  # no digest of this prefix: compare tokens here
-        if (token_hash(ids), token_hash(labels)) != digests:
-            return ids, labels, shard, row, loc, True
+            digests = None  # no digest of this prefix: compare tokens here
+        got = self._digests(rows["example_id"][i], where)
+        if got is None:
+            return None  # not a span of a readable pack: global reports where it should be
+        if digests is None:
+            return where, loc, False
+        if got != digests:
+            return where, loc, True
         return None
 
-    def _span(self, i: int) -> tuple | None:
-        rows = self.rows
-        shard = self.shards.get(rows["shard"][i])
-        r, offset, length = rows["row"][i], rows["offset"][i], rows["length"][i]
-        if shard is None or not 0 <= r < shard.rows or offset < 0 or length < 1:
-            return None
-        a, end = shard.row_offsets[r] + offset, shard.row_offsets[r + 1]
-        if a + length > end:
-            return None
-        return shard.ids[a:a + length], shard.labels[a:a + length], shard, r
+    def _digests(self, eid: int, where: tuple[str, int, int, int]) -> tuple[str, str] | None:
+        """The digests of the tokens and labels at ``where``: the packs' own when that is the example's
+        segment, else hashed from the shard read again; None if no readable pack holds that span."""
+        segment = self.packs.segments.get(eid)
+        if segment is not None and segment.where == where:
+            return segment.ids_hash, segment.labels_hash
+        tokens = self.packs.tokens(*where)
+        return None if tokens is None else (token_hash(tokens[0]), token_hash(tokens[1]))
 
     def explain(self, spec: UnitSpec, differing: dict[int, list[tuple]]) -> None:
         """Re-tokenize the unit's differing records here (one pass over it) and name the first differing
         token of each of their rows (copies); past the violation limit only count them."""
         room = max(0, self.result.limit - len(self.result.violations))
-        undecided = {line: spans for line, spans in differing.items() if not any(s[5] for s in spans)}
+        undecided = {line: spans for line, spans in differing.items() if not any(s[2] for s in spans)}
         mismatched = [(line, spans) for line, spans in differing.items() if line not in undecided]
-        wanted = dict(list(undecided.items()) + mismatched[:room])  # no digest: all of them
+        wanted = dict(list(undecided.items()) + mismatched[:room])
         batch = [(spec.file_index, line, raw) for line, raw in iter_unit_lines(spec) if line in wanted]
         for (_, line, _), fresh in zip(batch, self.preparer.prepare(batch, source=spec.path) if batch else []):
-            for ids, labels, shard, row, loc, digest_differed in wanted[line]:
+            for where, loc, digest_differed in wanted[line]:
                 if isinstance(fresh, str):
                     self.result.fail(Violation(f"tokenizes in a worker process, rejected here ({fresh!r})", **loc))
                     continue
-                keep = len(ids)
+                ids, labels = self.packs.tokens(*where)  # read again: verify keeps digests, not the packs
                 before = self.result.count
-                _diff(ids, fresh.input_ids[:keep], "input_ids", shard, row, loc, self.result)
-                _diff(labels, fresh.labels[:keep], "labels", shard, row, loc, self.result)
+                _diff(ids, fresh.input_ids[:len(ids)], "input_ids", where[0], where[1], loc, self.result)
+                _diff(labels, fresh.labels[:len(ids)], "labels", where[0], where[1], loc, self.result)
                 if digest_differed and self.result.count == before:
                     self.result.fail(Violation("the digest of a fresh tokenization differs from this process's: the "
                                                "tokenizer is not deterministic across processes", **loc))
-        for _, spans in mismatched[room:]:
-            for _, _, shard, row, loc, _ in spans:
-                self.result.fail(Violation("tokens or labels differ from a fresh tokenization", shard=shard.name,
-                                           row=row, **loc))
+        for _, found in mismatched[room:]:
+            for where, loc, _ in found:
+                self.result.fail(Violation("tokens or labels differ from a fresh tokenization", shard=where[0],
+                                           row=where[1], **loc))
 
 
-def _diff(got: np.ndarray, want: np.ndarray, what: str, shard: FlatShard, row: int, loc: dict,
+def _diff(got: np.ndarray, want: np.ndarray, what: str, shard: str, row: int, loc: dict,
           result: CheckResult) -> None:
     if len(got) == len(want) and np.array_equal(got, want):
         return
@@ -410,4 +411,4 @@ def _diff(got: np.ndarray, want: np.ndarray, what: str, shard: FlatShard, row: i
     at = int(differ[0]) if len(differ) else min(len(got), len(want))
     result.fail(Violation(f"{what} differ from a fresh tokenization at position {at} "
                           f"(pack {got[at:at + 3].tolist()}, fresh {want[at:at + 3].tolist()}; "
-                          f"lengths {len(got)} vs {len(want)})", shard=shard.name, row=row, field=what, **loc))
+                          f"lengths {len(got)} vs {len(want)})", shard=shard, row=row, field=what, **loc))

@@ -2,7 +2,8 @@
 
 Order: the manifest (every hashed field owned, well-typed, the contract's conventions), integrity
 (a shard that fails its hash is still checked structurally when readable, so one corrupted byte does
-not hide a broken seam elsewhere), contract drift, per-pack layout, global bookkeeping, each
+not hide a broken seam elsewhere) with the per-pack layout of each shard as it is read (one shard in
+memory at a time, `packcli.verify.packs`), contract drift, global bookkeeping, each
 record's copies, reconstruction from the sources, and the plan re-derived from the reconstructed lengths.
 `packcli.verify.fields` says which of them proves each manifest field and column.
 """
@@ -64,10 +65,13 @@ def verify_artifact(directory: str | Path, *, tokenizer: str | None = None, temp
             for name in later + last:
                 report.check(name).skipped = "the manifest is malformed (see the manifest check)"
             return report
-        artifact = check_integrity(directory, manifest, report.check("integrity", max_violations))
-        tok, text = check_drift(manifest, report.check("contract_drift", max_violations), tokenizer=tokenizer,
-                                template=template, source_root=root, require_tokenizer=reconstruct)
-        check_packs(artifact.shards, manifest["config"]["capacity"], report.check("pack_layout", max_violations))
+        integrity, drift = report.check("integrity", max_violations), report.check("contract_drift", max_violations)
+        layout = report.check("pack_layout", max_violations)
+        capacity = manifest["config"]["capacity"]
+        artifact = check_integrity(directory, manifest, integrity,
+                                   on_shard=lambda shard: check_packs([shard], capacity, layout))
+        tok, text = check_drift(manifest, drift, tokenizer=tokenizer, template=template, source_root=root,
+                                require_tokenizer=reconstruct)
         if artifact.seam is None:
             for name in later[3:] + ["copies"] + last:
                 report.check(name).skipped = "the seam table is missing or unreadable (see integrity)"
@@ -81,7 +85,7 @@ def verify_artifact(directory: str | Path, *, tokenizer: str | None = None, temp
             if tok is None or text is None:
                 result.skipped = "the pinned tokenizer or template changed (see contract_drift)"
             else:
-                facts = check_reconstruction(manifest, rows, artifact.shards, tok, text, result, source_root=root,
+                facts = check_reconstruction(manifest, rows, artifact.packs, tok, text, result, source_root=root,
                                              progress=progress, workers=workers, engine=engine)
         check_plan(manifest, rows, facts, report.check("plan", max_violations))
         if render_oracle:
@@ -89,7 +93,7 @@ def verify_artifact(directory: str | Path, *, tokenizer: str | None = None, temp
             if tok is None:
                 result.skipped = "the pinned tokenizer was not found or changed (see contract_drift)"
             else:
-                check_render_oracle(manifest, rows, artifact.shards, tok, result, source_root=root, sample=sample)
+                check_render_oracle(manifest, rows, artifact.packs, tok, result, source_root=root, sample=sample)
     return report
 
 

@@ -1,0 +1,95 @@
+"""The packs as ``verify`` keeps them: each shard read once, checked, reduced, and let go.
+
+Holding every shard's arrays made verify's memory grow with the artifact's tokens (12 bytes a packed
+token). Instead integrity hands each shard as it reads it to the layout check and to `PackIndex.add`,
+which keeps per pack segment (an example's cu_seqlens span) where it is, its supervised labels and
+the digests of its tokens and labels (`packcli.contract.token_hash`), and per shard its totals. The
+bookkeeping check compares those with the seam table, reconstruction with fresh tokenizations, and
+the few spans that must be read token by token (a difference to explain, a truncated prefix, the
+render oracle) are read again from their shard (`PackIndex.tokens`). What that costs per example:
+docs/benchmarks-pipeline.md (memory).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from packcli.artifact.shards import FlatShard, load_flat, read_shard
+from packcli.contract import IGNORE_INDEX, token_hash
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One example's span in a pack: (shard, row, offset, length), its supervised labels and digests."""
+
+    shard: str
+    row: int
+    offset: int
+    length: int
+    supervised: int
+    ids_hash: str
+    labels_hash: str
+
+    @property
+    def where(self) -> tuple[str, int, int, int]:
+        return self.shard, self.row, self.offset, self.length
+
+
+@dataclass(frozen=True)
+class Twice:
+    """An example id found in a second pack segment (the bookkeeping check reports it)."""
+
+    example_id: int
+    shard: str
+    row: int
+    first: Segment
+
+
+@dataclass(frozen=True)
+class ShardTotals:
+    rows: int
+    tokens: int
+    supervised: int
+
+
+@dataclass
+class PackIndex:
+    """Every readable shard's segments by example id, and its totals; built by `add`, one shard at a time."""
+
+    directory: Path
+    segments: dict[int, Segment] = field(default_factory=dict)
+    twice: list[Twice] = field(default_factory=list)
+    totals: dict[str, ShardTotals] = field(default_factory=dict)
+    _cached: FlatShard | None = field(default=None, repr=False)
+
+    def add(self, shard: FlatShard) -> None:
+        """Index one shard's segments (pack_layout proves they tile each row, so no token is outside one)."""
+        supervised = np.concatenate([[0], np.cumsum(shard.labels != IGNORE_INDEX)])
+        self.totals[shard.name] = ShardTotals(shard.rows, len(shard.ids), int(supervised[-1]))
+        for r in range(shard.rows):
+            cu, base = shard.cu[r], int(shard.row_offsets[r])
+            counts = (supervised[base + cu[1:]] - supervised[base + cu[:-1]]).tolist()
+            cu = cu.tolist()
+            for k, eid in enumerate(shard.example_ids[r].tolist()):
+                if eid in self.segments:
+                    self.twice.append(Twice(eid, shard.name, r, self.segments[eid]))
+                elif k + 1 < len(cu):
+                    a, b = base + cu[k], base + cu[k + 1]
+                    self.segments[eid] = Segment(shard.name, r, cu[k], cu[k + 1] - cu[k], counts[k],
+                                                 token_hash(shard.ids[a:b]), token_hash(shard.labels[a:b]))
+
+    def tokens(self, shard: str, row: int, offset: int, length: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """The ids and labels at ``offset`` of a pack, read again from its shard; None if the shard was not
+        readable or the row holds no such span."""
+        if shard not in self.totals or not 0 <= row < self.totals[shard].rows or offset < 0 or length < 1:
+            return None
+        if self._cached is None or self._cached.name != shard:  # callers ask shard by shard: keep the last one
+            self._cached = load_flat(read_shard(self.directory / shard), shard)
+        flat = self._cached
+        a, end = flat.row_offsets[row] + offset, flat.row_offsets[row + 1]
+        if a + length > end:
+            return None
+        return flat.ids[a:a + length], flat.labels[a:a + length]
