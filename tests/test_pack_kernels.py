@@ -178,3 +178,48 @@ def test_window_packs_are_valid_and_span_at_most_max_age_windows(lengths, extra,
     for pack in range(count):
         positions = np.flatnonzero(pack_of == pack)
         assert positions.max() // window - positions.min() // window < max_age
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(1, 64), min_size=1, max_size=300), st.integers(64, 96), st.integers(1, 64),
+       st.integers(1, 3))
+def test_python_and_compiled_kernels_agree(lengths, capacity, window, max_age):
+    """Up to `SMALL` items a kernel runs as the Python it is written in, beyond as numba's machine code: the
+    same assignments, orders and offsets either way, on the same inputs."""
+    array = np.array(lengths, dtype=np.int64)
+    k = kernels.KERNELS
+
+    def both(name, *args):
+        with np.errstate(over="ignore"):
+            py = k[name].py(*args)
+        return py, k[name].jit(*args)
+
+    for name, args in (("best_fit_windows", (array, capacity, window, max_age)),
+                       ("first_fit_decreasing", (array, capacity)), ("next_fit", (array, capacity))):
+        (py_of, py_n), (jit_of, jit_n) = both(name, *args)
+        assert py_n == jit_n and np.array_equal(py_of, jit_of) and py_of.dtype == jit_of.dtype, name
+    pack_of, packs = k["next_fit"].py(array, capacity)
+    (py_re, jit_re) = both("renumber_by_first_position", pack_of[::-1].copy(), packs)
+    assert np.array_equal(py_re, jit_re)
+    (py_grouped, py_offsets), (jit_grouped, jit_offsets) = both("group_by_pack", pack_of, packs)
+    assert np.array_equal(py_grouped, jit_grouped) and np.array_equal(py_offsets, jit_offsets)
+    for start, stop in ((0, len(array)), (len(array) // 3, len(array))):
+        (py_order, py_sorted), (jit_order, jit_sorted) = both(
+            "sort_decreasing", array, start, stop, capacity, np.empty(capacity + 1, dtype=np.int64))
+        assert np.array_equal(py_order, jit_order) and np.array_equal(py_sorted, jit_sorted)
+    wide = np.array([1, 1 + 64 * 17 * len(array)] + lengths, dtype=np.int64)  # a range past 16x: the merge sort
+    (py_order, _), (jit_order, _) = both("sort_decreasing", wide, 0, len(wide), int(wide.max()),
+                                         np.empty(int(wide.max()) + 1, dtype=np.int64))
+    assert np.array_equal(py_order, jit_order)
+
+
+def test_a_small_input_runs_as_python_and_a_big_one_compiled(monkeypatch):
+    """The size decides, per call: a big input is never run as slow Python, a small one never waits for numba."""
+    seen = []
+    best_fit = kernels.KERNELS["best_fit_windows"]
+    assert best_fit.jit is not None  # compiled from the real Python kernel before it is replaced below
+    monkeypatch.setattr(best_fit, "py", lambda *args: seen.append("py") or (np.zeros(0, np.int32), 0))
+    best_fit(np.ones(kernels.SMALL, dtype=np.int64), 8, 8, 1)
+    assert seen == ["py"]
+    pack_of, count = best_fit(np.ones(kernels.SMALL + 1, dtype=np.int64), 8, kernels.SMALL + 1, 1)
+    assert seen == ["py"] and count == (kernels.SMALL + 1 + 7) // 8 and len(pack_of) == kernels.SMALL + 1

@@ -16,10 +16,67 @@ Tie-breaks are part of the contract, because tests compare assignments with a re
   * decreasing order: longer first, equal lengths by position (a stable sort);
   * best fit: among packs with the same least room, the one whose room changed most recently;
   * first fit: the lowest pack id (creation order).
+
+Numba is imported only when an input is big enough to pay for it (`Kernel`): importing it and loading
+its cached machine code costs about a second, which is more than `verify` of a small artifact or
+`stats` of a small corpus spends in total. Up to `SMALL` items a kernel runs as the plain Python it is
+written in, the same code: a test compares both on random inputs.
 """
 
+from __future__ import annotations
+
+import functools
+import sys
+import types
+from collections.abc import Callable
+
 import numpy as np
-from numba import njit
+
+SMALL = 10_000  # array items up to which a kernel runs as Python (numba's import and cache load cost more)
+
+
+class Kernel:
+    """A kernel function that runs as Python on small arrays and as numba machine code on bigger ones."""
+
+    def __init__(self, py: Callable) -> None:
+        functools.update_wrapper(self, py)
+        self.py = py
+        self._jit: Callable | None = None
+
+    def __call__(self, *args: object) -> object:
+        if all(a.size <= SMALL for a in args if isinstance(a, np.ndarray)):
+            with np.errstate(over="ignore"):  # the bit tricks wrap around on purpose, as machine code does
+                return self.py(*args)
+        return self.jit(*args)
+
+    @property
+    def jit(self) -> Callable:
+        """The numba-compiled kernel (compiling, or loading from numba's cache, every kernel at once)."""
+        if self._jit is None:
+            _compile_all()
+        return self._jit
+
+
+KERNELS: dict[str, Kernel] = {}
+
+
+def kernel(py: Callable) -> Kernel:
+    KERNELS[py.__name__] = Kernel(py)
+    return KERNELS[py.__name__]
+
+
+def _compile_all() -> None:
+    """Compile every kernel against a copy of this module's names in which the kernels are numba's
+    dispatchers (compiled code calls only compiled code); the Python kernels keep calling each other."""
+    from numba import njit
+
+    names = dict(vars(sys.modules[__name__]))
+    for name, wrapped in KERNELS.items():
+        py = wrapped.py
+        twin = types.FunctionType(py.__code__, names, py.__name__, py.__defaults__, py.__closure__)
+        twin.__qualname__, twin.__module__ = py.__qualname__, py.__module__
+        wrapped._jit = names[name] = njit(cache=True)(twin)
+
 
 _ALL_ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
 _DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)
@@ -36,14 +93,14 @@ def _debruijn_table() -> np.ndarray:
 _CTZ_TABLE = _debruijn_table()  # a constant the kernels read; numba freezes it into the code
 
 
-@njit(cache=True)
+@kernel
 def _lowest_bit(word):
     """Index of the lowest set bit of a nonzero uint64 (portable count-trailing-zeros)."""
     isolated = word & (~word + np.uint64(1))
     return _CTZ_TABLE[np.int64((isolated * _DEBRUIJN) >> np.uint64(58))]
 
 
-@njit(cache=True)
+@kernel
 def _bitset_new(universe):
     """A 64-ary summary bitset over 0..universe-1: level k+1 has a bit per nonzero word of level k."""
     levels = 1
@@ -59,7 +116,7 @@ def _bitset_new(universe):
     return np.zeros(offsets[levels], dtype=np.uint64), offsets
 
 
-@njit(cache=True)
+@kernel
 def _bitset_add(bits, offsets, x):
     for level in range(offsets.size - 1):
         word = offsets[level] + (x >> 6)
@@ -70,7 +127,7 @@ def _bitset_add(bits, offsets, x):
         x >>= 6
 
 
-@njit(cache=True)
+@kernel
 def _bitset_discard(bits, offsets, x):
     for level in range(offsets.size - 1):
         word = offsets[level] + (x >> 6)
@@ -81,7 +138,7 @@ def _bitset_discard(bits, offsets, x):
         x >>= 6
 
 
-@njit(cache=True)
+@kernel
 def _bitset_first_at_least(bits, offsets, x):
     """Smallest member >= x, or -1: climb until a word has a bit at or after x, then descend."""
     levels = offsets.size - 1
@@ -102,7 +159,7 @@ def _bitset_first_at_least(bits, offsets, x):
     return -1
 
 
-@njit(cache=True)
+@kernel
 def _merge_sort(keys):
     """Ascending bottom-up merge sort; hand-written because np.sort/argsort add ~5 s of JIT."""
     src = keys.copy()
@@ -127,7 +184,7 @@ def _merge_sort(keys):
     return src
 
 
-@njit(cache=True)
+@kernel
 def sort_decreasing(lengths, start, stop, capacity, counts):
     """Positions start..stop-1 by length descending, ties by position (stable), and their lengths.
 
@@ -172,7 +229,7 @@ def sort_decreasing(lengths, start, stop, capacity, counts):
     return order, ordered
 
 
-@njit(cache=True)
+@kernel
 def best_fit_windows(lengths, capacity, window, max_age):
     """Best-fit decreasing within consecutive windows, carrying open packs across window edges.
 
@@ -230,7 +287,7 @@ def best_fit_windows(lengths, capacity, window, max_age):
     return pack_of, num_packs
 
 
-@njit(cache=True)
+@kernel
 def _grow_tree(tree, size, capacity):
     """Double the number of leaves; the new leaves are fresh packs with full room."""
     bigger = np.full(4 * size, capacity, dtype=np.int32)
@@ -241,7 +298,7 @@ def _grow_tree(tree, size, capacity):
     return bigger, 2 * size
 
 
-@njit(cache=True)
+@kernel
 def first_fit_decreasing(lengths, capacity):
     """First-fit decreasing: each example, longest first, into the lowest-numbered pack that fits.
 
@@ -281,7 +338,7 @@ def first_fit_decreasing(lengths, capacity):
     return pack_of, num_packs
 
 
-@njit(cache=True)
+@kernel
 def next_fit(lengths, capacity):
     """Next fit in the given order: start a new pack whenever the example does not fit the current one."""
     n = lengths.size
@@ -297,7 +354,7 @@ def next_fit(lengths, capacity):
     return pack_of, pack + 1
 
 
-@njit(cache=True)
+@kernel
 def renumber_by_first_position(pack_of, num_packs):
     """Renumber packs 0.. in order of their first (lowest) position."""
     new_id = np.full(num_packs, -1, dtype=np.int32)
@@ -312,7 +369,7 @@ def renumber_by_first_position(pack_of, num_packs):
     return out
 
 
-@njit(cache=True)
+@kernel
 def group_by_pack(pack_of, num_packs):
     """Positions grouped by pack id (positions ascending within a pack) and the num_packs+1 offsets."""
     offsets = np.zeros(num_packs + 1, dtype=np.int64)

@@ -21,9 +21,10 @@ from packcli.artifact.shards import FlatShard, load_flat, read_shard
 from packcli.contract import IGNORE_INDEX, token_hash
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Segment:
-    """One example's span in a pack: (shard, row, offset, length), its supervised labels and digests."""
+    """One example's span in a pack: (shard, row, offset, length), its supervised labels and digests.
+    One per packed example, so slots: no per-instance dict."""
 
     shard: str
     row: int
