@@ -49,9 +49,10 @@ class Engine(Protocol):
         ...
 
     def map(self, fn: Callable[[C, I], R], common: C, items: Sequence[I],
-            on_done: Callable[[I, R], None] = ...) -> list[R]:
+            on_done: Callable[[I, R], None] = ..., *, keep: bool = True) -> list[R | None]:
         """``fn(common, item)`` for every item on the engine's workers (``fn`` a module-level function, ``common``
-        and the items picklable); results in ``items`` order; ``on_done(item, result)`` as each finishes."""
+        and the items picklable); results in ``items`` order; ``on_done(item, result)`` as each finishes.
+        Without ``keep`` the results are handed only to ``on_done`` and the list holds None for each."""
         ...
 
     def run(self, job: UnitJob, specs: Sequence[UnitSpec], on_done: Callable[[UnitSpec], None]) -> list[UnitIndex]:

@@ -56,9 +56,9 @@ class LocalEngine:
                 self._pool = None
 
     def map(self, fn: Callable[[C, I], R], common: C, items: Sequence[I],
-            on_done: Callable[[I, R], None] = lambda item, result: None) -> list[R]:
+            on_done: Callable[[I, R], None] = lambda item, result: None, *, keep: bool = True) -> list[R | None]:
         with self._shared() as pool:
-            return pool.map(fn, common, items, on_done)
+            return pool.map(fn, common, items, on_done, keep=keep)
 
     def run(self, job: UnitJob, specs: Sequence[UnitSpec], on_done: Callable[[UnitSpec], None]) -> list[UnitIndex]:
         return self.map(run_unit, job, specs, lambda spec, _: on_done(spec))

@@ -124,21 +124,23 @@ class SharedPool:
             self._pool.shutdown(wait=True, cancel_futures=True)
 
     def map(self, fn: Callable[[C, I], R], common: C, items: Sequence[I],
-            on_done: Callable[[I, R], None] = lambda item, result: None) -> list[R]:
-        """``fn(common, item)`` for every item; results in item order.
+            on_done: Callable[[I, R], None] = lambda item, result: None, *, keep: bool = True) -> list[R | None]:
+        """``fn(common, item)`` for every item; results in item order (None each without ``keep``: the
+        caller took what it needed in ``on_done``, so nothing holds every result at once).
 
         ``on_done(item, result)`` is called as each item finishes (from either thread). An error stops
         the handing out; the items already taken finish, and the error of the first failing item in
         item order is raised (items are taken in order, so it is the error one process would have raised).
         """
         if self._pool is None or len(items) < 2:  # nothing to share: here, in order
-            results = []
+            results: list[R | None] = []
             for item in items:
-                results.append(fn(common, item))
-                on_done(item, results[-1])
+                result = fn(common, item)
+                on_done(item, result)
+                results.append(result if keep else None)
             return results
         todo, lock = deque(range(len(items))), threading.Lock()
-        results: dict[int, R] = {}
+        results: dict[int, R | None] = {}
         failed: dict[int, BaseException | None] = {}  # item index -> its error; -1: the feeder, or Ctrl-C here
 
         def take() -> int | None:
@@ -158,8 +160,8 @@ class SharedPool:
                         if future.exception() is not None:
                             failed[k] = future.exception()
                         else:
-                            results[k] = future.result()
-                            on_done(items[k], results[k])
+                            on_done(items[k], future.result())
+                            results[k] = future.result() if keep else None
             except BaseException as exc:  # noqa: BLE001 - handed to the main thread, which raises it
                 failed[-1] = exc
 
@@ -168,11 +170,13 @@ class SharedPool:
         try:
             while (k := take()) is not None:
                 try:
-                    results[k] = fn(common, items[k])
+                    result = fn(common, items[k])
                 except Exception as exc:  # noqa: BLE001 - raised below, after the items already taken
                     failed[k] = exc
                     break
-                on_done(items[k], results[k])
+                on_done(items[k], result)
+                results[k] = result if keep else None
+                del result
         except BaseException:
             failed.setdefault(-1, None)  # Ctrl-C: stop handing out, and raise it as it is
             raise

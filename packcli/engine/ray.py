@@ -93,7 +93,7 @@ class RayEngine:
                 ray.shutdown()
 
     def map(self, fn: Callable[[C, I], R], common: C, items: Sequence[I],
-            on_done: Callable[[I, R], None] = lambda item, result: None) -> list[R]:
+            on_done: Callable[[I, R], None] = lambda item, result: None, *, keep: bool = True) -> list[R | None]:
         """``fn(common, item)`` for every item as a Ray task; results in item order (see the module docstring).
 
         Raises:
@@ -108,7 +108,7 @@ class RayEngine:
                **{name: os.environ[name] for name in PAUSE_VARIABLES if name in os.environ}}
         task = ray.remote(num_cpus=1, max_retries=TASK_RETRIES, runtime_env={"env_vars": env})(_call)
         shared = ray.put(common)
-        results: dict[int, R] = {}
+        results: dict[int, R | None] = {}
         pending: dict[Any, int] = {}
         todo = iter(range(len(items)))
         with _packcli_errors(ray):
@@ -120,8 +120,10 @@ class RayEngine:
                         break
                     done, _ = ray.wait(list(pending), num_returns=1)
                     k = pending.pop(done[0])
-                    results[k] = ray.get(done[0])
-                    on_done(items[k], results[k])
+                    result = ray.get(done[0])
+                    on_done(items[k], result)
+                    results[k] = result if keep else None
+                    del result
             finally:
                 for ref in pending:  # an error: the rest is not wanted
                     ray.cancel(ref, force=True)

@@ -23,6 +23,7 @@ one pass over their unit, to report the first differing token (up to the violati
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import date
@@ -209,12 +210,10 @@ def check_reconstruction(manifest: dict, rows: dict[str, list], packs: PackIndex
     if workers is None:
         workers = auto_processes(usable_cpus(), units=len(specs), input_bytes=sum(f.size for f in files))
 
-    def advance(spec: UnitSpec, outcomes: list) -> None:
-        progress.advance("reconstruct", len(outcomes))
-
     read = [0] * len(pinned)
     first: dict[bytes, str] = {}  # each content key's first record, as a duplicate's reason names it
-    for spec, outcomes in zip(specs, _outcomes(job, preparer, specs, workers, advance, engine)):
+
+    def compare_unit(spec: UnitSpec, outcomes: list) -> None:
         k, entry = pinned[spec.file_index]
         read[spec.file_index] += len(outcomes)
         differing: dict[int, list[tuple]] = {}
@@ -231,7 +230,27 @@ def check_reconstruction(manifest: dict, rows: dict[str, list], packs: PackIndex
                 if (span := compare(i, outcome, entry["name"], line)) is not None:
                     differing.setdefault(line, []).append(span)
         if differing:
-            compare.explain(spec, differing)
+            unexplained.append((spec, differing))
+
+    # Units are compared in unit order as they come back (the report is the same however many workers
+    # ran them) and let go: only the few finished ahead of their turn wait here, never every outcome.
+    # The rare differences are explained at the end, here: explaining re-renders, and the template
+    # renders one record at a time in this process, where this process's own units may be rendering.
+    unexplained: list[tuple[UnitSpec, dict[int, list[tuple]]]] = []
+    waiting: dict[int, tuple[UnitSpec, list]] = {}
+    turn, lock = [0], threading.Lock()
+
+    def done(spec: UnitSpec, outcomes: list) -> None:
+        progress.advance("reconstruct", len(outcomes))
+        with lock:
+            waiting[spec.index] = (spec, outcomes)
+            while turn[0] in waiting:
+                compare_unit(*waiting.pop(turn[0]))
+                turn[0] += 1
+
+    _outcomes(job, preparer, specs, workers, done, engine)
+    for spec, differing in unexplained:
+        compare.explain(spec, differing)
     for (k, entry), count in zip(pinned, read):
         if count != entry["records"]:
             result.fail(Violation(f"{count} records read from the source, inputs[{k}].records says {entry['records']}",
@@ -263,19 +282,20 @@ def _check_duplicate(rows: dict, found: list[int], key: bytes | None, first: dic
 
 
 def _outcomes(job: ReconstructJob, preparer: Preparer, specs: list[UnitSpec], workers: int | None,
-              on_done: Callable[[UnitSpec, list], None],
-              engine: Engine | None = None) -> list[list[tuple[int, bytes | None, Outcome]]]:
-    """Each unit's outcomes, in unit order: here, here and in worker processes (`SharedPool`), or on
-    ``engine``'s workers (a Ray cluster), which find the sources and the tokenizer by absolute path."""
+              on_done: Callable[[UnitSpec, list], None], engine: Engine | None = None) -> None:
+    """Each unit's outcomes, handed to ``on_done`` as the unit finishes (not kept): here, here and in
+    worker processes (`SharedPool`), or on ``engine``'s workers (a Ray cluster), which find the sources
+    and the tokenizer by absolute path."""
     if engine is not None:
         remote = replace(job, tokenizer=os.path.abspath(job.tokenizer))
         with engine.session():
-            return engine.map(unit_outcomes, remote, [spec.absolute() for spec in specs], on_done)
+            engine.map(unit_outcomes, remote, [spec.absolute() for spec in specs], on_done, keep=False)
+            return
     count = max(1, min(workers or usable_cpus(), len(specs)))
     share_preparer(job, preparer)  # this process is a worker too, with the tokenizer it has loaded
     try:
         with SharedPool(count) as pool:
-            return pool.map(unit_outcomes, job, specs, on_done)
+            pool.map(unit_outcomes, job, specs, on_done, keep=False)
     finally:
         share_preparer(job, None)
 
