@@ -37,17 +37,17 @@ def mark(name):
     global t
     now = time.perf_counter(); marks[name] = now - t; t = now
 import packcli.cli; mark("import packcli.cli (typer, rich)")
-import packcli.job.run, packcli.engine.local; mark("import the pack job (numpy, numba kernels, pyarrow, jinja2)")
+import packcli.job.run, packcli.engine.local; mark("import the pack job (numpy, pyarrow, jinja2)")
 from packcli.tokenizer.load import load_tokenizer
 tok = load_tokenizer(sys.argv[1], backend="tokenizers"); mark("load the tokenizer: tokenizers")
-tok = load_tokenizer(sys.argv[1], backend="auto"); mark("load the tokenizer: auto (tokenizers + fastokens)")
+tok = load_tokenizer(sys.argv[1], backend="auto"); mark("load the tokenizer: auto (+ fastokens, numba)")
 from packcli.chat import Renderer, load_template
 from packcli.choices import LossPolicy
 Renderer(load_template(sys.argv[2], tok), LossPolicy.assistant, bos_token=tok.bos_token, eos_token=tok.eos_token)
 mark("load and compile the template")
 from packcli.pack import pack_lengths
 import numpy as np
-pack_lengths(np.array([5, 3, 2], np.int64), 8, strategy="bfd"); mark("first packing call (numba cache load)")
+pack_lengths(np.array([5, 3, 2], np.int64), 8, strategy="bfd"); mark("first packing call (a small one runs as Python)")
 print(json.dumps(marks))
 """
 
