@@ -223,3 +223,16 @@ def test_a_small_input_runs_as_python_and_a_big_one_compiled(monkeypatch):
     assert seen == ["py"]
     pack_of, count = best_fit(np.ones(kernels.SMALL + 1, dtype=np.int64), 8, kernels.SMALL + 1, 1)
     assert seen == ["py"] and count == (kernels.SMALL + 1 + 7) // 8 and len(pack_of) == kernels.SMALL + 1
+
+
+def test_a_big_capacity_does_not_make_a_small_input_big():
+    """The examples decide, not the capacity: a few examples at capacity 32,768 (scratch arrays that size) are
+    packed as Python, and numba is never imported (a fresh interpreter)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, numpy as np; from packcli.pack import pack_lengths; "
+            "plan = pack_lengths(np.array([30000, 2000, 700, 30], np.int64), 32768, strategy='bfd'); "
+            "print(plan.num_packs, 'numba' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["1", "False"]

@@ -44,7 +44,9 @@ class Kernel:
         self._jit: Callable | None = None
 
     def __call__(self, *args: object) -> object:
-        if all(a.size <= SMALL for a in args if isinstance(a, np.ndarray)):
+        # The first array is the examples' (lengths, pack ids); the others are sized by the capacity.
+        first = next((a for a in args if isinstance(a, np.ndarray)), None)
+        if first is None or first.size <= SMALL:
             with np.errstate(over="ignore"):  # the bit tricks wrap around on purpose, as machine code does
                 return self.py(*args)
         return self.jit(*args)
