@@ -181,7 +181,7 @@ class _Sandbox(ImmutableSandboxedEnvironment):
 
     A long chat makes a template read hundreds of ``message.role`` and ``message.content``, and each
     read is a sandbox decision. Two shortcuts give jinja2's answer without the work behind it
-    (docs/benchmarks-pipeline.md has what they save):
+    (docs/chat-data.md, templates):
 
     - ``getattr`` on a plain ``dict`` for a name no dict attribute has: jinja2 would try the attribute,
       fail, and then read the item, so the item is read at once (``message.items`` still goes to jinja2).
