@@ -42,7 +42,7 @@ class Artifact:
 
 
 def check_integrity(directory: Path, manifest: dict, result: CheckResult,
-                    on_shard: Callable[[FlatShard], None] = lambda shard: None) -> Artifact:
+                    on_shard: Callable[[FlatShard], None]) -> Artifact:
     """Manifest hash, the shard list, every pinned file, shard rows, the seam table's schema, no stray shards.
 
     Each well-formed shard goes to ``on_shard`` (the layout check) and into the artifact's `PackIndex`

@@ -231,9 +231,8 @@ def _compare(rows: dict[str, list], i: int, ids: np.ndarray, labels: np.ndarray,
         return
     where = (rows["shard"][i], rows["row"][i], rows["offset"][i], rows["length"][i])
     keep = min(len(ids), capacity) if status == "truncated" else len(ids)
-    segment = packs.segments.get(rows["example_id"][i])
-    if (segment is not None and segment.where == where and keep == where[3]
-            and (token_hash(ids[:keep]), token_hash(labels[:keep])) == (segment.ids_hash, segment.labels_hash)):
+    kept = packs.digests_at(rows["example_id"][i], where)
+    if kept is not None and keep == where[3] and (token_hash(ids[:keep]), token_hash(labels[:keep])) == kept:
         return  # the digests of the pack's span agree: no need to read it again
     span = packs.tokens(*where)
     if span is None:

@@ -82,6 +82,14 @@ class PackIndex:
                     self.segments[eid] = Segment(shard.name, r, cu[k], cu[k + 1] - cu[k], counts[k],
                                                  token_hash(shard.ids[a:b]), token_hash(shard.labels[a:b]))
 
+    def digests_at(self, example_id: int, where: tuple[str, int, int, int]) -> tuple[str, str] | None:
+        """The kept digests of the tokens and labels at ``where`` (shard, row, offset, length), when that
+        is ``example_id``'s segment; None otherwise (the span must be read again to know)."""
+        segment = self.segments.get(example_id)
+        if segment is None or segment.where != where:
+            return None
+        return segment.ids_hash, segment.labels_hash
+
     def tokens(self, shard: str, row: int, offset: int, length: int) -> tuple[np.ndarray, np.ndarray] | None:
         """The ids and labels at ``offset`` of a pack, read again from its shard; None if the shard was not
         readable or the row holds no such span."""

@@ -391,9 +391,9 @@ class _Comparer:
     def _digests(self, eid: int, where: tuple[str, int, int, int]) -> tuple[str, str] | None:
         """The digests of the tokens and labels at ``where``: the packs' own when that is the example's
         segment, else hashed from the shard read again; None if no readable pack holds that span."""
-        segment = self.packs.segments.get(eid)
-        if segment is not None and segment.where == where:
-            return segment.ids_hash, segment.labels_hash
+        kept = self.packs.digests_at(eid, where)
+        if kept is not None:
+            return kept
         tokens = self.packs.tokens(*where)
         return None if tokens is None else (token_hash(tokens[0]), token_hash(tokens[1]))
 
