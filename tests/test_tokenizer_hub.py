@@ -49,7 +49,7 @@ def fixture_files(**config_changes) -> dict[str, bytes]:
 
 
 @pytest.fixture()
-def hub_cache(tmp_path, monkeypatch) -> Path:
+def model_cache(tmp_path, monkeypatch) -> Path:
     """A cache with org/tok at main (and tag v1 on another commit) and org/weights without a tokenizer."""
     for var in HUB_VARS:
         monkeypatch.delenv(var, raising=False)
@@ -69,20 +69,20 @@ def test_names_are_parsed_as_huggingface_hub_validates_them():
         assert parse_hub_name(path) is None, path
 
 
-def test_resolution_agrees_with_huggingface_hub(hub_cache):
+def test_resolution_agrees_with_huggingface_hub(model_cache):
     hub = pytest.importorskip("huggingface_hub")
     for spec, repo_id, revision in (("org/tok", "org/tok", "main"), ("hf:org/tok@v1", "org/tok", "v1"),
                                     (f"hf:org/tok@{V1}", "org/tok", V1)):
         ours = resolve_tokenizer_path(spec)
-        theirs = hub.try_to_load_from_cache(repo_id, "tokenizer.json", cache_dir=hub_cache, revision=revision)
+        theirs = hub.try_to_load_from_cache(repo_id, "tokenizer.json", cache_dir=model_cache, revision=revision)
         assert ours / "tokenizer.json" == Path(theirs)
-        assert ours == Path(hub.snapshot_download(repo_id, cache_dir=hub_cache, revision=revision,
+        assert ours == Path(hub.snapshot_download(repo_id, cache_dir=model_cache, revision=revision,
                                                   local_files_only=True))
     assert load_tokenizer("hf:org/tok@v1").eos_token == "<|endoftext|>"
     assert load_tokenizer("org/tok").eos_token == "<|im_end|>"
 
 
-def test_the_same_blob_under_two_revisions_keeps_each_revisions_config(hub_cache):
+def test_the_same_blob_under_two_revisions_keeps_each_revisions_config(model_cache):
     """Both snapshots link one tokenizer.json blob; the per-process cache must not serve main's config for v1."""
     assert cached_tokenizer("org/tok").eos_token == "<|im_end|>"
     assert cached_tokenizer("hf:org/tok@v1").eos_token == "<|endoftext|>"
@@ -109,7 +109,7 @@ def test_the_cache_is_where_huggingface_hub_puts_it(env, expected, tmp_path, mon
 
 
 @pytest.mark.slow  # imports transformers in a child process
-def test_transformers_finds_the_same_files(hub_cache):
+def test_transformers_finds_the_same_files(model_cache):
     pytest.importorskip("transformers")
     code = ("import sys; from transformers.utils import cached_file; "
             "print(cached_file('org/tok', 'tokenizer.json', revision=sys.argv[1], local_files_only=True))")
@@ -119,11 +119,11 @@ def test_transformers_finds_the_same_files(hub_cache):
         assert Path(theirs) == resolve_tokenizer_path(spec) / "tokenizer.json"
 
 
-def test_a_miss_says_so_and_how_to_get_it(hub_cache):
+def test_a_miss_says_so_and_how_to_get_it(model_cache):
     with pytest.raises(InputError) as info:
         resolve_tokenizer_path("Qwen/Qwen3-8B")
     assert info.value.message == (f"tokenizer Qwen/Qwen3-8B: no such file or directory, and not in the local Hugging "
-                                  f"Face cache ({hub_cache} has no models--Qwen--Qwen3-8B)")
+                                  f"Face cache ({model_cache} has no models--Qwen--Qwen3-8B)")
     assert "hf download Qwen/Qwen3-8B --include 'tokenizer*' 'chat_template*'" in info.value.hint
     with pytest.raises(InputError, match="revision v2 is not in the local Hugging Face cache \\(cached revisions: "
                                          "main, v1\\)") as info:
@@ -136,7 +136,7 @@ def test_a_miss_says_so_and_how_to_get_it(hub_cache):
                               "Face cache") and "hf download Qwen/Qwen3-8B --include" in problem
 
 
-def test_a_local_path_that_looks_like_a_name_is_the_path(hub_cache, tmp_path, monkeypatch, tokenizer_dir):
+def test_a_local_path_that_looks_like_a_name_is_the_path(model_cache, tmp_path, monkeypatch, tokenizer_dir):
     """As transformers: an existing directory wins over the cache."""
     monkeypatch.chdir(tmp_path)
     local = tmp_path / "org" / "tok"
@@ -148,7 +148,7 @@ def test_a_local_path_that_looks_like_a_name_is_the_path(hub_cache, tmp_path, mo
     assert load_tokenizer("hf:org/tok").eos_token == "<|im_end|>"  # hf: always means the cache
 
 
-def test_pack_by_name_pins_the_same_tokenizer_and_bytes_as_by_path(hub_cache, tmp_path, tokenizer_dir):
+def test_pack_by_name_pins_the_same_tokenizer_and_bytes_as_by_path(model_cache, tmp_path, tokenizer_dir):
     data = FIXTURES / "corpus" / "openai.jsonl"
     by_name = pack_corpus(PackConfig(inputs=(str(data),), tokenizer="org/tok", out=tmp_path / "a", capacity=1024))
     by_path = pack_corpus(PackConfig(inputs=(str(data),), tokenizer=str(tokenizer_dir), out=tmp_path / "b",
@@ -158,10 +158,10 @@ def test_pack_by_name_pins_the_same_tokenizer_and_bytes_as_by_path(hub_cache, tm
     assert by_name.manifest["unhashed"]["provenance"]["tokenizer"] == "org/tok"
     from packcli.verify.locate import find_tokenizer  # verify and show find it again by its name
 
-    assert find_tokenizer(by_name.manifest, None) == hub_cache / "models--org--tok" / "snapshots" / MAIN
+    assert find_tokenizer(by_name.manifest, None) == model_cache / "models--org--tok" / "snapshots" / MAIN
 
 
-def test_the_cli_names_the_miss_and_the_command(hub_cache, tmp_path):
+def test_the_cli_names_the_miss_and_the_command(model_cache, tmp_path):
     from typer.testing import CliRunner
 
     from packcli.cli import app

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from packcli.chat import load_template
 from packcli.chat.templates import BUILTIN_CHATML, builtin_chatml
+from packcli.chat.training import TRL_PREFIX, trl_template
 from packcli.choices import BackendChoice
 from packcli.errors import InputError
 from packcli.tokenizer import LoadedTokenizer, load_tokenizer
@@ -74,6 +75,11 @@ def _current_template(manifest: dict, override: str | None, tok_path: Path | Non
         return load_template(override, tokenizer).text, override
     if origin == BUILTIN_CHATML:
         return builtin_chatml().text, origin
+    if origin.startswith(TRL_PREFIX):  # one of TRL's training templates, in the trl installed here
+        try:
+            return trl_template(origin).text, origin
+        except InputError as exc:
+            return None, f"{origin} ({exc.message})"
     if origin.startswith(TOKENIZER_SOURCE):  # one of the tokenizer's own templates, by its name there
         if tok_path is None:
             return None, origin
