@@ -19,6 +19,7 @@ from packcli.contract import IGNORE_INDEX
 from packcli.errors import InputError
 from packcli.job import pack_corpus
 from packcli.tokenizer.load import load_tokenizer
+from packcli.verify import verify_artifact
 
 UNMARKED = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
 
@@ -128,6 +129,7 @@ def test_qwen3_gets_trls_training_template_and_masks_equal_transformers(tmp_path
         assert ids == list(oracle["input_ids"])
         mine = (labels != IGNORE_INDEX).astype(int)
         assert mine[0] == 0 and mine[1:].tolist() == list(oracle["assistant_masks"])[1:]
+    assert verify_artifact(out).ok  # drift reads trl:qwen3_training from the installed trl, and it hashes as pinned
     # --loss all keeps the tokenizer's own template: nothing to mark
     all_loss = pack_corpus(PackConfig(inputs=(str(data),), tokenizer=str(qwen3), out=tmp_path / "all", loss="all",
                                       capacity=8192))
