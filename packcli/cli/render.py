@@ -212,7 +212,7 @@ def render_length_stats(stats, *, as_json: bool, plot) -> None:  # noqa: ANN001
 
         cap = stats.recommendation.capacity
         plot_stats(plot, lengths=stats.lengths, capacity=cap, quantiles=stats.total.values, sweep=stats.what_if,
-                   title=f"{stats.examples:,} examples")
+                   title=f"{stats.examples:,} examples", recommended=stats.recommendation.strategy)
     if as_json:
         data = stats.to_dict()
         data["plot"] = str(plot) if plot else None
