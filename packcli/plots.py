@@ -5,7 +5,7 @@ every pack is in the artifact's histograms, with unused slots on a symmetric-log
 of packs one token short of full and the one pack a seventh full are both visible; the recommended
 capacity is marked on the lengths and on the sweep; strategies whose lines coincide in the sweep
 (``window`` often equals ``bfd``) are drawn with nested hollow markers and distinct dashes, so each
-stays visible. docs/benchmarks-packing.md describes a rendered page.
+stays visible. docs/stats-and-show.md describes each panel as rendered.
 """
 
 from __future__ import annotations

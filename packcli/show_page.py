@@ -5,7 +5,8 @@ what the shading means (a legend drawn with the page's own token boxes), where o
 the next begins (each token is an unbreakable box: a line wraps between tokens, never inside one, so
 one token never reads as two), and the pack's seams (one table, once). A newline inside a token is
 drawn ``↵`` in its box and the line breaks after the box; a token that ends inside a UTF-8 character
-has no text of its own and is drawn ``·`` (`packcli.show`).
+has no text of its own and is drawn ``·`` (`packcli.show`). docs/stats-and-show.md describes the page as a
+browser draws it.
 """
 
 from __future__ import annotations
