@@ -130,6 +130,10 @@ def test_qwen3_gets_trls_training_template_and_masks_equal_transformers(tmp_path
         mine = (labels != IGNORE_INDEX).astype(int)
         assert mine[0] == 0 and mine[1:].tolist() == list(oracle["assistant_masks"])[1:]
     assert verify_artifact(out).ok  # drift reads trl:qwen3_training from the installed trl, and it hashes as pinned
+    from packcli.stats import length_stats  # stats measures with the template pack uses
+
+    measured = length_stats([str(data)], str(qwen3), capacities=(8192,), workers=1)
+    assert sorted(measured.lengths.tolist()) == sorted(s["length"] for s in seams)
     # --loss all keeps the tokenizer's own template: nothing to mark
     all_loss = pack_corpus(PackConfig(inputs=(str(data),), tokenizer=str(qwen3), out=tmp_path / "all", loss="all",
                                       capacity=8192))
