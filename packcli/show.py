@@ -178,8 +178,11 @@ class _Decoder:
 
         from packcli.verify.locate import find_tokenizer
 
+        from packcli.tokenizer.hub import resolve_tokenizer_path
+
         pinned = manifest["tokenizer"]
-        path = Path(override) if override else find_tokenizer(manifest, Path(source_root) if source_root else None)
+        path = resolve_tokenizer_path(override) if override else find_tokenizer(
+            manifest, Path(source_root) if source_root else None)
         if path is None or not path.exists():
             raise InputError(f"tokenizer {path}: not found (show decodes the tokens with it)",
                              "pass --tokenizer, or run from the directory pack ran in")

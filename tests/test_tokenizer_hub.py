@@ -175,3 +175,14 @@ def test_the_cli_names_the_miss_and_the_command(model_cache, tmp_path):
                                   str(tmp_path / "p"), "-c", "1024", "--json"])
     assert ok.exit_code == 0, ok.output
     assert json.loads(ok.stdout)["counts"]["records"] == 120
+
+
+def test_verify_and_show_take_a_tokenizer_by_name(model_cache, tmp_path):
+    from packcli.show import show_artifact
+    from packcli.verify import verify_artifact
+
+    out = tmp_path / "a"
+    pack_corpus(PackConfig(inputs=(str(FIXTURES / "corpus" / "openai.jsonl"),), tokenizer=str(FIXTURES / "tokenizer"),
+                           out=out, capacity=1024))
+    assert verify_artifact(out, tokenizer="hf:org/tok").ok
+    assert show_artifact(out, pack=0, tokenizer="org/tok").examples[0].tokens

@@ -15,6 +15,7 @@ from packcli.chat.training import TRL_PREFIX, trl_template
 from packcli.choices import BackendChoice
 from packcli.errors import InputError
 from packcli.tokenizer import LoadedTokenizer, load_tokenizer
+from packcli.tokenizer.hub import resolve_tokenizer_path
 from packcli.tokenizer.load import TOKENIZER_SOURCE, find_chat_templates
 from packcli.verify.locate import find_template_file, find_tokenizer
 from packcli.verify.report import CheckResult, Violation
@@ -28,7 +29,7 @@ def check_drift(manifest: dict, result: CheckResult, *, tokenizer: str | None, t
     else None for the one that drifted or could not be found.
     """
     pinned_tok, pinned_tpl = manifest["tokenizer"], manifest["template"]
-    tok_path = Path(tokenizer) if tokenizer else find_tokenizer(manifest, source_root)
+    tok_path = resolve_tokenizer_path(tokenizer) if tokenizer else find_tokenizer(manifest, source_root)
     loaded = None
     result.checked += 1
     if tok_path is not None and tok_path.exists():
