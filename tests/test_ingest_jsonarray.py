@@ -28,7 +28,7 @@ json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats
                                                                                         max_size=3), max_leaves=8)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(values=st.lists(json_values, max_size=8), indent=st.sampled_from([None, 0, 2]),
        ascii_only=st.booleans(), chunk=st.integers(1, 40))
 def test_elements_are_the_arrays_elements_at_their_byte_offsets(values, indent, ascii_only, chunk):
@@ -38,6 +38,14 @@ def test_elements_are_the_arrays_elements_at_their_byte_offsets(values, indent, 
     assert [json.loads(raw) for _, _, raw in got] == values
     assert [index for index, _, _ in got] == list(range(len(values)))
     assert all(data[offset:offset + len(raw)] == raw for _, offset, raw in got)
+
+
+@pytest.mark.parametrize("chunk", range(1, 20))
+def test_a_number_cut_by_a_read_is_read_whole(chunk):
+    """The case hypothesis found: '[{"": false}, 0.0]' read 16 bytes at a time parsed '0' and then failed on '.'."""
+    values = [{"": False}, 0.0, -1.5e-7, 12345, 1e5, -0]
+    data = json.dumps(values).encode()
+    assert [json.loads(raw) for _, _, raw in iter_elements(io.BytesIO(data), "t.json", chunk=chunk)] == values
 
 
 def test_reads_are_bounded_by_the_chunk_and_the_largest_element():

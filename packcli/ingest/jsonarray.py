@@ -29,6 +29,7 @@ from packcli.ingest.sources import InputFile, SourceKind, Span, read_errors
 CHUNK = 1 << 20
 SNIFF_BYTES = 1 << 16
 _WHITESPACE = " \t\n\r"
+_NUMBER_TAIL = "0123456789.eE+-"
 
 
 class Layout(str, Enum):
@@ -135,7 +136,12 @@ def iter_elements(handle: IO[bytes], path: str, *, offset: int = 0, first: int =
                 if more(2 * (len(buf) - pos)):
                     continue
                 raise fail(f"{exc.msg}") from None
-            if end < len(buf) or eof or not more(2 * (len(buf) - pos)):  # a number may go on in the next read
+            # a number cut by the read ("0." of "0.5", "1e" of "1e5") parses short: read on while all that
+            # follows it in the buffer could still belong to it
+            tail = end
+            while tail < len(buf) and buf[tail] in _NUMBER_TAIL:
+                tail += 1
+            if eof or tail < len(buf) or not more(2 * (len(buf) - pos)):
                 break
         raw = buf[pos:end].encode("utf-8", errors="surrogateescape")
         yield index, byte, raw
