@@ -22,6 +22,9 @@ MAX_SEED = 2**63 - 1  # a seed a reader of the manifest can hold in an int64
 INPUT_SUFFIXES = (".jsonl", ".json", ".ndjson")
 TABLE_SUFFIXES = (".parquet", ".arrow")
 COMPRESSED_SUFFIXES = ("", ".gz", ".zst")
+CSV_NAMES = (".csv", ".tsv", ".csv.gz", ".tsv.gz")
+CSV_FIX = ("packcli reads JSON Lines, JSON arrays, Parquet and datasets tables: convert it first, e.g. "
+           "datasets.load_dataset('csv', data_files='{path}')['train'].save_to_disk(DIR), then pass DIR")
 
 
 def int_problems(flag: str, value: int | None, low: int, high: int = MAX_INT32) -> list[str]:
@@ -47,8 +50,9 @@ def float_problems(flag: str, value: float | None, low: float, high: float = mat
 
 
 def input_problems(patterns: Sequence[str | Path]) -> list[str]:
-    """Every input names at least one readable input (a JSONL file, plain, .gz or .zst; a Parquet or
-    ``datasets`` Arrow file; a ``datasets`` directory); a glob must match one. An ``hf:`` name is
+    """Every input names at least one readable input (a JSONL file or a JSON array, plain, .gz or .zst;
+    a Parquet or ``datasets`` Arrow file; a ``datasets`` directory); a glob must match one. A CSV, or
+    a JSON Lines name over a file that is not JSON Lines, is named for what it is. An ``hf:`` name is
     looked up in the local cache when the sources are resolved (`packcli.ingest.expand_inputs`)."""
     from packcli.ingest.sources import HUB_PREFIX, is_dataset_dir
 
@@ -68,11 +72,35 @@ def input_problems(patterns: Sequence[str | Path]) -> list[str]:
                 if not is_dataset_dir(path):
                     problems.append(f"{path}: is a directory; pass the files inside it, e.g. '{path}/*.jsonl', "
                                     "or a datasets.save_to_disk directory")
+            elif path.name.lower().endswith(CSV_NAMES):
+                problems.append(f"{path}: a CSV file; {CSV_FIX.format(path=path)}")
             elif not is_input_name(path.name):
                 problems.append(f"{path}: not an input file name ({', '.join(input_names())})")
             elif not os.access(path, os.R_OK):
                 problems.append(f"{path}: not readable")
+            else:
+                problems += layout_problems(path)
     return problems
+
+
+def layout_problems(path: Path) -> list[str]:
+    """A JSON Lines name over a file that holds one JSON array or CSV: say which it is, and the fix."""
+    from packcli.errors import InputError
+    from packcli.ingest.jsonarray import Layout, sniff_layout
+    from packcli.ingest.sources import JSON_NAMES
+
+    if path.name.lower().endswith(TABLE_SUFFIXES):
+        return []
+    try:
+        layout, header = sniff_layout(path)
+    except InputError as exc:
+        return [exc.message]
+    if layout is Layout.csv:
+        return [f"{path}: holds CSV (header: {header}), not JSON; {CSV_FIX.format(path=path)}"]
+    if layout is Layout.array and not path.name.lower().endswith(JSON_NAMES):
+        return [f"{path}: holds one JSON array, not JSON Lines (one object per line); name it .json to read its "
+                "elements as records"]
+    return []
 
 
 def is_input_name(name: str) -> bool:
@@ -85,10 +113,16 @@ def input_names() -> list[str]:
 
 
 def tokenizer_problems(flag: str, path: str | Path | None) -> list[str]:
-    """A tokenizer.json(.gz) file, or a directory holding one."""
+    """A tokenizer.json(.gz) file, a directory holding one, or a Hub name in the local cache
+    (`packcli.tokenizer.hub`; a miss carries the command that fetches it)."""
     if path is None:
         return []
-    p = Path(path)
+    from packcli.tokenizer.hub import resolve_tokenizer_path
+
+    try:
+        p = resolve_tokenizer_path(path)
+    except PackcliError as exc:
+        return [f"{flag} {exc.message.removeprefix('tokenizer ')}" + (f"; {exc.hint}" if exc.hint else "")]
     if p.is_dir():
         if not any((p / name).is_file() for name in ("tokenizer.json", "tokenizer.json.gz")):
             return [f"{flag} {p}: no tokenizer.json in this directory"]
@@ -103,11 +137,20 @@ def template_problems(spec: str | None, tokenizer: str | Path | None = None) -> 
     ``tokenizer``'s own templates (``tool_use``), as `packcli.chat.load_template` resolves it."""
     if spec is None or spec in ("auto", "chatml") or Path(spec).exists():
         return []
+    from packcli.chat.training import TRL_PREFIX, trl_template
+
+    if spec.startswith(TRL_PREFIX):
+        try:
+            trl_template(spec)
+        except PackcliError as exc:
+            return [f"{exc.message} ({exc.hint})"]
+        return []
     names: list[str] = []
-    if tokenizer is not None and Path(tokenizer).exists():
+    tokenizer = _tokenizer_path(tokenizer)
+    if tokenizer is not None and tokenizer.exists():
         from packcli.tokenizer.load import find_chat_templates
 
-        directory = Path(tokenizer) if Path(tokenizer).is_dir() else Path(tokenizer).parent
+        directory = tokenizer if tokenizer.is_dir() else tokenizer.parent
         try:
             names = sorted(find_chat_templates(directory))
         except PackcliError as exc:  # an unreadable template file: the load reports it in full
@@ -116,7 +159,18 @@ def template_problems(spec: str | None, tokenizer: str | Path | None = None) -> 
             return []
     known = f" (the tokenizer's templates: {', '.join(names)})" if names else ""
     return [f"template {spec}: no such file, and not a named template of the tokenizer{known}; use auto, chatml, "
-            "a .jinja file, a tokenizer_config.json, or a template's name"]
+            "trl:NAME, a .jinja file, a tokenizer_config.json, or a template's name"]
+
+
+def _tokenizer_path(spec: str | Path | None) -> Path | None:
+    """Where a ``--tokenizer`` value points (a Hub name: its cached snapshot), or None (not found:
+    `tokenizer_problems` reports it)."""
+    from packcli.tokenizer.hub import resolve_tokenizer_path
+
+    try:
+        return None if spec is None else resolve_tokenizer_path(spec)
+    except PackcliError:
+        return None
 
 
 def directory_problems(flag: str, path: str | Path | None) -> list[str]:

@@ -26,6 +26,7 @@ MANIFEST_NAME = "manifest.json"
 SEAM_TABLE_NAME = "examples.parquet"
 REJECTS_NAME = "rejects.jsonl"
 CARD_NAME = "README.md"  # the dataset card: makes the artifact folder a Hugging Face dataset repository
+HUB_PREFIX = "hf:"  # a name in the local Hugging Face cache: an input (hf:NAME[:CONFIG][:SPLIT]) or a tokenizer
 
 # An example's fate, as the seam table spells it: in a pack whole or cut; left out as over-long,
 # unusable, an exact duplicate (--dedupe exact), or not drawn by a mixture (--mix).

@@ -63,6 +63,7 @@ class Shown:
     loss_policy: str
     examples: tuple[Example, ...]
     pack: Pack | None
+    whole_pack: bool = False  # every example of ``pack`` (--pack), not one example and its pack's seams
 
     def to_dict(self) -> dict:
         data = asdict(self)
@@ -116,7 +117,8 @@ def show_artifact(directory: str | Path, *, example_id: int | None = None, sourc
         examples.append(Example(r, tokens))
     note = manifest["unhashed"].get("template_note")
     described = manifest["template"]["origin"] + (f": {note}" if note else "")
-    return Shown(str(directory), described, manifest["loss_policy"], tuple(examples), shown_pack)
+    return Shown(str(directory), described, manifest["loss_policy"], tuple(examples), shown_pack,
+                 whole_pack=pack is not None)
 
 
 def _pack_numbers(manifest: dict) -> dict[str, int]:
@@ -176,8 +178,11 @@ class _Decoder:
 
         from packcli.verify.locate import find_tokenizer
 
+        from packcli.tokenizer.hub import resolve_tokenizer_path
+
         pinned = manifest["tokenizer"]
-        path = Path(override) if override else find_tokenizer(manifest, Path(source_root) if source_root else None)
+        path = resolve_tokenizer_path(override) if override else find_tokenizer(
+            manifest, Path(source_root) if source_root else None)
         if path is None or not path.exists():
             raise InputError(f"tokenizer {path}: not found (show decodes the tokens with it)",
                              "pass --tokenizer, or run from the directory pack ran in")

@@ -7,6 +7,7 @@ The control row ``padding`` is one example per row padded to the capacity.
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -154,7 +155,7 @@ def length_stats(inputs, tokenizer: str, *, template: str = "auto", loss=None, c
     sizes them from the input, `packcli.engine.pool.auto_processes`): the lengths are the ones
     ``pack`` will see, at ``pack``'s speed. Lengths keep the inputs' order whatever the workers.
     """
-    from packcli.chat import LossPolicy, load_template, require_markers
+    from packcli.chat import LossPolicy, resolve_template
     from packcli.chat.render import DEFAULT_TEMPLATE_DATE
     from packcli.engine.pool import SharedPool, auto_processes, default_workers
     from packcli.ingest import DEFAULT_FIELDS, check_sources, describe_input, expand_inputs
@@ -167,11 +168,10 @@ def length_stats(inputs, tokenizer: str, *, template: str = "auto", loss=None, c
     sources = expand_inputs(inputs)
     check_sources(sources, fields, input_format)
     tok = cached_tokenizer(tokenizer, backend=backend)
-    tpl = load_template(template, tok)
-    require_markers(tpl, policy)
+    tpl = resolve_template(template, tok, policy)
     files = [describe_input(source, content=False) for source in sources]  # in the order given, as by_input
     specs = plan_units(files, unit_lines)
-    job = UnitJob(tokenizer=str(Path(tokenizer).resolve()), tokenizer_sha256=tok.sha256,
+    job = UnitJob(tokenizer=os.path.abspath(tok.source), tokenizer_sha256=tok.sha256,
                   tokenizer_backend=BackendChoice(backend).value, tokenizer_backend_resolved=tok.backend_name,
                   tokenizer_backend_version=tok.backend_version, paranoid_tokenizer=False, template_text=tpl.text,
                   template_source=tpl.source, template_date=DEFAULT_TEMPLATE_DATE.isoformat(), loss=policy.value,

@@ -37,7 +37,7 @@ def test_every_input_problem_is_reported_at_once(tmp_path):
     problems = input_problems([tmp_path / "a.jsonl", tmp_path / "b.csv", tmp_path / "d", tmp_path / "gone.jsonl",
                                str(tmp_path / "none-*.jsonl")])
     assert len(problems) == 4
-    assert [p.split(": ", 1)[1].split(" ")[0] for p in problems] == ["not", "is", "no", "no"]
+    assert [p.split(": ", 1)[1].split(" ")[0] for p in problems] == ["a", "is", "no", "no"]
 
 
 def test_compressed_json_and_table_names_are_inputs(tmp_path):

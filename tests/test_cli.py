@@ -221,7 +221,8 @@ def test_a_template_without_markers_stops_pack_with_the_hint(tmp_path):
     (tok / "chat_template.jinja").write_text("{% for m in messages %}{{ m.content }}{% endfor %}")
     result = run("pack", FIXTURES / "corpus" / "openai.jsonl", "-t", tok, "-o", tmp_path / "o", "--loss", "assistant")
     assert result.exit_code == 2 and "has no {% generation %} markers" in result.stderr
-    assert "*_training.jinja" in result.stderr and not (tmp_path / "o").exists()
+    assert "has no training template for it" in result.stderr and "--template trl:NAME" in result.stderr
+    assert not (tmp_path / "o").exists()
 
 
 def test_a_named_template_is_used_and_verified_by_name(tmp_path):

@@ -240,6 +240,8 @@ def test_a_template_that_raises_on_every_record_fails_and_writes_nothing(tmp_pat
     message = str(info.value)
     assert message.startswith("no example was packed, nothing written: 120 x ")
     assert "this template refuses every record" in message and "(e.g. openai.jsonl:1)" in message
+    # nothing packed: raising the budget would not help, so the hint does not offer it
+    assert "fix the rejected records" in info.value.hint and "--max-reject-fraction" not in info.value.hint
     assert not out.exists() and not list((tmp_path / ".packcli-work-o").glob("tmp-*"))
 
 
@@ -269,7 +271,8 @@ def test_rejects_beyond_the_budget_fail_with_the_top_reasons(tmp_path, tokenizer
     message = str(info.value)
     assert message.startswith("8 of 20 records (40.0%) were rejected or dropped, more than --max-reject-fraction 0.3")
     assert message.count(" x ") == 3 and "and 5 other reasons" in message and "(e.g. broken.jsonl:" in message
-    assert "--max-reject-fraction" in info.value.hint
+    assert "fix the rejected records" in info.value.hint and "--max-reject-fraction" in info.value.hint
+    assert "--capacity" not in info.value.hint  # nothing was dropped as over-long
     assert not (tmp_path / "o").exists()
 
 
@@ -277,6 +280,47 @@ def test_over_long_drops_count_against_the_budget(tmp_path, corpus_files, tokeni
     """A capacity far below the lengths drops most examples: the run fails instead of training on the rest."""
     from packcli.errors import BudgetError
 
-    with pytest.raises(BudgetError, match=r"were rejected or dropped.*x longer than --capacity \(e\.g\. "):
+    with pytest.raises(BudgetError, match=r"were rejected or dropped.*x longer than --capacity \(e\.g\. ") as info:
         pack_corpus(config(corpus_files, tokenizer_dir, tmp_path / "o", capacity=64))
     assert not (tmp_path / "o").exists()
+    assert "raise --capacity (the longest dropped example has 1,188 tokens) or use --overlong truncate" in \
+        info.value.hint and "fix the rejected" not in info.value.hint
+
+
+def test_when_every_example_is_over_long_the_hint_is_the_capacity(tmp_path, tokenizer_dir):
+    from packcli.errors import BudgetError
+
+    with pytest.raises(BudgetError, match="no example was packed") as info:
+        pack_corpus(config([FIXTURES / "corpus" / "openai.jsonl"], tokenizer_dir, tmp_path / "o", capacity=8))
+    assert info.value.hint == "raise --capacity (the longest dropped example has 1,188 tokens) or use --overlong truncate"
+
+
+def test_the_summary_says_what_truncation_cut_and_drops_left_out(tmp_path, corpus_files, tokenizer_dir):
+    """Over-long examples at capacity 1024: the supervised tokens cut (truncate) or dropped (drop), counted from
+    the seam table, in the terminal summary and in --json."""
+    import pyarrow.parquet as pq
+    from typer.testing import CliRunner
+
+    from packcli.cli import app
+
+    def run(overlong, out):
+        result = CliRunner().invoke(app, ["pack", *corpus_files, "-t", str(tokenizer_dir), "-c", "1024",
+                                          "--overlong", overlong, "-o", str(out), *extra])
+        assert result.exit_code == 0, result.output
+        return result.stdout
+
+    for overlong, fate in (("truncate", "truncated"), ("drop", "dropped")):
+        extra = ["--json"]
+        lost = json.loads(run(overlong, tmp_path / f"{overlong}.json"))["lost"]
+        seams = pq.read_table(tmp_path / f"{overlong}.json" / "examples.parquet").to_pylist()
+        mine = [s for s in seams if s["status"] == fate]
+        assert lost[fate] == {"examples": len(mine), "tokens": sum(s["original_length"] - s["length"] for s in mine),
+                              "supervised_tokens": sum(s["supervised_lost"] for s in mine)}
+        assert lost[fate]["examples"] == 3 and lost[fate]["supervised_tokens"] > 0
+        other = "dropped" if fate == "truncated" else "truncated"
+        assert lost[other] == {"examples": 0, "tokens": 0, "supervised_tokens": 0}
+        extra = []
+        text = " ".join(run(overlong, tmp_path / overlong).split())
+        what = "cut by truncation" if fate == "truncated" else "dropped as over-long"
+        assert (f"{what} │ {lost[fate]['supervised_tokens']:,} supervised tokens ({lost[fate]['tokens']:,} tokens, "
+                f"3 examples)") in text

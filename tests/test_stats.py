@@ -181,11 +181,33 @@ def test_a_fitted_table_leaves_out_columns_rather_than_cut_numbers():
     assert "123,456,789,012" not in text and "too narrow for: bytes" in text
 
 
-def test_pack_fill_is_plotted_where_the_packs_are():
-    from packcli.plots import _zoomed_bins
+def test_every_pack_is_in_the_fill_histogram():
+    """The least-filled packs too (a pack at 0.14 among packs one token short of full), each pile resolved."""
+    from packcli.plots import unused_slot_bins
 
-    fill = np.array([0.9991, 0.9995, 0.9999, 1.0] * 50)
-    edges = _zoomed_bins(fill)
-    assert edges[0] >= 0.998 and edges[-1] >= 1.0 and len(edges) == 41
-    assert np.count_nonzero(np.histogram(fill, edges)[0]) >= 3  # the packs spread over several bars, not one
-    assert _zoomed_bins(np.full(10, 0.75))[0] <= 0.75 - 1e-3 + 1e-12  # one value: a thousandth wide
+    capacity = 4096
+    fill = np.concatenate([np.full(300, 1.0), np.full(40, 1 - 1 / capacity), np.full(9, 1 - 30 / capacity), [0.14]])
+    unused = np.rint((1 - fill) * capacity)
+    counts = np.histogram(unused, unused_slot_bins(unused))[0]
+    assert counts.sum() == len(fill)  # every pack, the emptiest included
+    assert counts[0] == 300 and counts[1] == 40 and counts[-1] + counts[-2] >= 1  # full, one short, the 0.14 pack
+    assert np.count_nonzero(counts) == 4
+
+
+@pytest.mark.parametrize("tokens,label", [(3, "3"), (512, "512"), (1003, "1003"), (1024, "1k"), (1536, "1.5k"),
+                                          (4096, "4k"), (32768, "32k"), (1 << 20, "1M"), (2.26, "2.3")])
+def test_token_axes_read_as_tokens(tokens, label):
+    from packcli.plots import token_label
+
+    assert token_label(tokens) == label
+
+
+def test_plots_of_inputs_and_artifacts_are_written(tmp_path, packed, corpus_files):
+    """Both plots render (every panel), the artifact's with its packs, the inputs' with the recommendation."""
+    result = runner.invoke(app, ["stats", str(packed), "--plot", str(tmp_path / "a.png")])
+    assert result.exit_code == 0 and (tmp_path / "a.png").stat().st_size > 10_000
+    result = runner.invoke(app, ["stats", *corpus_files, "-t", str(FIXTURES / "tokenizer"), "--plot",
+                                 str(tmp_path / "i.svg")])
+    assert result.exit_code == 0
+    svg = (tmp_path / "i.svg").read_text()
+    assert "recommended capacity" in svg or "recommended" in svg

@@ -97,7 +97,7 @@ def test_a_template_without_markers_fails_under_an_assistant_loss_never_falls_ba
     assert template.source == "tokenizer:chat_template.jinja"
     with pytest.raises(InputError, match="has no \\{% generation %\\} markers") as info:
         require_markers(template, LossPolicy.assistant)
-    assert "*_training.jinja" in info.value.hint and "--loss all" in info.value.hint
+    assert "--template trl:NAME" in info.value.hint and "--loss all" in info.value.hint
     require_markers(template, LossPolicy.all)  # the whole text needs no markers
 
 

@@ -22,6 +22,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from packcli.chat.training import TRL_PREFIX, training_hint, trl_template, trl_training_template
 from packcli.choices import LossPolicy
 from packcli.errors import InputError
 from packcli.tokenizer.load import TOKENIZER_SOURCE
@@ -33,6 +34,7 @@ GENERATION_MARKER = re.compile(r"\{%-?\s*generation\s*-?%\}")
 BUILTIN_CHATML = "builtin:chatml"
 CHATML_TOKENS = ("<|im_start|>", "<|im_end|>")
 BUILTIN_NOTE = "packcli's built-in ChatML: the tokenizer has no chat template of its own"
+ASSISTANT_POLICIES = (LossPolicy.assistant, LossPolicy.last_assistant)
 
 
 @dataclass(frozen=True)
@@ -54,8 +56,9 @@ class ChatTemplate:
     @property
     def origin(self) -> str:
         """Where it came from, in location-free words (the manifest hashes them): ``builtin:chatml``,
-        ``tokenizer:FILE`` (one of the tokenizer's own, relative to its directory), or ``file:NAME``."""
-        if self.source == BUILTIN_CHATML or self.source.startswith(TOKENIZER_SOURCE):
+        ``tokenizer:FILE`` (one of the tokenizer's own, relative to its directory), ``trl:NAME`` (one of
+        TRL's training templates), or ``file:NAME``."""
+        if self.source == BUILTIN_CHATML or self.source.startswith((TOKENIZER_SOURCE, TRL_PREFIX)):
             return self.source
         return f"file:{Path(self.source).name}"
 
@@ -79,9 +82,9 @@ def load_template(spec: str, tokenizer: LoadedTokenizer | None = None) -> ChatTe
 
     ``auto``: the tokenizer's own template (its ``default`` when it has several, as transformers
     picks for a conversation without tools); with none, the built-in ChatML if the vocabulary has
-    ChatML's tokens, else an error. ``chatml``: the built-in one. A ``.jinja`` file; a
-    ``tokenizer_config.json`` or a tokenizer directory (its default template); or the name of one of
-    the tokenizer's templates (``tool_use``).
+    ChatML's tokens, else an error. ``chatml``: the built-in one. ``trl:NAME``: one of TRL's training
+    templates (`packcli.chat.training`). A ``.jinja`` file; a ``tokenizer_config.json`` or a tokenizer
+    directory (its default template); or the name of one of the tokenizer's templates (``tool_use``).
 
     Raises:
         InputError: a missing or unreadable file, no template where one is needed, an unknown name,
@@ -101,6 +104,8 @@ def load_template(spec: str, tokenizer: LoadedTokenizer | None = None) -> ChatTe
             raise InputError(f"--template chatml: {' and '.join(CHATML_TOKENS)} are not tokens of {tokenizer.source}; "
                              "ChatML would be split into pieces", "pass the model's own template with --template")
         return ChatTemplate(builtin_chatml().text, BUILTIN_CHATML)
+    if spec.startswith(TRL_PREFIX):
+        return trl_template(spec)
     path = Path(spec)
     if path.is_dir():
         from packcli.tokenizer.load import find_chat_templates
@@ -120,6 +125,28 @@ def load_template(spec: str, tokenizer: LoadedTokenizer | None = None) -> ChatTe
                      "use auto, chatml, a .jinja file, a tokenizer_config.json, or a template's name")
 
 
+def resolve_template(spec: str, tokenizer: LoadedTokenizer, policy: LossPolicy) -> ChatTemplate:
+    """`load_template`, and for a policy that may supervise assistant turns only (``auto`` too) a template
+    without ``{% generation %}`` markers becomes the training template TRL maps it to, as TRL's
+    SFTTrainer does under ``assistant_only_loss=True`` (`packcli.chat.training`); its note says so.
+
+    Raises:
+        InputError: as `load_template`; an explicit assistant-only policy with a template that has no
+            markers and no TRL training template (the message says why: no trl, or no match).
+    """
+    template = load_template(spec, tokenizer)
+    if template.has_generation_markers or policy not in ASSISTANT_POLICIES + (LossPolicy.auto,):
+        return template
+    try:
+        template = trl_training_template(template, tokenizer)
+    except InputError:
+        if policy is LossPolicy.auto:  # text and prompt/completion records need no markers; a chat record refuses
+            return template
+        raise
+    require_markers(template, policy)
+    return template
+
+
 def require_markers(template: ChatTemplate, policy: LossPolicy) -> None:
     """Refuse an assistant-only policy with a template that cannot say what the assistant wrote.
 
@@ -129,7 +156,7 @@ def require_markers(template: ChatTemplate, policy: LossPolicy) -> None:
     Raises:
         InputError: the template has no ``{% generation %}`` markers.
     """
-    if policy in (LossPolicy.assistant, LossPolicy.last_assistant) and not template.has_generation_markers:
+    if policy in ASSISTANT_POLICIES and not template.has_generation_markers:
         raise no_markers(template)
 
 
@@ -137,7 +164,7 @@ def no_markers(template: ChatTemplate) -> InputError:
     return InputError(
         f"template {template.describe()} has no {{% generation %}} markers, so assistant-only loss masks cannot be "
         "computed",
-        "pass a *_training.jinja template with --template (TRL ships one for most model families), or use --loss all",
+        training_hint(),
     )
 
 

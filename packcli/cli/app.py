@@ -23,9 +23,8 @@ from typing import Any, NoReturn
 
 import typer
 from rich.text import Text
-from typer.core import TyperGroup
-
 from packcli.cli import console
+from packcli.cli.help_page import HelpCommand, HelpGroup
 from packcli.errors import PackcliError, refusal
 
 EXIT_CODES = ("Exit codes: 0 success; 1 a violation, an unmet budget, a bad record under --on-error fail, a "
@@ -34,7 +33,7 @@ EXIT_CODES = ("Exit codes: 0 success; 1 a violation, an unmet budget, a bad reco
 INTERNAL_ERROR = 3
 
 
-class _OneLineErrors(TyperGroup):
+class _OneLineErrors(HelpGroup):
     """typer's group, with click's usage errors ("'abc' is not a valid integer", "No such option")
     printed like every other error: one line and a hint, exit 2, instead of a multi-line panel."""
 
@@ -114,7 +113,7 @@ def _register() -> None:
     from packcli.cli import pack, show, stats, verify
 
     for command in (pack.pack, verify.verify, stats.stats, show.show):
-        app.command(epilog=EXIT_CODES)(guarded(command))
+        app.command(epilog=EXIT_CODES, cls=HelpCommand)(guarded(command))
 
 
 _register()

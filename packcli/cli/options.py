@@ -19,12 +19,15 @@ PERFORMANCE = "Performance"
 
 Json = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.", rich_help_panel=OUTPUT)]
 Tokenizer = Annotated[Optional[str], typer.Option(
-    "--tokenizer", "-t", help="tokenizer.json(.gz), or its directory (with tokenizer_config.json).",
+    "--tokenizer", "-t", help="tokenizer.json(.gz), its directory (with tokenizer_config.json), or a Hub name "
+    "(ORG/NAME, hf:ORG/NAME@REVISION) in the local Hugging Face cache, read offline.",
     show_default=False, rich_help_panel=INPUTS)]
 Template = Annotated[str, typer.Option(
     help="auto (the tokenizer's own: chat_template.jinja or tokenizer_config.json; ChatML only for a tokenizer "
-    "with none and ChatML's tokens), chatml, a .jinja file, a tokenizer_config.json, or the name of one of the "
-    "tokenizer's templates (tool_use).", rich_help_panel=TEMPLATE)]
+    "with none and ChatML's tokens), chatml, trl:NAME (one of TRL's *_training.jinja), a .jinja file, a "
+    "tokenizer_config.json, or the name of one of the tokenizer's templates (tool_use). Assistant-only loss with a "
+    "template without {% generation %} markers uses the training template TRL maps it to.",
+    rich_help_panel=TEMPLATE)]
 TemplateDate = Annotated[str, typer.Option(
     help="The date strftime_now gives templates that print one (YYYY-MM-DD); pinned so packs are reproducible.",
     rich_help_panel=TEMPLATE)]

@@ -61,8 +61,9 @@ def default_inputs(inputs: list[str] | None, tokenizer: str | None) -> tuple[tup
 
 def pack(
     inputs: Annotated[Optional[list[str]], typer.Argument(
-        help="JSONL (.jsonl, .gz, .zst) or Parquet files, globs, datasets.save_to_disk directories, or "
-             "hf:NAME[:CONFIG][:SPLIT] from the local Hugging Face cache. Default: the bundled demo corpus.",
+        help="JSONL (.jsonl, .gz, .zst), JSON arrays (.json) or Parquet files, globs, datasets.save_to_disk "
+             "directories, or hf:NAME[:CONFIG][:SPLIT] from the local Hugging Face cache. Default: the bundled demo "
+             "corpus.",
         show_default=False)] = None,
     tokenizer: Tokenizer = None,
     input_format: InputFormat = Format.auto,
@@ -132,17 +133,17 @@ def pack(
 
     Examples:
 
-      packcli pack                                   # the demo: bundled corpus and test tokenizer -> ./packed
+      packcli pack                     # the demo: bundled corpus -> ./packed
 
-      packcli pack data/*.jsonl -t tok/ -c 8192 -o out/
+      packcli pack data/*.jsonl -t Qwen/Qwen3-8B -c 8192 -o out/
 
-      packcli pack chat.jsonl -t tok/ --template qwen3_training.jinja --loss last-assistant
+      packcli pack alpaca.json -t tok/ --template trl:qwen3_training
 
       packcli pack data.jsonl -t tok/ --strategy bfd --min-density 0.98 --json
 
-      packcli pack chat.jsonl tools.parquet -t tok/ --mix chat.jsonl=0.7,tools.parquet=0.3 --dedupe exact
+      packcli pack a.jsonl b.parquet -t tok/ --mix a.jsonl=0.7,b.parquet=0.3
 
-      packcli pack big/*.jsonl -t tok/ --engine ray --ray-address auto --shared-fs -o /mnt/out
+      packcli pack /mnt/d/*.jsonl -t tok/ --engine ray --shared-fs -o /mnt/out
     """
     from packcli.checks import int_problems, raise_all
     from packcli.cli import console

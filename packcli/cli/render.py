@@ -49,7 +49,7 @@ def render_pack_summary(summary, *, as_json: bool) -> None:  # noqa: ANN001 - Pa
         console.print_json({"out": str(summary.out), "manifest_sha256": m["manifest_sha256"], "counts": counts,
                             "sources": input_counts(m),
                             "metrics": metrics, "stage_seconds": summary.stage_seconds, "units": summary.units,
-                            "resumed_units": summary.resumed_units,
+                            "resumed_units": summary.resumed_units, "lost": summary.lost,
                             "shards": [s["name"] for s in m["shards"]], "tokenization": m["unhashed"]["tokenization"],
                             "template": {**{k: m["template"].get(k) for k in ("origin", "name", "sha256")},
                                          "note": m["unhashed"].get("template_note", "")},
@@ -61,6 +61,11 @@ def render_pack_summary(summary, *, as_json: bool) -> None:  # noqa: ANN001 - Pa
     table.add_row("records", f"{counts['records']:,}")
     table.add_row("packed / truncated", f"{counts['packed']:,} / {counts['truncated']:,}")
     table.add_row("dropped / rejected", f"{counts['dropped']:,} / {counts['rejected']:,}")
+    for fate, what in (("truncated", "cut by truncation"), ("dropped", "dropped as over-long")):
+        lost = summary.lost[fate]
+        if lost["examples"]:
+            table.add_row(what, f"{lost['supervised_tokens']:,} supervised tokens ({lost['tokens']:,} tokens, "
+                                f"{lost['examples']:,} examples)")
     if counts["duplicate"] or counts["unsampled"] or m["config"]["dedupe"] != "none" or m["config"]["mix"]:
         table.add_row("duplicate / unsampled", f"{counts['duplicate']:,} / {counts['unsampled']:,}")
     table.add_row("packs (capacity)", f"{counts['packs']:,} ({m['config']['capacity']:,})")
@@ -207,7 +212,7 @@ def render_length_stats(stats, *, as_json: bool, plot) -> None:  # noqa: ANN001
 
         cap = stats.recommendation.capacity
         plot_stats(plot, lengths=stats.lengths, capacity=cap, quantiles=stats.total.values, sweep=stats.what_if,
-                   title=f"{stats.examples:,} examples")
+                   title=f"{stats.examples:,} examples", recommended=stats.recommendation.strategy)
     if as_json:
         data = stats.to_dict()
         data["plot"] = str(plot) if plot else None

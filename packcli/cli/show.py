@@ -2,22 +2,22 @@
 
 from __future__ import annotations
 
-import html
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from packcli.cli.options import INPUTS, OUTPUT, Json
+from packcli.show_page import render_html
 
 SELECT = "Which example"
-# Alternate two shades so token boundaries show; green where the token carries loss.
-SHADES = {False: ("on grey23", "on grey35"), True: ("black on green3", "black on dark_sea_green2")}
-CSS = """body{font-family:system-ui,sans-serif;margin:2em;color:#222}
-.text{font-family:ui-monospace,monospace;white-space:pre-wrap;word-break:break-all;line-height:1.7}
-.t{border-right:1px solid #999}.u0{background:#eee}.u1{background:#ddd}.s0{background:#9be39b}.s1{background:#c8f2c8}
-.nl{color:#999}table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:2px 8px;text-align:left}
-tr.me{font-weight:bold;background:#ffffd0}"""
+# Two shades per kind, alternating token by token so boundaries show; green where the token carries loss.
+# Greys that differ on a 256-colour terminal are one colour on an 8/16-colour one, so there the
+# alternation is underlined / not underlined instead.
+SHADES = {
+    "256": {False: ("on grey23", "on grey35"), True: ("black on green3", "black on dark_sea_green2")},
+    "standard": {False: ("default", "underline"), True: ("black on green", "black on green underline")},
+}
 
 
 def show(
@@ -75,6 +75,7 @@ def render_terminal(shown) -> None:  # noqa: ANN001 - packcli.show.Shown
 
     console.out.print(f"[bold]{shown.directory}[/]  template {shown.template}  loss {shown.loss_policy}",
                       highlight=False, soft_wrap=True)
+    shades = token_shades(console.out.color_system)
     for example in shown.examples:
         row = example.row
         console.out.rule(f"example {row['example_id']}  {row['source']}:{row['line']}  {row['status']}", align="left")
@@ -82,7 +83,7 @@ def render_terminal(shown) -> None:  # noqa: ANN001 - packcli.show.Shown
             text = Text()
             for k, token in enumerate(example.tokens):
                 piece = token.text.replace("\n", "↵\n").replace("\t", "→") or "·"
-                text.append(piece, style=SHADES[token.supervised][k % 2])
+                text.append(piece, style=shades[token.supervised][k % 2])
             console.out.print(text, soft_wrap=True)
             supervised = sum(t.supervised for t in example.tokens)
             console.out.print(f"{len(example.tokens):,} tokens, {supervised:,} supervised (green); a shade per token",
@@ -90,12 +91,13 @@ def render_terminal(shown) -> None:  # noqa: ANN001 - packcli.show.Shown
         else:
             console.out.print(f"not in a pack ({row['status']}{': ' + row['reason'] if row['reason'] else ''})",
                               highlight=False, soft_wrap=True)
-        table = Table(title="seam-table row", show_header=False, title_justify="left")
-        for key, value in row.items():
-            table.add_row(key, str(value))
-        console.out.print(table)
+        if not shown.whole_pack:  # one example: its whole row; a pack's rows are its seam table, below
+            table = Table(title="seam-table row", show_header=False, title_justify="left")
+            for key, value in row.items():
+                table.add_row(key, str(value))
+            console.out.print(table)
     if shown.pack is not None:
-        chosen = {e.row["example_id"] for e in shown.examples}
+        chosen = set() if shown.whole_pack else {e.row["example_id"] for e in shown.examples}
         table = Table(title=f"pack {shown.pack.index} ({shown.pack.shard} row {shown.pack.row}, "
                             f"{shown.pack.num_tokens:,} tokens)", title_justify="left")
         for col in ("offset", "length", "supervised", "example_id", "source:line"):
@@ -107,37 +109,7 @@ def render_terminal(shown) -> None:  # noqa: ANN001 - packcli.show.Shown
         console.out.print(table)
 
 
-def render_html(shown) -> str:  # noqa: ANN001 - packcli.show.Shown
-    """One page with no external resources: the tokens, the row, the pack's seams."""
-    e = html.escape
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>packcli show {e(shown.directory)}</title>"
-             f"<style>{CSS}</style></head><body>",
-             f"<h1>{e(shown.directory)}</h1><p>template {e(shown.template)}; loss {e(shown.loss_policy)}. "
-             "Each token has its own shade; <span class='s0'>green</span> tokens carry loss.</p>"]
-    for example in shown.examples:
-        row = example.row
-        parts.append(f"<h2>example {row['example_id']} &mdash; {e(row['source'])}:{row['line']} "
-                     f"({e(row['status'])})</h2>")
-        if not example.tokens:
-            parts.append(f"<p>not in a pack: {e(row['reason'] or row['status'])}</p>")
-        spans = []
-        for k, token in enumerate(example.tokens):
-            cls = ("s" if token.supervised else "u") + str(k % 2)
-            piece = e(token.text).replace("\n", "<span class='nl'>↵</span>\n") or "·"
-            spans.append(f"<span class='t {cls}' title='{token.id}'>{piece}</span>")
-        parts.append(f"<div class='text'>{''.join(spans)}</div>")
-        parts.append("<table>" + "".join(f"<tr><th>{e(k)}</th><td>{e(str(v))}</td></tr>" for k, v in row.items())
-                     + "</table>")
-    if shown.pack is not None:
-        chosen = {x.row["example_id"] for x in shown.examples}
-        pack = shown.pack
-        header = "".join(f"<th>{c}</th>" for c in ("offset", "length", "supervised", "example_id", "source:line"))
-        parts.append(f"<h2>pack {pack.index} ({e(pack.shard)} row {pack.row}, {pack.num_tokens} tokens)</h2>"
-                     f"<table><tr>{header}</tr>")
-        for s in pack.seams:
-            mark = " class='me'" if s["example_id"] in chosen else ""
-            parts.append(f"<tr{mark}><td>{s['offset']}</td><td>{s['length']}</td><td>{s['supervised']}</td>"
-                         f"<td>{s['example_id']}</td><td>{e(s['source'])}:{s['line']}</td></tr>")
-        parts.append("</table>")
-    parts.append("</body></html>\n")
-    return "".join(parts)
+def token_shades(color_system: str | None) -> dict[bool, tuple[str, str]]:
+    """The alternating styles for this terminal: greys where it has 256 colours or more, underlining
+    where it has 8 or 16 (its greys would be one colour)."""
+    return SHADES["256" if color_system in ("256", "truecolor") else "standard"]

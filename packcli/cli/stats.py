@@ -28,7 +28,8 @@ from packcli.cli.options import (
 
 def stats(
     inputs: Annotated[list[str], typer.Argument(
-        help="Inputs as pack takes them (JSONL, Parquet, datasets directories, hf:NAME), or one packed artifact.")],
+        help="Inputs as pack takes them (JSONL, JSON arrays, Parquet, datasets directories, hf:NAME), or one "
+             "packed artifact.")],
     tokenizer: Tokenizer = None,
     input_format: InputFormat = Format.auto,
     messages_field: MessagesField = "messages",
@@ -62,11 +63,11 @@ def stats(
 
     Examples:
 
-      packcli stats data/*.jsonl -t tok/                 # quantiles, sweep, recommendation
+      packcli stats data/*.jsonl -t Qwen/Qwen3-8B   # quantiles, what-if, advice
 
       packcli stats data.jsonl -t tok/ -c 2048 -c 4096 --plot lengths.png
 
-      packcli stats packed/ --json                       # an artifact: density, remainder, identity
+      packcli stats packed/ --json --plot packs.png   # an artifact's packs
     """
     from packcli.checks import (
         MAX_INT32,

@@ -77,17 +77,17 @@ def verify(
 
       packcli verify packed/ --attention sdpa,hf --json
 
-      packcli verify packed/ --attention naive          # negative control: must report a leak (exit 1)
+      packcli verify packed/ --attention naive    # the control: must find a leak
 
-      packcli verify packed/ --consumer trl --consumer packcli   # what TRL's / packcli's collator gives the model
+      packcli verify packed/ --consumer trl --consumer packcli   # the collators
 
-      packcli verify packed/ --render-oracle transformers --sample 500   # rendering independent of packcli
+      packcli verify packed/ --render-oracle transformers --sample 500
 
       packcli verify fixtures/packed --self-test
 
       packcli verify packed/ --seam-out seams.csv --max-violations 100000
 
-      packcli verify /mnt/out --engine ray --ray-address auto --shared-fs   # re-tokenize on a Ray cluster
+      packcli verify /mnt/out --engine ray --ray-address auto --shared-fs
     """
     from packcli.cli import console
     from packcli.cli.render import render_self_test, render_verify

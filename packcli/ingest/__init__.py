@@ -2,6 +2,7 @@
 
     sources.py   the input kinds, the `Reader` interface, expanding inputs, the checks before work
     jsonl.py     JSONL files (plain, .gz, .zst): one record per non-blank line
+    jsonarray.py .json files holding one array: one record per element, streamed; a file's layout
     parquet.py   Parquet files: one record per row, read by record batch
     hf.py        `datasets` tables: save_to_disk directories, cached hub splits, .arrow files
     columnar.py  what Parquet and Arrow share: rows as JSON-like dicts, schema checks

@@ -1,16 +1,18 @@
 """Sources: what the inputs are, the one interface every reader implements, and the checks made
 before any work starts.
 
-An input is a JSONL file (plain, ``.gz``, ``.zst``), a Parquet file, or a Hugging Face ``datasets``
-table: a ``save_to_disk`` directory, a single ``.arrow`` file, or ``hf:NAME[:CONFIG][:SPLIT]`` for a
-dataset already in the local cache (read offline). Each kind has a `Reader` (`packcli.ingest.jsonl`,
-`packcli.ingest.parquet`, `packcli.ingest.hf`) that cuts a source into `Span` s (the units of work)
+An input is a JSONL file (plain, ``.gz``, ``.zst``), a ``.json`` file holding one array of records, a
+Parquet file, or a Hugging Face ``datasets`` table: a ``save_to_disk`` directory, a single ``.arrow``
+file, or ``hf:NAME[:CONFIG][:SPLIT]`` for a dataset already in the local cache (read offline). Each
+kind has a `Reader` (`packcli.ingest.jsonl`, `packcli.ingest.jsonarray`, `packcli.ingest.parquet`,
+`packcli.ingest.hf`) that cuts a source into `Span` s (the units of work)
 and yields a span's records; everything after reading (parsing, column mapping, rejects, ids) is
 the same for every kind.
 
 Records are numbered as their kind numbers them, so a message or a seam-table row points at the
-record a user can open: JSONL lines from 1 (as an editor shows them), Parquet and dataset rows from 0
-(as ``pq.read_table(f).slice(row, 1)`` and ``dataset[row]`` address them).
+record a user can open: JSONL lines from 1 (as an editor shows them), JSON array elements, Parquet
+and dataset rows from 0 (as ``json.load(f)[i]``, ``pq.read_table(f).slice(row, 1)`` and ``dataset[row]``
+address them).
 """
 
 from __future__ import annotations
@@ -27,17 +29,18 @@ from pathlib import Path
 from typing import Protocol
 
 from packcli.choices import Format
-from packcli.contract import file_sha256
+from packcli.contract import HUB_PREFIX, file_sha256
 from packcli.errors import InputError
 from packcli.ingest.fields import FieldMap
 
-HUB_PREFIX = "hf:"
+JSON_NAMES = (".json", ".json.gz", ".json.zst")  # read as a JSON array when the file holds one, else as JSON Lines
 
 
 class SourceKind(str, Enum):
     """How a source is read."""
 
     jsonl = "jsonl"
+    json_array = "json-array"  # a .json file holding one array of records
     parquet = "parquet"
     dataset = "dataset"  # the Arrow files of a `datasets` table (save_to_disk, a cached hub split, an .arrow file)
 
@@ -100,6 +103,8 @@ def reader(kind: SourceKind) -> Reader:
     """The reader of ``kind`` (imported on first use: pyarrow's Parquet module and ``datasets`` are heavy)."""
     if kind is SourceKind.jsonl:
         from packcli.ingest.jsonl import READER
+    elif kind is SourceKind.json_array:
+        from packcli.ingest.jsonarray import READER
     elif kind is SourceKind.parquet:
         from packcli.ingest.parquet import READER
     else:
@@ -114,8 +119,8 @@ def read_span(span: Span) -> Iterator[tuple[int, bytes | dict]]:
 
 def read_source(source: Source) -> Iterator[tuple[int, bytes | dict]]:
     """(record number, payload) of every record of ``source``, in order, in one pass (no units)."""
-    if source.kind is SourceKind.jsonl:
-        yield from read_span(Span(SourceKind.jsonl, source.path, 1, 0, -1))
+    if source.kind in (SourceKind.jsonl, SourceKind.json_array):  # the whole file, without a scan for spans
+        yield from read_span(Span(source.kind, source.path, 1 if source.kind is SourceKind.jsonl else 0, 0, -1))
         return
     for span in reader(source.kind).split(source, sys.maxsize):
         yield from read_span(span)
@@ -164,6 +169,11 @@ def source_of(path: Path) -> Source:
         return Source(str(path), SourceKind.parquet, (str(path),))
     if name.endswith(".arrow"):
         return Source(str(path), SourceKind.dataset, (str(path),))
+    if name.endswith(JSON_NAMES) and path.is_file():
+        from packcli.ingest.jsonarray import Layout, sniff_layout
+
+        if sniff_layout(path)[0] is Layout.array:
+            return Source(str(path), SourceKind.json_array, (str(path),))
     return Source(str(path), SourceKind.jsonl, (str(path),))
 
 

@@ -139,8 +139,24 @@ def check_losses(index: ExampleIndex, fates: Fates, files: Sequence[InputFile], 
     """
     problem = loss_problem(fates, lambda i: f"{files[index.file_index[i]].name}:{index.line[i]}", max_fraction)
     if problem:
-        raise BudgetError(f"{problem[0]}, nothing written: {problem[1]}",
-                          "fix the records, the --template/--format or the --capacity; or raise --max-reject-fraction")
+        raise BudgetError(f"{problem[0]}, nothing written: {problem[1]}", loss_hint(fates, index.length))
+
+
+def loss_hint(fates: Fates, length: npt.ArrayLike) -> str:
+    """What to do about a `loss_problem`, for the losses there are: rejects (their reasons are in the
+    message), over-long drops (the capacity they need), and the budget only when something was packed."""
+    dropped = fates.status == DROPPED
+    steps = []
+    if np.any(fates.status == REJECTED):
+        steps.append("fix the rejected records, or the --template, --format or field mapping that rejects them")
+    if np.any(dropped):
+        longest = int(np.asarray(length, np.int64)[dropped].max())
+        steps.append(f"raise --capacity (the longest dropped example has {longest:,} tokens) or use --overlong truncate")
+    if not steps:
+        steps.append("check the inputs: no record made an example")
+    if len(fates.packable):
+        steps.append("or raise --max-reject-fraction to train on what is left")
+    return "; ".join(steps)
 
 
 def plan_examples(fates: Fates, settings: PlanSettings) -> PackPlan:

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from packcli.artifact import manifest as mf
 from packcli.artifact.card import write_card
-from packcli.chat import ChatTemplate, Renderer, load_template, require_markers
+from packcli.chat import ChatTemplate, Renderer, resolve_template
 from packcli.choices import Dedupe
 from packcli.config import OnError, PackConfig
 from packcli.contract import PACKED, TRUNCATED
@@ -46,7 +46,7 @@ from packcli.job.select import expand_copies, mark_duplicates
 from packcli.job.spill import SpillLayout, SpillReader
 from packcli.job.units import ExampleIndex, UnitIndex, UnitJob, UnitSpec, plan_units
 from packcli.job.workspace import Workspace
-from packcli.job.write import build_manifest, provenance, write_records
+from packcli.job.write import build_manifest, overlong_losses, provenance, write_records
 from packcli.mix import Mixture, draw_copies, resolve_mix
 from packcli.prepare import Preparer, share_preparer
 from packcli.progress import NO_PROGRESS, Progress
@@ -62,6 +62,7 @@ class PackSummary:
     stage_seconds: dict[str, float]
     units: int
     resumed_units: int  # units a previous run of the same code and configuration had finished
+    lost: dict[str, dict[str, int]]  # `packcli.job.write.overlong_losses`: what truncation cut and drops left out
 
 
 def pack_corpus(config: PackConfig, progress: Progress = NO_PROGRESS, engine: Engine | None = None) -> PackSummary:
@@ -123,14 +124,13 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
           specs: list[UnitSpec], sources: list[Source], mixture: Mixture | None) -> PackSummary:
     timings: dict[str, float] = {}
     tokenizer = cached_tokenizer(config.tokenizer, backend=config.tokenizer_backend, paranoid=config.paranoid_tokenizer)
-    template = load_template(config.template, tokenizer)
-    require_markers(template, config.loss)
+    template = resolve_template(config.template, tokenizer, config.loss)
     renderer = Renderer(template, config.loss, bos_token=tokenizer.bos_token, eos_token=tokenizer.eos_token,
                         template_date=date.fromisoformat(config.template_date))
     if mixture is not None:  # the mixture numbers inputs as resolved; the manifest, as read
         position = {f.path: i for i, f in enumerate(files)}
         mixture = mixture.renumbered([position[s.path] for s in sources])
-    job = UnitJob(tokenizer=os.path.abspath(config.tokenizer), tokenizer_sha256=tokenizer.sha256, template_text=template.text,
+    job = UnitJob(tokenizer=os.path.abspath(tokenizer.source), tokenizer_sha256=tokenizer.sha256, template_text=template.text,
                   template_source=template.source, template_date=config.template_date,
                   paranoid_tokenizer=config.paranoid_tokenizer, tokenizer_backend=config.tokenizer_backend.value,
                   tokenizer_backend_resolved=tokenizer.backend_name,
@@ -179,6 +179,7 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
             manifest = build_manifest(tmp, index=index, fates=fates, plan=plan, config=config, files=files,
                                       tokenizer=tokenizer, template=template, shards=[r.info for r in results],
                                       rejects=rejects, mixture=mixture)
+            lost = overlong_losses(fates.status, index.length, fates.used_len, index.supervised, fates.used_sup)
             manifest["dataset_card"] = write_card(tmp, manifest)  # pinned, so verify covers the card too
             manifest = mf.finalize(manifest, {"tokenization": tokenization,
                                               "provenance": provenance(config, files, template),
@@ -192,7 +193,7 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
     finally:
         share_preparer(job, None)
     return PackSummary(out=config.out, manifest=manifest, stage_seconds=timings, units=len(specs),
-                       resumed_units=resumed)
+                       resumed_units=resumed, lost=lost)
 
 
 def _tokenization_hash(tokenizer: LoadedTokenizer, template: ChatTemplate, config: PackConfig) -> str:

@@ -59,7 +59,7 @@ class UnitSpec:
     @property
     def label(self) -> str:
         """How an error names the unit: ``unit-00003 (data.jsonl from line 20001)``, ``(data.parquet from row 0)``."""
-        what = "line" if self.span.kind is SourceKind.jsonl else "row"
+        what = {SourceKind.jsonl: "line", SourceKind.json_array: "element"}.get(self.span.kind, "row")
         return f"{self.name} ({Path(self.path).name} from {what} {self.span.first})"
 
     def absolute(self) -> UnitSpec:

@@ -183,6 +183,17 @@ def build_manifest(directory: Path, *, index: ExampleIndex, fates: Fates, plan: 
     }
 
 
+def overlong_losses(status: npt.NDArray[np.int8], length: npt.NDArray[np.int64], used_len: npt.NDArray[np.int64],
+                    supervised: npt.NDArray[np.int64], used_sup: npt.NDArray[np.int64]) -> dict[str, dict[str, int]]:
+    """What the over-long policy took, by fate (``truncated``: the cut tails; ``dropped``: whole
+    examples): the examples, their tokens and supervised tokens lost (the manifest's ``tokens_lost``
+    and ``supervised_tokens_lost`` are the two summed)."""
+    length, supervised = np.asarray(length, np.int64), np.asarray(supervised, np.int64)
+    return {name: {"examples": int(np.count_nonzero(mask)), "tokens": int((length - used_len)[mask].sum()),
+                   "supervised_tokens": int((supervised - used_sup)[mask].sum())}
+            for name, mask in (("truncated", status == TRUNCATED), ("dropped", status == DROPPED))}
+
+
 def count_examples(status: npt.NDArray[np.int8], used_len: npt.NDArray[np.int64],
                    used_sup: npt.NDArray[np.int64]) -> dict:
     """Examples per status, and the tokens and supervised tokens of those in packs (``verify``

@@ -1,6 +1,7 @@
 """Tokenize rendered text behind a pluggable backend, turn character spans into labels, guard exactness.
 
     load.py       find and load a tokenizer; choose the backend (`load_tokenizer`)
+    hub.py        a Hub name (ORG/NAME, hf:ORG/NAME@REV) resolved in the local Hugging Face cache, offline
     types.py      `Encoded`, `EncodedBatch`, the `TokenizerBackend` protocol, the mismatch error
     reference.py  HF ``tokenizers``, and the labels formula (`labels_from_spans`)
     guard.py      `encode_batch`: encode with the chosen backend, cross-check a sample with the reference

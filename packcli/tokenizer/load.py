@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING
 
 from packcli.choices import BackendChoice
 from packcli.errors import InputError
+from packcli.tokenizer.hub import TOKENIZER_FILES, resolve_tokenizer_path
 from packcli.tokenizer.reference import ReferenceBackend
 from packcli.tokenizer.types import GuardStats, TokenizerBackend
 
 if TYPE_CHECKING:
     from packcli.tokenizer.fast.load import FastLoad
 
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer.json.gz")
 # Where transformers looks for a tokenizer's chat templates (`find_chat_templates`).
 CHAT_TEMPLATE_FILE = "chat_template.jinja"
 CHAT_TEMPLATE_DIR = "additional_chat_templates"
@@ -114,7 +114,6 @@ def load_tokenizer(path: str | Path, *, backend: BackendChoice | str = BackendCh
     except ValueError:
         raise InputError(f"tokenizer backend {backend!r}: unknown",
                          f"use one of {', '.join(b.value for b in BackendChoice)}") from None
-    path = Path(path)
     file = _find_tokenizer_file(path)
     pending = None
     try:
@@ -149,9 +148,12 @@ def cached_tokenizer(path: str | Path, *, backend: BackendChoice | str = Backend
     Qwen3-sized load (seconds) is never paid twice in one process, however the path is spelled (it is
     keyed by the resolved file). Keyed by the file's size and modification time too, so a file
     replaced in place is loaded again."""
-    file = _find_tokenizer_file(Path(path))
+    file = _find_tokenizer_file(path)
     stat = file.stat()
-    key = (str(file.resolve()), stat.st_size, stat.st_mtime_ns, BackendChoice(backend), paranoid)
+    # the file's directory too: two snapshots of one Hub repository may link the same tokenizer.json
+    # from folders whose tokenizer_config.json (special tokens, templates) differ
+    key = (str(file.resolve()), str(file.parent.resolve()), stat.st_size, stat.st_mtime_ns, BackendChoice(backend),
+           paranoid)
     found = _LOADED.get(key)
     if found is None:
         found = _LOADED[key] = load_tokenizer(path, backend=backend, paranoid=paranoid)
@@ -182,7 +184,10 @@ def _choose_backend(pending: FastLoad | None, tokenizer: object, file: Path) -> 
         return reference, f"auto: tokenizers, because {exc}"
 
 
-def _find_tokenizer_file(path: Path) -> Path:
+def _find_tokenizer_file(spec: str | Path) -> Path:
+    """The tokenizer.json(.gz) a ``--tokenizer`` value names: the file, in the directory, or in the
+    cached snapshot of a Hub name (`packcli.tokenizer.hub`)."""
+    path = resolve_tokenizer_path(spec)
     if path.is_dir():
         for name in TOKENIZER_FILES:
             if (path / name).is_file():

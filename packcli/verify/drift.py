@@ -11,9 +11,11 @@ from pathlib import Path
 
 from packcli.chat import load_template
 from packcli.chat.templates import BUILTIN_CHATML, builtin_chatml
+from packcli.chat.training import TRL_PREFIX, trl_template
 from packcli.choices import BackendChoice
 from packcli.errors import InputError
 from packcli.tokenizer import LoadedTokenizer, load_tokenizer
+from packcli.tokenizer.hub import resolve_tokenizer_path
 from packcli.tokenizer.load import TOKENIZER_SOURCE, find_chat_templates
 from packcli.verify.locate import find_template_file, find_tokenizer
 from packcli.verify.report import CheckResult, Violation
@@ -27,7 +29,7 @@ def check_drift(manifest: dict, result: CheckResult, *, tokenizer: str | None, t
     else None for the one that drifted or could not be found.
     """
     pinned_tok, pinned_tpl = manifest["tokenizer"], manifest["template"]
-    tok_path = Path(tokenizer) if tokenizer else find_tokenizer(manifest, source_root)
+    tok_path = resolve_tokenizer_path(tokenizer) if tokenizer else find_tokenizer(manifest, source_root)
     loaded = None
     result.checked += 1
     if tok_path is not None and tok_path.exists():
@@ -74,6 +76,11 @@ def _current_template(manifest: dict, override: str | None, tok_path: Path | Non
         return load_template(override, tokenizer).text, override
     if origin == BUILTIN_CHATML:
         return builtin_chatml().text, origin
+    if origin.startswith(TRL_PREFIX):  # one of TRL's training templates, in the trl installed here
+        try:
+            return trl_template(origin).text, origin
+        except InputError as exc:
+            return None, f"{origin} ({exc.message})"
     if origin.startswith(TOKENIZER_SOURCE):  # one of the tokenizer's own templates, by its name there
         if tok_path is None:
             return None, origin

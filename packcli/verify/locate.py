@@ -13,8 +13,7 @@ import gzip
 import hashlib
 from pathlib import Path
 
-
-TOKENIZER_NAMES = ("tokenizer.json", "tokenizer.json.gz")
+from packcli.tokenizer.hub import TOKENIZER_FILES
 
 
 def provenance(manifest: dict) -> dict:
@@ -58,16 +57,34 @@ def _holds(candidate: Path, pinned: dict) -> bool:
 
 
 def find_tokenizer(manifest: dict, root: Path | None) -> Path | None:
-    """The tokenizer at its provenance path, else a tokenizer.json(.gz) under ``root`` with the pinned sha256."""
-    here = at(provenance(manifest).get("tokenizer"), root)
+    """The tokenizer at its provenance path (a Hub name: its snapshot in the local cache), else a
+    tokenizer.json(.gz) under ``root`` with the pinned sha256."""
+    given = provenance(manifest).get("tokenizer")
+    here = at(given, root)
     if here is not None and here.exists():
         return here
+    cached = _cached_snapshot(given)
+    if cached is not None:
+        return cached
     if root is not None:
-        for name in TOKENIZER_NAMES:
+        for name in TOKENIZER_FILES:
             for candidate in sorted(root.rglob(name)):
                 if candidate.is_file() and _tokenizer_sha256(candidate) == manifest["tokenizer"]["sha256"]:
                     return candidate
     return here
+
+
+def _cached_snapshot(given: str | None) -> Path | None:
+    """The cached snapshot a Hub tokenizer name resolves to (None: not a Hub name, or not cached here)."""
+    from packcli.errors import InputError
+    from packcli.tokenizer.hub import parse_hub_name, resolve_tokenizer_path
+
+    if not given or parse_hub_name(given) is None:
+        return None
+    try:
+        return resolve_tokenizer_path(given)
+    except InputError:
+        return None
 
 
 def find_template_file(manifest: dict, root: Path | None) -> Path | None:

@@ -31,7 +31,7 @@ import numpy as np
 
 from packcli.contract import IGNORE_INDEX, IN_PACKS, token_hash
 from packcli.errors import InputError
-from packcli.ingest import read_lines
+from packcli.ingest import read_source, source_of
 from packcli.messages import SHAREGPT_ROLES
 from packcli.tokenizer.load import LoadedTokenizer
 from packcli.verify.locate import find_source
@@ -88,7 +88,7 @@ def check_render_oracle(manifest: dict, rows: dict[str, list], packs: PackIndex,
         if path is None or not path.is_file():
             raise InputError(f"source {manifest['inputs'][k]['name']}: not found (the render oracle reads it)",
                              "run verify from the directory pack ran in, or pass --source-root")
-        for line, raw in read_lines(path, k):
+        for line, raw in read_source(source_of(path)):  # JSONL lines, or a JSON array's elements
             i = wanted.get(line)
             if i is None:
                 continue
@@ -129,13 +129,13 @@ class _Oracle:
         moment = datetime.combine(date.fromisoformat(manifest["config"]["template_date"]), time())
         self.strftime_now = moment.strftime  # transformers' strftime_now, on the pinned date instead of today
 
-    def render(self, raw: bytes) -> tuple[np.ndarray, np.ndarray]:
+    def render(self, raw: bytes | dict) -> tuple[np.ndarray, np.ndarray]:
         """(input_ids, labels) of one record, as the artifact's contract defines them.
 
         Raises:
             NotJudged: the record means something only under packcli's own conventions.
         """
-        record = json.loads(raw.decode("utf-8"))
+        record = raw if isinstance(raw, dict) else json.loads(raw.decode("utf-8"))
         kind = self._kind(record)
         if kind in ("messages", "sharegpt"):
             return self._chat(record, kind)
