@@ -284,11 +284,13 @@ def test_the_lock_is_released_when_the_run_fails(tmp_path):
 def test_an_out_filled_after_the_first_check_is_not_overwritten(tmp_path, monkeypatch):
     """--out is checked again once the lock is held: a run that finished between this run's first
     check and its lock (the window is simulated by skipping the first check) is not replaced without --force."""
+    import shutil
+
     out = tmp_path / "out"
-    out.mkdir()
-    (out / "keep.txt").write_text("the other run's artifact")
+    shutil.copytree(FIXTURES / "packed", out)  # the other run's artifact
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
     monkeypatch.setattr(PackConfig, "check_files", lambda self: None)
-    with pytest.raises(InputError, match="exists and is not empty"):
+    with pytest.raises(InputError, match=r"exists \(a packcli artifact\); pass --force to replace it"):
         pack_corpus(config(out))
-    assert (out / "keep.txt").read_text() == "the other run's artifact"
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     assert leftovers(tmp_path) == [], "nothing started: no lock left, no work folder"
