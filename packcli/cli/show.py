@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from packcli.cli.options import INPUTS, OUTPUT, Json
+from packcli.owned import HTML_GENERATOR
 
 SELECT = "Which example"
 # Alternate two shades so token boundaries show; green where the token carries loss.
@@ -48,18 +49,22 @@ def show(
 
       packcli show packed/ --example 4249980222054810990 --json
     """
+    from packcli.checks import output_file_problems, raise_all
     from packcli.cli import console
     from packcli.cli.app import fail
     from packcli.errors import PackcliError
+    from packcli.owned import write_replacing
     from packcli.show import show_artifact
 
+    raise_all(output_file_problems("--html", html_out))
     try:
         shown = show_artifact(directory, example_id=example, source=source, pack=pack, tokenizer=tokenizer,
                               source_root=source_root)
     except PackcliError as exc:
         fail(exc)
     if html_out is not None:
-        html_out.write_text(render_html(shown), encoding="utf-8")
+        page = render_html(shown)
+        write_replacing(html_out, lambda partial: partial.write_text(page, encoding="utf-8"))
         console.err.print(f"wrote {html_out}", highlight=False)
     if json_out:
         console.print_json(shown.to_dict())
@@ -110,7 +115,8 @@ def render_terminal(shown) -> None:  # noqa: ANN001 - packcli.show.Shown
 def render_html(shown) -> str:  # noqa: ANN001 - packcli.show.Shown
     """One page with no external resources: the tokens, the row, the pack's seams."""
     e = html.escape
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>packcli show {e(shown.directory)}</title>"
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'>{HTML_GENERATOR}"
+             f"<title>packcli show {e(shown.directory)}</title>"
              f"<style>{CSS}</style></head><body>",
              f"<h1>{e(shown.directory)}</h1><p>template {e(shown.template)}; loss {e(shown.loss_policy)}. "
              "Each token has its own shade; <span class='s0'>green</span> tokens carry loss.</p>"]
