@@ -156,10 +156,20 @@ class Workspace:
                 self.published = True
 
     def discard_work(self) -> None:
-        """Remove the work folder after success (nothing left to resume). Best effort, as in `_leave`: the
-        artifact is in place whatever happens here."""
+        """Remove the work folder after success (nothing left to resume): its files, and each folder in it
+        only if packcli's (a ``tmp-``/``old-`` marked, or an artifact); anything else keeps the folder,
+        marked. Best effort, as in `_leave`: the artifact is in place whatever happens here."""
+        if not is_marked(self.work):
+            return
         try:
-            remove_folder(self.work)
+            with os.scandir(self.work) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        remove_folder(Path(entry.path))
+                    elif entry.name != MARKER_NAME:
+                        os.unlink(entry.path)
+            if os.listdir(self.work) == [MARKER_NAME]:
+                remove_folder(self.work)
         except OSError:
             pass
 
@@ -213,7 +223,7 @@ class Workspace:
             if failed and self.published:  # interrupted after the swap: the new artifact is whole, nothing to resume
                 self.discard_work()
             elif failed and self.work in self._made and not count_finished_units(self.work, None):
-                remove_folder(self.work)
+                self.discard_work()
             if failed:
                 for folder in reversed(self._made):
                     if folder != self.work and folder.is_dir() and not any(folder.iterdir()):
@@ -230,6 +240,11 @@ class Workspace:
                 fd = os.open(self.lock_path, os.O_RDWR | os.O_NOFOLLOW)
             except FileNotFoundError:  # its holder removed it between our creating and opening it
                 continue
+            except OSError as exc:
+                if exc.errno != errno.ELOOP:
+                    raise
+                raise PathError(f"--out {self.out}: {self.lock_path} is a symbolic link, not a packcli lock file",
+                                "move it away, or choose another --out") from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
