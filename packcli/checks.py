@@ -230,10 +230,7 @@ def output_dir_problems(flag: str, path: str | Path, *, force: bool, inputs: Seq
 def _unwritable(flag: str, path: Path, folder: Path) -> list[str]:
     """What ``os.access`` cannot tell (root, a read-only mount, /proc), learned by making a probe file in
     ``folder`` and removing it at once; and names on the way to ``path`` too long for its filesystem."""
-    try:
-        limit = os.pathconf(folder, "PC_NAME_MAX")
-    except (OSError, ValueError):
-        limit = 255
+    limit = name_max(folder)
     long = [part for part in path.absolute().relative_to(folder).parts if len(part.encode()) > limit]
     if long:
         return [f"{flag} {path}: the name {long[0][:40]}... is too long ({len(long[0].encode())} bytes; this "
@@ -245,6 +242,17 @@ def _unwritable(flag: str, path: Path, folder: Path) -> list[str]:
     os.close(fd)
     os.unlink(probe)
     return []
+
+
+def name_max(path: str | Path) -> int:
+    """The longest file name allowed in ``path``'s nearest existing folder (255 where it cannot tell)."""
+    folder = Path(os.path.abspath(path))
+    while not folder.exists():
+        folder = folder.parent
+    try:
+        return os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        return 255
 
 
 def _special_folder(real: str) -> str | None:

@@ -23,18 +23,16 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, artifact_bytes
+from conftest import artifact_bytes
+from pack_runs import INPUTS, TOKENIZER, WAIT, config, held, reference_run
+from pack_runs import SETTINGS as RUN_SETTINGS
 
-from packcli.config import PackConfig
 from packcli.errors import Interrupted
 from packcli.interrupts import raise_on_signals, signals_held
 from packcli.job.run import pack_corpus
 from packcli.job.units import count_finished_units
 
-INPUTS = (str(FIXTURES / "corpus" / "openai.jsonl"), str(FIXTURES / "corpus" / "text.jsonl"))
-TOKENIZER = str(FIXTURES / "tokenizer")
-SETTINGS = ["-c", "512", "--packs-per-shard", "4", "--unit-lines", "40", "--workers", "2"]  # 4 units, 2 processes
-WAIT = 240  # seconds: an upper bound for a subprocess to import, load the tokenizer and reach a point
+SETTINGS = [*RUN_SETTINGS, "--workers", "2"]  # 4 units, 2 processes
 POINTS = ("unit@driver", "unit@worker", "shard", "rename", "swap")
 
 
@@ -52,16 +50,9 @@ def draw(seed: int) -> tuple[int, str, bool, float | None]:
 CASES = [draw(seed) for seed in range(6)]
 
 
-def config(out: Path, **kw) -> PackConfig:
-    return PackConfig(inputs=INPUTS, tokenizer=TOKENIZER, out=out, capacity=512, packs_per_shard=4,
-                      lines_per_unit=40, **kw)
-
-
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory) -> tuple[str, dict[str, bytes]]:
-    out = tmp_path_factory.mktemp("reference") / "out"
-    summary = pack_corpus(config(out))
-    return summary.manifest["manifest_sha256"], artifact_bytes(out, summary.manifest)
+    return reference_run(tmp_path_factory.mktemp("reference") / "out")
 
 
 def start(args: list[str], pause_dir: Path, points: str) -> subprocess.Popen:
@@ -79,16 +70,6 @@ def interrupt(proc: subprocess.Popen, sig: int) -> None:
         os.killpg(proc.pid, sig)
     else:
         proc.send_signal(sig)
-
-
-def held(proc: subprocess.Popen, marker: Path) -> int:
-    deadline = time.monotonic() + WAIT
-    while not marker.exists():
-        if proc.poll() is not None:
-            raise AssertionError(f"exited {proc.returncode} before {marker.name}: {proc.stderr.read()}")
-        assert time.monotonic() < deadline, f"did not reach {marker.name} in {WAIT} s"
-        time.sleep(0.05)
-    return int(marker.read_text())
 
 
 def children(pid: int) -> list[int]:

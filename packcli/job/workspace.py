@@ -45,7 +45,7 @@ from pathlib import Path
 from types import TracebackType
 
 from packcli.artifact.files import not_an_artifact
-from packcli.checks import output_dir_problems, raise_all
+from packcli.checks import name_max, output_dir_problems, raise_all
 from packcli.errors import InputError, PackcliError, PathError, unusable_path
 from packcli.interrupts import signals_held
 from packcli.job.pause import pause_at
@@ -74,7 +74,7 @@ def out_problems(out: Path, *, force: bool, inputs: Sequence[str | Path] = ()) -
     """Everything that keeps a run from writing ``out`` (see the module docstring): one line each."""
     problems = output_dir_problems("--out", out, force=force, inputs=inputs)
     lock, work = side_paths(out)
-    limit = _name_max(out)
+    limit = name_max(Path(out).parent)
     if len(f"{WORK_PREFIX}{Path(out).name}".encode()) > limit:
         problems.append(f"--out {out}: the name is too long: packcli keeps {WORK_PREFIX}NAME beside it, which must "
                         f"fit in {limit} bytes; choose a shorter name")
@@ -317,13 +317,3 @@ def _is_lock_file(path: Path) -> bool:
     except OSError:
         return False
 
-
-def _name_max(out: Path) -> int:
-    """The longest file name the filesystem of ``out``'s nearest existing folder allows (255 if unknown)."""
-    folder = Path(os.path.abspath(out)).parent
-    while not folder.exists():
-        folder = folder.parent
-    try:
-        return os.pathconf(folder, "PC_NAME_MAX")
-    except (OSError, ValueError):
-        return 255
