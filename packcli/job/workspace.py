@@ -99,7 +99,6 @@ class Workspace:
         self.lock_path, self.work = side_paths(self.out)
         self.units_key: str | None = None  # the run's resume key, once known: which finished units a re-run reuses
         self.published = False
-        self.previous: str | None = None  # what was at ``out`` when the run started: "artifact", "empty" or None
         self._fd: int | None = None
         self._made: list[Path] = []  # folders this run created, in order: removed (if empty) after a failure
 
@@ -110,8 +109,6 @@ class Workspace:
             # Again, now that no other run can: one that finished since the caller's check may have filled it.
             self._restore_swapped_out()
             raise_all(out_problems(self.out, force=self.force, inputs=self.inputs), error=InputError)
-            if self.out.exists():
-                self.previous = "empty" if not any(self.out.iterdir()) else "artifact"
             self._open_work()
         except BaseException as exc:
             self._leave(failed=True)
@@ -174,12 +171,13 @@ class Workspace:
             pass
 
     def kept(self) -> str:
-        """What an interrupted run leaves, in words: the artifact at ``out``, and what a re-run resumes from."""
+        """What an interrupted run leaves, in words: the artifact at ``out``, and what a re-run resumes from.
+        Read from the disk: until the (signal-proof) swap, ``out`` is whatever was there before the run."""
         if self.published:
             return f"the new artifact at {self.out} is complete"
-        if self.previous == "artifact":
+        if self.out.is_dir() and not self.out.is_symlink() and not_an_artifact(self.out) is None:
             state = f"the previous artifact at {self.out} is unchanged"
-        elif self.previous == "empty":
+        elif self.out.is_dir() and not self.out.is_symlink() and not any(self.out.iterdir()):
             state = f"no artifact written ({self.out} is still empty)"
         else:
             state = "no artifact written"
