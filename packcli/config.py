@@ -26,7 +26,6 @@ from packcli.checks import (
     float_problems,
     input_problems,
     int_problems,
-    output_dir_problems,
     raise_all,
     template_problems,
     tokenizer_problems,
@@ -122,10 +121,17 @@ class PackConfig:
             raise PackcliError("invalid configuration: " + "; ".join(problems))
 
     def file_problems(self) -> list[str]:
-        """What is wrong with the paths: the inputs, the tokenizer and a template file must exist,
-        and ``out`` must be writable. Reads the filesystem, never writes."""
+        """What is wrong with the paths: the inputs, the tokenizer and a template file must exist, and
+        ``out`` must be a folder packcli may write or replace (`packcli.job.workspace.out_problems`)."""
+        from packcli.job.workspace import out_problems  # here: the job package imports this module
+
         return (input_problems(self.inputs) + tokenizer_problems("--tokenizer", self.tokenizer)
-                + template_problems(self.template, self.tokenizer) + output_dir_problems("--out", self.out, force=self.force))
+                + template_problems(self.template, self.tokenizer)
+                + out_problems(self.out, force=self.force, inputs=self.read_paths()))
+
+    def read_paths(self) -> tuple[str, ...]:
+        """Every path the run reads (inputs, tokenizer, a template file): none may be inside ``out``."""
+        return (*self.inputs, self.tokenizer, *([self.template] if self.template not in ("auto", "chatml") else []))
 
     def check_files(self) -> None:
         """`file_problems`, raised: `packcli.job.pack_corpus` calls it before any work.

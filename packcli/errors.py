@@ -8,11 +8,23 @@ traceback.
 from __future__ import annotations
 
 import errno
+import signal
 
-# The machine said no while packcli wrote or read: not a bug, and not the user's option either.
+# The machine said no while packcli wrote or read, once the run had started: not a bug, and not the
+# user's option either (the same errors on a path met before any work are `PathError`s, exit 2).
 SYSTEM_REFUSALS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quota exceeded",
                    errno.EFBIG: "file too large for this filesystem or `ulimit -f`", errno.EROFS: "read-only filesystem",
                    errno.EACCES: "permission denied", errno.EPERM: "operation not permitted"}
+# What to do when a path the user gave cannot be used, by what the system said about it.
+PATH_HINTS = {errno.ENOENT: "a folder on the way does not exist and cannot be made there (a virtual filesystem such "
+                            "as /proc?); choose a path on a real, writable filesystem",
+              errno.EACCES: "no permission there; choose a place you can write to",
+              errno.EPERM: "not permitted there; choose a place you can write to",
+              errno.EROFS: "that filesystem is read-only; choose a place you can write to",
+              errno.ENAMETOOLONG: "a name on that path is too long for the filesystem; choose a shorter one",
+              errno.ENOTDIR: "a part of that path is a file, not a folder",
+              errno.EISDIR: "that is a folder; name a file"}
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
 class PackcliError(Exception):
@@ -72,6 +84,31 @@ def refusal(exc: BaseException, where: str) -> SystemRefusal | None:
     return SystemRefusal(f"{where}: {SYSTEM_REFUSALS[exc.errno]}{path}; nothing was written there",
                          "free space (or raise the limit) where it and its work folder live, and run again: "
                          "finished units are reused")
+
+
+class PathError(PackcliError):
+    """A path the user gave cannot be used (no such folder, no permission, a read-only or virtual
+    filesystem, a name too long, a file where a folder must be): found before any work, nothing left."""
+
+
+def unusable_path(exc: OSError, what: str) -> PackcliError:
+    """The error for ``exc``, met on a path the user gave (``what``: the option and its value) before any
+    work started: a `PathError` naming the path, or, for a full disk, the `SystemRefusal` it always is."""
+    if exc.errno in DISK_FULL:
+        return refusal(exc, what)
+    path = f" ({exc.filename})" if exc.filename and str(exc.filename) not in what else ""
+    reason = (exc.strerror or type(exc).__name__).lower()
+    return PathError(f"{what}: {reason}{path}", PATH_HINTS.get(exc.errno, "choose another path"))
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM stopped a command. ``kept`` says what is on disk now (the previous artifact,
+    finished units to resume from); the CLI prints it on one line and exits 128 + the signal number."""
+
+    def __init__(self, signum: int = signal.SIGINT, kept: str | None = None) -> None:
+        super().__init__(signum, kept)
+        self.signum = signum
+        self.kept = kept
 
 
 class ContractError(PackcliError):

@@ -15,6 +15,8 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from packcli.owned import PLOT_CREATOR, write_replacing
+
 PLOT_SUFFIXES = (".png", ".pdf", ".svg")  # what --plot may name: formats matplotlib writes without extras
 # One look per strategy, largest marker drawn first: where lines coincide, every marker still shows.
 STRATEGY_STYLES = (("o", 11, "-"), ("s", 8, "--"), ("^", 6, "-."), ("D", 4, ":"), ("v", 3, (0, (1, 3))))
@@ -58,14 +60,13 @@ def plot_stats(path: Path, *, lengths: npt.NDArray[np.int64], capacity: int | No
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    path = Path(path)
-    partial = path.with_name(f".{path.name}.partial")  # the plot appears whole, or not at all
+    fmt = Path(path).suffix.lstrip(".").lower()
+    # Named inside the file, so a later --plot may replace it and no other file (`packcli.owned`).
+    metadata = {"Software": PLOT_CREATOR} if fmt == "png" else {"Creator": PLOT_CREATOR}
     try:
-        fig.savefig(partial, dpi=110, format=path.suffix.lstrip(".").lower())
-        partial.replace(path)
+        path = write_replacing(Path(path), lambda partial: fig.savefig(partial, dpi=110, format=fmt, metadata=metadata))
     finally:
         plt.close(fig)
-        partial.unlink(missing_ok=True)
     return path
 
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 import html
 from typing import TYPE_CHECKING
 
+from packcli.owned import HTML_GENERATOR
+
 if TYPE_CHECKING:
     from packcli.show import Example, Shown
 
@@ -42,7 +44,7 @@ def render_html(shown: Shown) -> str:
     whole_pack = shown.whole_pack
     title = page_title(shown)
     head, _, where = title.partition(" of ")
-    parts = [f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>packcli show: {e(title)}</title>"
+    parts = [f"<!doctype html><html lang='en'><head><meta charset='utf-8'>{HTML_GENERATOR}<title>packcli show: {e(title)}</title>"
              f"<style>{CSS}</style></head><body>",
              f"<h1>{e(head)} <small>of {e(where)}</small></h1>",
              f"<p>template {e(shown.template)}; loss {e(shown.loss_policy)}"

@@ -224,9 +224,11 @@ class UnitLengths:
 def measure_unit(job, spec) -> UnitLengths:  # noqa: ANN001 - a UnitJob and a UnitSpec (imported lazily)
     """Tokenize one unit as ``pack`` would and keep only its lengths (module level: worker processes
     pickle it by name). The guard's counts are this unit's: a process runs one unit at a time."""
+    from packcli.job.pause import pause_at
     from packcli.job.units import unit_batches
     from packcli.prepare import preparer_for
 
+    pause_at("stats-unit")
     preparer = preparer_for(job)
     before = preparer.tokenizer.guard_counts()
     lengths: list[int] = []

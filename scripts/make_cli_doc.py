@@ -37,10 +37,9 @@ def render() -> str:
     group = typer.main.get_command(app)
     ctx = group.make_context("packcli", [], resilient_parsing=True)
     out = [HEADER, inspect.cleandoc(group.help or ""), ""]
-    doc = sys.modules["packcli.cli.app"].__doc__ or ""
-    codes = doc[doc.index("Exit codes:"):].split("\n\n")[0] if "Exit codes:" in doc else ""
+    codes = getattr(sys.modules["packcli.cli.app"], "EXIT_CODES", "")  # the text every command's --help ends with
     if codes:
-        out += [" ".join(codes.split()), ""]
+        out += [codes, ""]
     for name in group.list_commands(ctx):
         command = group.get_command(ctx, name)
         sub = command.make_context(name, [], parent=ctx, resilient_parsing=True)

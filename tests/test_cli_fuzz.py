@@ -1,4 +1,4 @@
-"""Every option of every command, set to bad values: a usage error, before any work.
+"""Every option of every command, set to bad values (paths included): a usage error, before any work.
 
 For each (command, option, bad value): exit 2; on stderr one ``error:`` line and at most one
 ``hint:`` line; no traceback; nothing on stdout; nothing written anywhere under the working
@@ -25,6 +25,7 @@ HUGE = "3000000000"  # above int32: offsets, lengths and line numbers are int32 
 # Paths the cases name, made in the working directory by `workspace` (a file, an empty folder,
 # a non-empty --out, a file that is not JSONL).
 NOT_JSONL, EMPTY_DIR, A_FILE, FULL_OUT = "data.csv", "empty", "plain.txt", "taken"
+FOREIGN_PNG, FOREIGN_CSV, FOREIGN_HTML = "mine.png", "mine.csv", "mine.html"  # a user's files, with packcli's suffixes
 
 PACK = ["pack", CORPUS, "-t", TOKENIZER, "-o", "out"]
 STATS = ["stats", CORPUS, "-t", TOKENIZER]
@@ -56,8 +57,9 @@ def cases() -> list[tuple[list[str], list[str]]]:
     each(PACK, "--engine", "spark")
     each(PACK, "--tokenizer-backend", "quick")
     each(PACK, "--template", "missing.jinja")
-    each(PACK, "--tokenizer", "missing-tokenizer", EMPTY_DIR, A_FILE + "/x")
-    each(PACK, "--out", FULL_OUT, f"{A_FILE}/out")
+    each(PACK, "--tokenizer", "missing-tokenizer", EMPTY_DIR, A_FILE + "/x", str(FIXTURES / "tokenizer" / "tokenizer_config.json"))
+    each(PACK, "--out", FULL_OUT, f"{A_FILE}/out", ".", "/", "/proc/forbidden/out", "x" * 300, A_FILE)
+    out += [(PACK, ["--out", FULL_OUT, "--force"]), (PACK, ["--out", ".", "--force"])]
     each(PACK, "--ray-address", "auto")
     out += [(["pack", "missing.jsonl", "-t", TOKENIZER, "-o", "out"], []),
             (["pack", EMPTY_DIR, "-t", TOKENIZER, "-o", "out"], []),
@@ -71,7 +73,8 @@ def cases() -> list[tuple[list[str], list[str]]]:
     each(STATS, "--seed", "-1", "abc")
     each(STATS, "--min-density", "0", "2", "nan", "abc")
     each(STATS, "--max-displacement", "-1", "nan")
-    each(STATS, "--plot", "no-such-dir/p.png", "p.txt", EMPTY_DIR + ".png", A_FILE + "/p.png")
+    each(STATS, "--plot", "no-such-dir/p.png", "p.txt", EMPTY_DIR + ".png", A_FILE + "/p.png", FOREIGN_PNG,
+         "/proc/p.png", "p" * 300 + ".png")
     each(STATS, "--template", "missing.jinja")
     each(STATS, "--tokenizer", "missing-tokenizer", EMPTY_DIR)
     each(STATS, "--loss", "bogus")
@@ -83,7 +86,7 @@ def cases() -> list[tuple[list[str], list[str]]]:
     each(VERIFY, "--packs", "0", "-1", HUGE, "abc")
     each(VERIFY, "--max-violations", "-1", "abc")
     each(VERIFY, "--workers", "0", "100000", "abc")
-    each(VERIFY, "--seam-out", "x.txt", "no-such-dir/x.csv", EMPTY_DIR + ".parquet")
+    each(VERIFY, "--seam-out", "x.txt", "no-such-dir/x.csv", EMPTY_DIR + ".parquet", FOREIGN_CSV)
     each(VERIFY, "--source-root", "no-such-dir", A_FILE)
     each(VERIFY, "--tokenizer", "missing-tokenizer")
     each(VERIFY, "--template", "missing.jinja")
@@ -93,6 +96,9 @@ def cases() -> list[tuple[list[str], list[str]]]:
             (["verify", A_FILE], []),
             (VERIFY, ["--self-test", "--attention", "sdpa"]),
             (VERIFY, ["--attention", "sdpa", "--device", "tpu"])]
+    # show
+    out += [(["show", ARTIFACT, "--pack", "0", "--html", page], []) for page in
+            (FOREIGN_HTML, EMPTY_DIR, "no-such-dir/p.html", A_FILE + "/p.html", "/proc/p.html")]
     return out
 
 
@@ -106,6 +112,8 @@ def workspace(tmp_path, monkeypatch):
     (tmp_path / A_FILE).write_text("x")
     (tmp_path / FULL_OUT).mkdir()
     (tmp_path / FULL_OUT / "keep").write_text("mine")
+    for name in (FOREIGN_PNG, FOREIGN_CSV, FOREIGN_HTML):
+        (tmp_path / name).write_text("the user's")
     return tmp_path
 
 

@@ -16,11 +16,13 @@ import resource
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from conftest import FIXTURES, artifact_bytes
+from pack_runs import INPUTS, TOKENIZER, WAIT, config, reference_run
+from pack_runs import SETTINGS as RUN_SETTINGS
+from pack_runs import held as held_at
 from typer.testing import CliRunner
 
 from packcli.artifact import manifest as mf
@@ -31,23 +33,12 @@ from packcli.errors import InputError
 from packcli.job.run import pack_corpus
 from packcli.verify import verify_artifact
 
-INPUTS = (str(FIXTURES / "corpus" / "openai.jsonl"), str(FIXTURES / "corpus" / "text.jsonl"))
-TOKENIZER = str(FIXTURES / "tokenizer")
-SETTINGS = ["-c", "512", "--packs-per-shard", "4", "--unit-lines", "40", "--workers", "1"]  # 4 units, 10+ shards
-WAIT = 240  # seconds: an upper bound for a subprocess to import, load the tokenizer and reach a point
-
-
-def config(out: Path, **kw) -> PackConfig:
-    return PackConfig(inputs=INPUTS, tokenizer=TOKENIZER, out=out, capacity=512, packs_per_shard=4,
-                      lines_per_unit=40, **kw)
+SETTINGS = [*RUN_SETTINGS, "--workers", "1"]
 
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory) -> tuple[str, dict[str, bytes]]:
-    """An uninterrupted run: its manifest hash and bytes (and numba's caches warm for the subprocesses)."""
-    out = tmp_path_factory.mktemp("reference") / "out"
-    summary = pack_corpus(config(out))
-    return summary.manifest["manifest_sha256"], artifact_bytes(out, summary.manifest)
+    return reference_run(tmp_path_factory.mktemp("reference") / "out")
 
 
 def start(out: Path, pause_dir: Path, points: str, *extra: str, limit_bytes: int | None = None,
@@ -65,15 +56,7 @@ def start(out: Path, pause_dir: Path, points: str, *extra: str, limit_bytes: int
 
 
 def held(proc: subprocess.Popen, marker: Path) -> int:
-    """Wait until the run holds at ``marker``; return the pid of the process holding there."""
-    deadline = time.monotonic() + WAIT
-    while not marker.exists():
-        if proc.poll() is not None:
-            raise AssertionError(f"pack exited {proc.returncode} before {marker.name}: "
-                                 + (marker.parent / "stderr.txt").read_text())
-        assert time.monotonic() < deadline, f"pack did not reach {marker.name} in {WAIT} s"
-        time.sleep(0.05)
-    return int(marker.read_text())
+    return held_at(proc, marker, marker.parent / "stderr.txt")
 
 
 def kill(proc: subprocess.Popen) -> None:
@@ -284,11 +267,13 @@ def test_the_lock_is_released_when_the_run_fails(tmp_path):
 def test_an_out_filled_after_the_first_check_is_not_overwritten(tmp_path, monkeypatch):
     """--out is checked again once the lock is held: a run that finished between this run's first
     check and its lock (the window is simulated by skipping the first check) is not replaced without --force."""
+    import shutil
+
     out = tmp_path / "out"
-    out.mkdir()
-    (out / "keep.txt").write_text("the other run's artifact")
+    shutil.copytree(FIXTURES / "packed", out)  # the other run's artifact
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
     monkeypatch.setattr(PackConfig, "check_files", lambda self: None)
-    with pytest.raises(InputError, match="exists and is not empty"):
+    with pytest.raises(InputError, match=r"exists \(a packcli artifact\); pass --force to replace it"):
         pack_corpus(config(out))
-    assert (out / "keep.txt").read_text() == "the other run's artifact"
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     assert leftovers(tmp_path) == [], "nothing started: no lock left, no work folder"

@@ -85,15 +85,20 @@ def test_deterministic_bytes(tmp_path, corpus_files, tokenizer_dir):
     assert c.manifest["manifest_sha256"] != a.manifest["manifest_sha256"]
 
 
-def test_refuses_non_empty_out_unless_forced(tmp_path, corpus_files, tokenizer_dir):
+def test_force_replaces_an_artifact_and_never_a_folder_of_the_users(tmp_path, corpus_files, tokenizer_dir):
     out = tmp_path / "out"
-    out.mkdir()
-    (out / "keep.txt").write_text("mine")
-    with pytest.raises(InputError, match="exists and is not empty"):
+    first = pack_corpus(config(corpus_files[:1], tokenizer_dir, out, seed=1)).manifest["manifest_sha256"]
+    with pytest.raises(InputError, match=r"exists \(a packcli artifact\); pass --force"):
         pack_corpus(config(corpus_files[:1], tokenizer_dir, out))
-    assert (out / "keep.txt").exists()
-    pack_corpus(config(corpus_files[:1], tokenizer_dir, out, force=True))
-    assert (out / MANIFEST_NAME).exists() and not (out / "keep.txt").exists()
+    assert json.loads((out / MANIFEST_NAME).read_text())["manifest_sha256"] == first
+    second = pack_corpus(config(corpus_files[:1], tokenizer_dir, out, force=True)).manifest["manifest_sha256"]
+    assert second != first and json.loads((out / MANIFEST_NAME).read_text())["manifest_sha256"] == second
+    (out / "keep.txt").write_text("mine")  # now the folder holds a file of the user's: never replaced
+    for force in (False, True):
+        with pytest.raises(InputError, match="holds keep.txt, which its manifest.json does not list"):
+            pack_corpus(config(corpus_files[:1], tokenizer_dir, out, force=force))
+    assert (out / "keep.txt").read_text() == "mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
 
 
 def test_failure_mid_write_leaves_nothing(tmp_path, corpus_files, tokenizer_dir, monkeypatch):

@@ -2,11 +2,14 @@
 
 Exit codes (`EXIT_CODES`, also at the end of every command's ``--help``):
 
-    0  success
-    1  the run failed on the data or the machine: a verify violation, an unmet budget, a bad record
-       under ``--on-error fail``, a worker that died, a full disk
-    2  a usage error: a bad option value, a missing input, an --out another run is writing; nothing ran
-    3  an internal error: a bug in packcli (``PACKCLI_DEBUG=1`` shows the traceback)
+    0    success
+    1    the run failed on the data or the machine: a verify violation, an unmet budget, a bad record
+         under ``--on-error fail``, a worker that died, a disk that filled up or refused a write mid-run
+    2    a usage error: a bad option value, a missing input, a path that cannot be used (no such folder,
+         no permission, read-only, a name too long, a file where a folder must be), an --out packcli may
+         not replace, an --out another run is writing; found before any work, nothing written
+    3    an internal error: a bug in packcli (``PACKCLI_DEBUG=1`` shows the traceback)
+    130  interrupted by SIGINT (Ctrl-C), 143 by SIGTERM: one line says what was kept
 
 Messages are printed with rich markup off, so ``pip install 'packcli[torch]'`` keeps its brackets.
 """
@@ -14,22 +17,31 @@ Messages are printed with rich markup off, so ``pip install 'packcli[torch]'`` k
 from __future__ import annotations
 
 import atexit
+import errno
 import functools
 import gc
 import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 import typer
 from rich.text import Text
+
 from packcli.cli import console
 from packcli.cli.help_page import HelpCommand, HelpGroup
-from packcli.errors import PackcliError, refusal
+from packcli.errors import PackcliError, refusal, unusable_path
+from packcli.interrupts import raise_on_signals
 
 EXIT_CODES = ("Exit codes: 0 success; 1 a violation, an unmet budget, a bad record under --on-error fail, a "
-              "dead worker or a full disk; 2 a usage error (nothing ran); 3 an internal error (a bug: "
-              "PACKCLI_DEBUG=1 shows the traceback).")
+              "dead worker, or a disk that filled up or refused a write mid-run; 2 a usage error, such as a path "
+              "that cannot be used or an --out packcli did not write (nothing ran, nothing written); 3 an internal "
+              "error (a bug: PACKCLI_DEBUG=1 shows the traceback); 130 interrupted by Ctrl-C (SIGINT), 143 by "
+              "SIGTERM (one line says what was kept).")
+# What an interrupted command leaves, when the library has not said more (`Interrupted.kept`).
+NOTHING_KEPT = {"pack": "no artifact written", "verify": "the artifact is unchanged; nothing was written",
+                "stats": "nothing was written", "show": "nothing was written"}
 INTERNAL_ERROR = 3
 
 
@@ -50,7 +62,10 @@ class _OneLineErrors(HelpGroup):
             else:
                 _print_error(exc.format_message(), f"see `{ctx.command_path if ctx else 'packcli'} --help`")
             sys.exit(getattr(exc, "exit_code", 2))
-        except typer.Abort:
+        except typer.Abort as exc:
+            if isinstance(exc.__cause__, KeyboardInterrupt):  # Ctrl-C before or after a command ran
+                _print_interrupt(signal.SIGINT, "nothing was written")
+                sys.exit(128 + signal.SIGINT)
             _print_error("aborted")
             sys.exit(1)
         sys.exit(result if isinstance(result, int) else 0)
@@ -69,6 +84,10 @@ def _print_error(message: str, hint: str | None = None) -> None:
         console.err.print(Text(f"  hint: {hint}"), highlight=False, soft_wrap=True)
 
 
+def _print_interrupt(signum: int, kept: str) -> None:
+    console.err.print(Text(f"interrupted by {signal.Signals(signum).name}: {kept}"), highlight=False, soft_wrap=True)
+
+
 def fail(exc: PackcliError) -> NoReturn:
     """Print a user error on one line (and its hint on the next) and exit with its code."""
     if os.environ.get("PACKCLI_DEBUG"):
@@ -79,18 +98,26 @@ def fail(exc: PackcliError) -> NoReturn:
 
 def guarded(command: Callable[..., Any]) -> Callable[..., Any]:
     """Run a command so that nothing escapes as a traceback: a `PackcliError` is its one-line message
-    and exit code; an OSError the system raised (disk full, no permission) is exit 1 with the path;
+    and exit code; an OSError the system raised mid-run (disk full, no permission) is exit 1 with the
+    path; SIGINT and SIGTERM are one line saying what was kept, exit 130 and 143 (`packcli.interrupts`);
     anything else is a bug: one line that says so, exit 3. ``PACKCLI_DEBUG=1`` re-raises."""
 
     @functools.wraps(command)
     def run(*args: Any, **kwargs: Any) -> Any:
         try:
-            return command(*args, **kwargs)
+            with raise_on_signals():
+                return command(*args, **kwargs)
+        except KeyboardInterrupt as exc:  # `Interrupted`, or Python's own for SIGINT outside our handler
+            signum = getattr(exc, "signum", signal.SIGINT)
+            _print_interrupt(signum, getattr(exc, "kept", None) or NOTHING_KEPT.get(command.__name__, "stopped"))
+            raise typer.Exit(128 + signum) from None
         except PackcliError as exc:
             fail(exc)
         except (typer.Exit, typer.Abort, typer.TyperException):
             raise  # typer's own exits and usage errors (exit 2) already carry their code
         except OSError as exc:
+            if exc.errno == errno.ENAMETOOLONG:  # only a path the user gave can have a name that long
+                fail(unusable_path(exc, "packcli " + command.__name__))
             known = refusal(exc, "packcli " + command.__name__)
             if known is None or os.environ.get("PACKCLI_DEBUG"):
                 _internal_error(exc)

@@ -105,7 +105,8 @@ def pack(
         rich_help_panel=INPUTS)] = DEFAULT_MAX_REJECT_FRACTION,
     out: Annotated[Path, typer.Option("--out", "-o", help="Output directory (written atomically).",
                                       rich_help_panel=OUTPUT)] = Path("packed"),
-    force: Annotated[bool, typer.Option(help="Replace a non-empty --out.", rich_help_panel=OUTPUT)] = False,
+    force: Annotated[bool, typer.Option(help="Replace an --out that is a packcli artifact (never a folder holding "
+                                        "anything else).", rich_help_panel=OUTPUT)] = False,
     packs_per_shard: Annotated[int, typer.Option(help="Packs (rows) per Parquet shard.",
                                                  rich_help_panel=OUTPUT)] = 2048,
     json_out: Json = False,

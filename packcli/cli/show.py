@@ -48,18 +48,22 @@ def show(
 
       packcli show packed/ --example 4249980222054810990 --json
     """
+    from packcli.checks import output_file_problems, raise_all
     from packcli.cli import console
     from packcli.cli.app import fail
     from packcli.errors import PackcliError
+    from packcli.owned import write_replacing
     from packcli.show import show_artifact
 
+    raise_all(output_file_problems("--html", html_out))
     try:
         shown = show_artifact(directory, example_id=example, source=source, pack=pack, tokenizer=tokenizer,
                               source_root=source_root)
     except PackcliError as exc:
         fail(exc)
     if html_out is not None:
-        html_out.write_text(render_html(shown), encoding="utf-8")
+        page = render_html(shown)
+        write_replacing(html_out, lambda partial: partial.write_text(page, encoding="utf-8"))
         console.err.print(f"wrote {html_out}", highlight=False)
     if json_out:
         console.print_json(shown.to_dict())

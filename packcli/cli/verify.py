@@ -100,12 +100,11 @@ def verify(
                    render_oracle=render_oracle, sample=sample, engine=engine, ray_address=ray_address,
                    shared_fs=shared_fs)
     if self_test:
-        import tempfile
-
+        from packcli.owned import scratch_folder
         from packcli.verify.faults import run_self_test
 
-        with tempfile.TemporaryDirectory(prefix="packcli-selftest-") as ws:
-            results = run_self_test(directory, ws, source_root=source_root)
+        with scratch_folder("packcli-selftest-", "verify --self-test's corrupted copies") as ws:
+            results = run_self_test(directory, str(ws), source_root=source_root)
         raise typer.Exit(render_self_test(results, as_json=json_out))
     runner = None
     if engine is EngineName.ray:

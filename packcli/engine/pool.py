@@ -5,14 +5,19 @@ tokenizer it has already loaded, while the others start up (about 5 s each: impo
 tokenizer load). Spawned, not forked: a forked child of a process whose tokenizer has already run stays
 single-threaded for good. Each worker's tokenizer threads are capped to its share of the CPUs, so N
 workers do not start N thread pools the size of the machine. Results come back in input order; an
-error (or Ctrl-C) stops the handing out, so only the items already started are waited for. A worker
-whose parent is gone (killed with SIGKILL, which no shutdown code sees) leaves within a second.
+error stops the handing out, so only the items already started are waited for. An interrupt (Ctrl-C,
+SIGTERM: a KeyboardInterrupt here) waits for nothing: the workers are terminated, so none outlives
+the command. Workers ignore SIGINT themselves (Ctrl-C reaches the whole process group): this process
+decides. A worker whose parent is gone (killed with SIGKILL, which no shutdown code sees) leaves
+within a second.
 """
 
 from __future__ import annotations
 
 import atexit
+import multiprocessing
 import os
+import signal
 import sys
 import threading
 import time
@@ -64,6 +69,7 @@ def thread_caps(threads: int) -> dict[str, str]:
 
 
 def _init_worker(threads: int, parent: int) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops its workers itself (`SharedPool.__exit__`)
     os.environ.update(thread_caps(threads))  # read when the tokenizer first encodes, after this
     # Leave without the interpreter's teardown, which takes about 0.5 s once a numba kernel has run
     # (the pool's shutdown waits for it). Registered first, this runs after every other exit handler,
@@ -110,6 +116,7 @@ class SharedPool:
             raise ValueError(f"a shared pool needs 1 or more workers, got {workers}")
         self.workers = workers
         self._pool: ProcessPoolExecutor | None = None
+        self._others = {p.pid for p in multiprocessing.active_children()}  # children that are not this pool's
         if workers > 1:
             self._pool = ProcessPoolExecutor(workers - 1, mp_context=get_context("spawn"), initializer=_init_worker,
                                              initargs=(max(1, usable_cpus() // workers), os.getpid()))
@@ -119,9 +126,19 @@ class SharedPool:
     def __enter__(self) -> SharedPool:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
         if self._pool is not None:
+            if exc is not None and not isinstance(exc, Exception):  # interrupted: nothing is worth waiting for
+                self.stop_workers()
             self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def stop_workers(self) -> None:
+        """Terminate this pool's worker processes now (their items fail; the pool is unusable after)."""
+        workers = [p for p in multiprocessing.active_children() if p.pid not in self._others]
+        for process in workers:
+            process.terminate()
+        for process in workers:
+            process.join()
 
     def map(self, fn: Callable[[C, I], R], common: C, items: Sequence[I],
             on_done: Callable[[I, R], None] = lambda item, result: None, *, keep: bool = True) -> list[R | None]:
@@ -177,8 +194,10 @@ class SharedPool:
                 on_done(items[k], result)
                 results[k] = result if keep else None
                 del result
-        except BaseException:
-            failed.setdefault(-1, None)  # Ctrl-C: stop handing out, and raise it as it is
+        except BaseException as exc:
+            failed.setdefault(-1, None)  # stop handing out, and raise it as it is
+            if not isinstance(exc, Exception):  # Ctrl-C or SIGTERM: the workers' items are not waited for
+                self.stop_workers()
             raise
         finally:
             feeder.join()

@@ -1,4 +1,4 @@
-"""Named points where a ``pack`` run can be held, so fault tests can kill it at a known moment.
+"""Named points where a run can be held, so fault tests can kill or interrupt it at a known moment.
 
 ``PACKCLI_PAUSE_AT=unit,rename`` and ``PACKCLI_PAUSE_DIR=DIR`` make the first process that reaches a
 named point create ``DIR/<point>`` (holding its pid) and wait while that file exists (a point holds
@@ -13,7 +13,8 @@ that process's node. The points: ``unit`` (a unit's spills written, its sidecar 
 ``unit-00002`` (the same, at that unit only),
 ``shard`` (a shard file written, the seam table and manifest not yet), ``rename`` (the artifact
 complete in its temporary folder, not yet moved to ``--out``), ``swap`` (with ``--force``: the old
-``--out`` moved aside, the new one not yet in place).
+``--out`` moved aside, the new one not yet in place). ``stats-unit`` and ``verify-unit``: a unit about
+to be measured by ``stats`` or re-tokenized by ``verify`` (to interrupt them at a known moment).
 """
 
 from __future__ import annotations

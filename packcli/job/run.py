@@ -25,7 +25,7 @@ import functools
 import hashlib
 import json
 import os
-import shutil
+import signal
 import time
 from dataclasses import dataclass
 from datetime import date
@@ -39,7 +39,7 @@ from packcli.choices import Dedupe
 from packcli.config import OnError, PackConfig
 from packcli.contract import PACKED, TRUNCATED
 from packcli.engine import Engine, Workload
-from packcli.errors import InputError, refusal
+from packcli.errors import InputError, Interrupted, refusal
 from packcli.ingest import InputFile, Source, check_sources, describe_inputs, expand_inputs
 from packcli.job.plan import PlanSettings, apply_overlong, check_losses, lay_out_shards, plan_packs
 from packcli.job.select import expand_copies, mark_duplicates
@@ -78,6 +78,7 @@ def pack_corpus(config: PackConfig, progress: Progress = NO_PROGRESS, engine: En
             ``config.out``; a record under ``--on-error fail``; an unmet budget; a worker that died.
             Nothing is left at ``config.out`` in every case (a previous artifact there stays whole).
         SystemRefusal: the disk filled up or refused a write (nothing is left at ``config.out`` either).
+        Interrupted: SIGINT or SIGTERM (a KeyboardInterrupt); its ``kept`` says what is on disk now.
     """
     config.check_files()  # every path, before a worker starts or a byte is read
     sources, mixture = resolve_sources(config)  # every table's columns, every --mix key
@@ -85,8 +86,9 @@ def pack_corpus(config: PackConfig, progress: Progress = NO_PROGRESS, engine: En
         from packcli.engine.local import LocalEngine  # here: the engines import this package's units
 
         engine = LocalEngine()
+    space = Workspace(config.out, force=config.force, inputs=config.read_paths())
     try:
-        with Workspace(config.out, force=config.force) as space:
+        with space:
             # The run's size first, so the engine starts only the workers it can use, and then they
             # load the tokenizer while this process does.
             files = describe_inputs(sources)
@@ -96,6 +98,8 @@ def pack_corpus(config: PackConfig, progress: Progress = NO_PROGRESS, engine: En
                                              config.paranoid_tokenizer), work=work):
                 summary = _pack(config, progress, engine, space, files, specs, sources, mixture)
             space.discard_work()
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: say what is on disk now
+        raise Interrupted(getattr(exc, "signum", signal.SIGINT), space.kept()) from None
     except OSError as exc:  # a full disk is the machine's answer, not a bug: say where
         known = refusal(exc, f"--out {config.out}")
         if known is None:
@@ -140,6 +144,7 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
                   fail_fast=config.on_error is OnError.fail, work_dir=str(space.work),
                   config_hash=_tokenization_hash(tokenizer, template, config))
     share_preparer(job, Preparer(renderer, tokenizer, config.input_format, config.fields, keys=job.keys))
+    space.units_key = job.config_hash
     tmp = space.new_artifact_dir()
     try:
         with progress.running():
@@ -188,7 +193,7 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
             mf.write_manifest(manifest, tmp)
         space.publish(tmp)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        space.discard_artifact_dir(tmp)
         raise
     finally:
         share_preparer(job, None)

@@ -20,8 +20,10 @@ if TYPE_CHECKING:
     from packcli.job.units import UnitSpec
 
 
-def spill_paths(work_dir: Path, spec: UnitSpec) -> tuple[Path, Path]:
-    return work_dir / f"{spec.name}.ids.bin", work_dir / f"{spec.name}.labels.bin"
+def spill_paths(work_dir: Path, spec: UnitSpec | str) -> tuple[Path, Path]:
+    """A unit's two spill files (``spec``: the unit, or its name)."""
+    name = spec if isinstance(spec, str) else spec.name
+    return work_dir / f"{name}.ids.bin", work_dir / f"{name}.labels.bin"
 
 
 @dataclass(frozen=True)

@@ -317,3 +317,23 @@ def _load_sidecar(spec: UnitSpec, work_dir: Path, config_hash: str) -> UnitIndex
 def _keys(keys: list[bytes]) -> np.ndarray:
     """Content keys as one array of 16-byte items (sortable, so duplicates are found with `np.unique`)."""
     return np.frombuffer(b"".join(keys), dtype="V16").copy() if keys else np.zeros(0, dtype="V16")
+
+
+def count_finished_units(work_dir: Path, config_hash: str | None) -> int:
+    """Units in ``work_dir`` that a re-run can reuse: sidecar and spills present and, given
+    ``config_hash``, made with it. Reads only the start of each sidecar (its hash is written first),
+    so it needs no unit plan and stays quick when an interrupt asks."""
+    work_dir = Path(work_dir)
+    if not work_dir.is_dir():
+        return 0
+    head = None if config_hash is None else json.dumps({"config_hash": config_hash})[:-1]
+    count = 0
+    for sidecar in work_dir.glob("unit-*.json"):
+        if not all(p.is_file() for p in spill_paths(work_dir, sidecar.name.removesuffix(".json"))):
+            continue
+        if head is not None:
+            with open(sidecar, encoding="utf-8") as handle:
+                if not handle.read(len(head)) == head:
+                    continue
+        count += 1
+    return count

@@ -86,6 +86,19 @@ class LoadedTokenizer:
                 "reference_fallbacks": self.backend.reference_fallbacks}
 
 
+def _why_not_a_tokenizer(text: str | None, exc: Exception) -> str:
+    """What is wrong with a file that does not load: JSON of another kind (a tokenizer_config.json
+    passed by mistake) says so, rather than the parser's complaint about a field it expected."""
+    try:
+        data = json.loads(text) if text is not None else None
+    except ValueError:
+        data = None
+    if isinstance(data, dict) and "model" not in data:
+        kind = "a tokenizer_config.json" if "tokenizer_class" in data or "chat_template" in data else "another file"
+        return f"JSON without a tokenizer's \"model\"; it looks like {kind}"
+    return f"{type(exc).__name__}: {str(exc)[:200]}"
+
+
 def load_tokenizer(path: str | Path, *, backend: BackendChoice | str = BackendChoice.tokenizers,
                    paranoid: bool = False) -> LoadedTokenizer:
     """Load a ``tokenizer.json`` (or ``.json.gz``), or a directory holding one and its config.
@@ -115,7 +128,7 @@ def load_tokenizer(path: str | Path, *, backend: BackendChoice | str = BackendCh
         raise InputError(f"tokenizer backend {backend!r}: unknown",
                          f"use one of {', '.join(b.value for b in BackendChoice)}") from None
     file = _find_tokenizer_file(path)
-    pending = None
+    pending, text = None, None
     try:
         raw = gzip.decompress(file.read_bytes()) if file.name.endswith(".gz") else file.read_bytes()
         text = raw.decode("utf-8")
@@ -125,7 +138,7 @@ def load_tokenizer(path: str | Path, *, backend: BackendChoice | str = BackendCh
             pending = FastLoad(text, require_pin=backend is BackendChoice.auto)
         tokenizer = Tokenizer.from_str(text)
     except Exception as exc:  # gzip, UTF-8 and tokenizers (which raises a bare Exception) errors alike
-        raise InputError(f"{file}: not a valid tokenizer.json ({type(exc).__name__}: {str(exc)[:200]})",
+        raise InputError(f"{file}: not a valid tokenizer.json ({_why_not_a_tokenizer(text, exc)})",
                          "pass a Hugging Face tokenizer.json, or a directory containing one") from exc
     tokenizer.no_padding()
     tokenizer.no_truncation()

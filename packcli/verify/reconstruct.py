@@ -40,6 +40,7 @@ from packcli.engine import Engine
 from packcli.engine.pool import SharedPool, auto_processes, usable_cpus
 from packcli.errors import InputError
 from packcli.ingest import HUB_PREFIX, FieldMap, Source, describe_input, source_of
+from packcli.job.pause import pause_at
 from packcli.job.select import duplicate_reason
 from packcli.job.units import UnitSpec, iter_unit_lines, plan_units, unit_batches
 from packcli.prepare import Preparer, preparer_for, share_preparer
@@ -303,6 +304,7 @@ def _outcomes(job: ReconstructJob, preparer: Preparer, specs: list[UnitSpec], wo
 def unit_outcomes(job: ReconstructJob, spec: UnitSpec) -> list[tuple[int, bytes | None, Outcome]]:
     """Re-tokenize one unit's records; per record its number, content key (None unless the job
     deduplicates or where it did not parse) and `Outcome` (small: digests, not tokens)."""
+    pause_at("verify-unit")
     preparer = preparer_for(job)
     out: list[tuple[int, bytes | None, Outcome]] = []
     for batch in unit_batches(spec, BATCH):

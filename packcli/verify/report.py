@@ -82,6 +82,7 @@ def write_seam_status(report: VerifyReport, directory: str, path: str) -> int:
 
     from packcli.artifact.shards import read_parquet
     from packcli.contract import SEAM_TABLE_NAME
+    from packcli.owned import SEAM_OUT_KEY, write_replacing
 
     first: dict[int, str] = {}
     for check in report.checks:
@@ -91,16 +92,15 @@ def write_seam_status(report: VerifyReport, directory: str, path: str) -> int:
     table = read_parquet(f"{directory}/{SEAM_TABLE_NAME}")
     status = [first.get(eid, "ok") for eid in table["example_id"].to_pylist()]
     table = table.append_column("verify", pa.array(status, pa.string()))
-    target = Path(path)
-    partial = target.with_name(f".{target.name}.partial")  # the file appears whole, or not at all
-    try:
-        if target.name.lower().endswith(".csv"):
+
+    def write(partial: Path) -> None:
+        if Path(path).name.lower().endswith(".csv"):
             import pyarrow.csv as pacsv
 
-            pacsv.write_csv(table, str(partial))
-        else:
-            pq.write_table(table, str(partial))
-        partial.replace(target)
-    finally:
-        partial.unlink(missing_ok=True)
+            pacsv.write_csv(table, str(partial))  # its header (example_id ... verify) is its mark
+        else:  # named inside the file, so a later --seam-out may replace it and no other file (`packcli.owned`)
+            pq.write_table(table.replace_schema_metadata({**(table.schema.metadata or {}), SEAM_OUT_KEY: b"verify"}),
+                           str(partial))
+
+    write_replacing(Path(path), write)
     return sum(s != "ok" for s in status)
