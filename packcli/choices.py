@@ -47,10 +47,12 @@ class Strategy(str, Enum):
 
 
 class Overlong(str, Enum):
-    """What to do with an example longer than the capacity."""
+    """What to do with an example longer than the capacity: leave it out, keep its first capacity tokens,
+    or cut it into chunks of at most the capacity, each packed as its own segment (`packcli.job.chunks`)."""
 
     drop = "drop"
     truncate = "truncate"
+    split = "split"
 
 
 class OnError(str, Enum):

@@ -64,6 +64,8 @@ class PackConfig:
     shuffle: bool = True
     shuffle_packs: bool = True
     overlong: Overlong = Overlong.drop
+    split_overlap: int = 0  # --overlong split: tokens a chunk repeats from the one before, as context
+    split_min_last: int = 1  # --overlong split: a last chunk with fewer tokens of its own is dropped
     on_error: OnError = OnError.skip
     min_density: float | None = None
     max_displacement: float | None = None
@@ -102,6 +104,7 @@ class PackConfig:
             problems.append("no tokenizer given (--tokenizer)")
         problems += int_problems("--capacity", self.capacity, 2)
         problems += int_problems("--window", self.window, 1)
+        problems += self._split_problems()
         problems += int_problems("--seed", self.seed, 0, MAX_SEED)
         problems += float_problems("--min-density", self.min_density, 0, 1, low_open=True)
         problems += float_problems("--max-displacement", self.max_displacement, 0)
@@ -121,6 +124,18 @@ class PackConfig:
         if problems:
             raise PackcliError("invalid configuration: " + "; ".join(problems))
 
+    def _split_problems(self) -> list[str]:
+        """The split options: integers, only with ``--overlong split``, and within `SplitRule.problems`."""
+        from packcli.job.chunks import SplitRule
+
+        problems = int_problems("--split-overlap", self.split_overlap, 0) + int_problems(
+            "--split-min-last", self.split_min_last, 1)
+        if problems or int_problems("--capacity", self.capacity, 2):
+            return problems
+        if self.overlong != Overlong.split.value and (self.split_overlap, self.split_min_last) != (0, 1):
+            return ["--split-overlap and --split-min-last need --overlong split"]
+        return SplitRule(self.capacity, self.split_overlap, self.split_min_last).problems()
+
     def file_problems(self) -> list[str]:
         """What is wrong with the paths: the inputs, the tokenizer and a template file must exist,
         and ``out`` must be writable. Reads the filesystem, never writes."""
@@ -139,7 +154,7 @@ class PackConfig:
         """The settings that decide where seams fall and what carries loss (pinned in the manifest)."""
         data = asdict(self)
         keep = ("capacity", "loss", "input_format", "strategy", "window", "seed", "shuffle", "shuffle_packs",
-                "overlong", "min_density", "max_displacement", "max_reject_fraction", "packs_per_shard",
-                "template_date", "dedupe")
+                "overlong", "split_overlap", "split_min_last", "min_density", "max_displacement",
+                "max_reject_fraction", "packs_per_shard", "template_date", "dedupe")
         settings = {k: (v.value if isinstance(v, Enum) else v) for k, v in data.items() if k in keep}
         return dict(settings, fields=self.fields.renames())

@@ -32,17 +32,19 @@ from datetime import date
 from functools import partial
 from pathlib import Path
 
+import numpy as np
+
 from packcli.artifact import manifest as mf
 from packcli.artifact.card import write_card
 from packcli.chat import ChatTemplate, Renderer, load_template, require_markers
 from packcli.choices import Dedupe
 from packcli.config import OnError, PackConfig
-from packcli.contract import PACKED, TRUNCATED
+from packcli.contract import IN_PACK_CODES
 from packcli.engine import Engine, Workload
 from packcli.errors import InputError, refusal
 from packcli.ingest import InputFile, Source, check_sources, describe_inputs, expand_inputs
 from packcli.job.plan import PlanSettings, apply_overlong, check_losses, lay_out_shards, plan_packs
-from packcli.job.select import expand_copies, mark_duplicates
+from packcli.job.select import expand_chunks, expand_copies, mark_duplicates
 from packcli.job.spill import SpillLayout, SpillReader
 from packcli.job.units import ExampleIndex, UnitIndex, UnitJob, UnitSpec, plan_units
 from packcli.job.workspace import Workspace
@@ -162,28 +164,29 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
             layout = SpillLayout.of(space.work, specs, spilled)
             with SpillReader(layout) as spill:  # here: over-long examples; the shards: the engine's tasks
                 t0 = time.perf_counter()
-                fates = apply_overlong(records, spill, config.capacity, config.overlong)
+                settings = PlanSettings.of(config.seam_settings())
+                fates = apply_overlong(records, spill, settings.rule, config.overlong)
                 check_losses(records, fates, files, config.max_reject_fraction)
                 copies = None if mixture is None else draw_copies(
-                    mixture, (fates.status == PACKED) | (fates.status == TRUNCATED), records.file_index, config.seed)
-                examples = expand_copies(records, fates, copies, files, mixture)
-                index, fates = examples.index, examples.fates
-                plan = plan_packs(fates, PlanSettings.of(config.seam_settings()))
+                    mixture, np.isin(fates.status, IN_PACK_CODES), records.file_index, config.seed)
+                examples = expand_chunks(expand_copies(records, fates, copies, files, mixture))
+                plan = plan_packs(examples.fates, settings)
                 timings["pack_s"] = time.perf_counter() - t0
                 t0 = time.perf_counter()
-                shards = lay_out_shards(plan, fates, index, config.packs_per_shard, str(tmp))
+                shards = lay_out_shards(plan, examples.fates, examples.index, settings.rule.masks(examples.chunk),
+                                        config.packs_per_shard, str(tmp))
                 progress.start("write", "writing shards", total=len(shards.tasks))
                 results = engine.write_shards(layout, shards.tasks, lambda task: progress.advance("write"))
-                rejects = write_records(tmp, index, fates, shards, results, spill, files, examples.copy)
+                rejects = write_records(tmp, examples, shards, results, spill, files)
                 timings["write_s"] = time.perf_counter() - t0
-            manifest = build_manifest(tmp, index=index, fates=fates, plan=plan, config=config, files=files,
+            manifest = build_manifest(tmp, examples=examples, plan=plan, config=config, files=files,
                                       tokenizer=tokenizer, template=template, shards=[r.info for r in results],
                                       rejects=rejects, mixture=mixture)
             manifest["dataset_card"] = write_card(tmp, manifest)  # pinned, so verify covers the card too
             manifest = mf.finalize(manifest, {"tokenization": tokenization,
                                               "provenance": provenance(config, files, template),
                                               "template_note": template.note,  # about the choice: unhashed
-                                              "input_warnings": _warning_facts(index, files)})
+                                              "input_warnings": _warning_facts(records, files)})
             mf.write_manifest(manifest, tmp)
         space.publish(tmp)
     except BaseException:
