@@ -91,8 +91,16 @@ def pack(
     seed: Annotated[int, typer.Option(help="Seed of the example and pack shuffles.", rich_help_panel=PACKING)] = 0,
     shuffle: Annotated[bool, typer.Option(help="Shuffle examples before packing.", rich_help_panel=PACKING)] = True,
     shuffle_packs: Annotated[bool, typer.Option(help="Shuffle packs after packing.", rich_help_panel=PACKING)] = True,
-    overlong: Annotated[Overlong, typer.Option(help="Examples longer than --capacity.",
-                                               rich_help_panel=PACKING)] = Overlong.drop,
+    overlong: Annotated[Overlong, typer.Option(
+        help="Examples longer than --capacity: drop them, keep their first --capacity tokens, or split them into "
+        "chunks of at most --capacity tokens, each packed as its own segment (docs/contract.md, chunks).",
+        rich_help_panel=PACKING)] = Overlong.drop,
+    split_overlap: Annotated[int, typer.Option(
+        help="--overlong split: tokens each chunk repeats from the one before, as context without loss "
+        "(at most half the capacity).", rich_help_panel=PACKING)] = 0,
+    split_min_last: Annotated[int, typer.Option(
+        help="--overlong split: drop (and count) a last chunk that adds fewer tokens than this.",
+        rich_help_panel=PACKING)] = 1,
     min_density: Annotated[Optional[float], typer.Option(help="Fail (write nothing) below this density.",
                                                          show_default=False, rich_help_panel=PACKING)] = None,
     max_displacement: Annotated[Optional[float], typer.Option(
@@ -140,6 +148,8 @@ def pack(
 
       packcli pack data.jsonl -t tok/ --strategy bfd --min-density 0.98 --json
 
+      packcli pack books.parquet -t tok/ -c 8192 --overlong split --split-min-last 256   # long documents
+
       packcli pack chat.jsonl tools.parquet -t tok/ --mix chat.jsonl=0.7,tools.parquet=0.3 --dedupe exact
 
       packcli pack big/*.jsonl -t tok/ --engine ray --ray-address auto --shared-fs -o /mnt/out
@@ -163,7 +173,8 @@ def pack(
                 messages=messages_field, role=role_field, content=content_field, prompt=prompt_field,
                 completion=completion_field, text=text_field), dedupe=dedupe, mix=mix, strategy=strategy,
             window=window, seed=seed, shuffle=shuffle,
-            shuffle_packs=shuffle_packs, overlong=overlong, on_error=on_error, min_density=min_density,
+            shuffle_packs=shuffle_packs, overlong=overlong, split_overlap=split_overlap,
+            split_min_last=split_min_last, on_error=on_error, min_density=min_density,
             max_displacement=max_displacement, max_reject_fraction=max_reject_fraction,
             packs_per_shard=packs_per_shard, force=force, lines_per_unit=unit_lines,
             tokenizer_backend=tokenizer_backend, paranoid_tokenizer=paranoid_tokenizer,

@@ -46,7 +46,7 @@ from packcli.verify.reconstruct import Reconstructed
 from packcli.verify.report import CheckResult, Violation
 
 PLAN_FIELDS = ("strategy", "capacity", "window", "seed", "shuffle", "shuffle_packs", "packs_per_shard")
-FATE_COLUMNS = ("status", "reason", "length", "supervised", "supervised_lost", "chunk_start")
+FATE_COLUMNS = ("status", "chunk_start", "reason", "length", "supervised", "supervised_lost")
 
 
 def check_plan(manifest: dict, rows: dict[str, list], facts: Reconstructed | None, result: CheckResult) -> None:
