@@ -77,7 +77,9 @@ def render_terminal(shown) -> None:  # noqa: ANN001 - packcli.show.Shown
                       highlight=False, soft_wrap=True)
     for example in shown.examples:
         row = example.row
-        console.out.rule(f"example {row['example_id']}  {row['source']}:{row['line']}  {row['status']}", align="left")
+        chunk = f"  {example.chunk_label}" if example.chunk_label else ""
+        console.out.rule(f"example {row['example_id']}  {row['source']}:{row['line']}  {row['status']}{chunk}",
+                         align="left")
         if example.tokens:
             text = Text()
             for k, token in enumerate(example.tokens):
@@ -102,8 +104,9 @@ def render_terminal(shown) -> None:  # noqa: ANN001 - packcli.show.Shown
             table.add_column(col, justify="right" if col in ("offset", "length", "supervised") else "left",
                              overflow="fold")
         for seam in shown.pack.seams:
+            where = f"{seam['source']}:{seam['line']}" + (f" chunk {seam['chunk']}" if seam["chunk"] else "")
             table.add_row(str(seam["offset"]), str(seam["length"]), str(seam["supervised"]), str(seam["example_id"]),
-                          f"{seam['source']}:{seam['line']}", style="bold" if seam["example_id"] in chosen else None)
+                          where, style="bold" if seam["example_id"] in chosen else None)
         console.out.print(table)
 
 
@@ -116,8 +119,9 @@ def render_html(shown) -> str:  # noqa: ANN001 - packcli.show.Shown
              "Each token has its own shade; <span class='s0'>green</span> tokens carry loss.</p>"]
     for example in shown.examples:
         row = example.row
+        chunk = f"; {e(example.chunk_label)}" if example.chunk_label else ""
         parts.append(f"<h2>example {row['example_id']} &mdash; {e(row['source'])}:{row['line']} "
-                     f"({e(row['status'])})</h2>")
+                     f"({e(row['status'])}{chunk})</h2>")
         if not example.tokens:
             parts.append(f"<p>not in a pack: {e(row['reason'] or row['status'])}</p>")
         spans = []
@@ -136,8 +140,9 @@ def render_html(shown) -> str:  # noqa: ANN001 - packcli.show.Shown
                      f"<table><tr>{header}</tr>")
         for s in pack.seams:
             mark = " class='me'" if s["example_id"] in chosen else ""
+            chunk = f" chunk {s['chunk']}" if s["chunk"] else ""
             parts.append(f"<tr{mark}><td>{s['offset']}</td><td>{s['length']}</td><td>{s['supervised']}</td>"
-                         f"<td>{s['example_id']}</td><td>{e(s['source'])}:{s['line']}</td></tr>")
+                         f"<td>{s['example_id']}</td><td>{e(s['source'])}:{s['line']}{chunk}</td></tr>")
         parts.append("</table>")
     parts.append("</body></html>\n")
     return "".join(parts)
