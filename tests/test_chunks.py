@@ -271,3 +271,29 @@ def test_show_names_the_chunk(long_docs, tmp_path, tokenizer_dir):
                                                                             for r in rows)))
     text = CliRunner().invoke(app, ["show", str(out), "--example", str(row["example_id"])]).stdout
     assert "chunk 2 of" in text
+
+
+@pytest.mark.parametrize(("overlap", "min_last"), [(0, 1), (16, 64)])
+def test_stats_counts_what_pack_keeps_under_each_policy(overlap, min_last, long_docs, tmp_path, tokenizer_dir):
+    """stats' over-long table is what pack writes: examples, segments (seam-table rows in packs), tokens,
+    supervised tokens and packs, policy by policy, at the same capacity."""
+    from packcli.stats import length_stats
+
+    src = tmp_path / "src"
+    _pack_docs(src, tokenizer_dir, long_docs, overlong="drop", max_reject_fraction=1.0)
+    stats = length_stats([str(src / "docs.jsonl")], str(tokenizer_dir), capacities=(256, 100_000), workers=1,
+                         split_overlap=overlap, split_min_last=min_last)
+    cells = {(c.capacity, c.policy): c for c in stats.overlong}
+    assert cells[100_000, "split"].segments == cells[100_000, "drop"].segments == len(long_docs)  # nothing over-long
+    for policy in ("drop", "truncate", "split"):
+        options = dict(split_overlap=overlap, split_min_last=min_last) if policy == "split" else {}
+        out, manifest = _pack_docs(tmp_path / policy, tokenizer_dir, long_docs, overlong=policy,
+                                   max_reject_fraction=1.0, **options)
+        counts, cell = manifest["counts"], cells[256, policy]
+        rows = pq.read_table(out / "examples.parquet").to_pylist()
+        in_packs = [r for r in rows if r["shard"] is not None]
+        assert cell.segments == len(in_packs) == counts["packed"] + counts["truncated"] + counts["split"]
+        assert cell.examples == len({r["line"] for r in in_packs})
+        assert (cell.tokens, cell.supervised, cell.packs) == (counts["tokens"], counts["supervised_tokens"],
+                                                              counts["packs"])
+    assert cells[256, "drop"].tokens < cells[256, "truncate"].tokens < cells[256, "split"].tokens
