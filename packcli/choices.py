@@ -55,6 +55,15 @@ class Overlong(str, Enum):
     split = "split"
 
 
+class AddToken(str, Enum):
+    """Whether a text document gets a BOS (``--text-bos``) or an EOS (``--text-eos``): ``auto`` as the
+    tokenizer's conventions say, ``yes``, ``no`` (the table: `packcli.tokenizer.ends`)."""
+
+    auto = "auto"
+    yes = "yes"
+    no = "no"
+
+
 class OnError(str, Enum):
     """What to do with a bad record: reject it (counted, written to rejects.jsonl) or stop."""
 

@@ -12,6 +12,7 @@ from enum import Enum
 from pathlib import Path
 
 from packcli.choices import (
+    AddToken,
     BackendChoice,
     Dedupe,
     Format,
@@ -56,6 +57,8 @@ class PackConfig:
     loss: LossPolicy = LossPolicy.auto
     input_format: Format = Format.auto
     fields: FieldMap = DEFAULT_FIELDS
+    text_bos: AddToken = AddToken.auto  # a text document's BOS (`packcli.tokenizer.ends`)
+    text_eos: AddToken = AddToken.auto
     dedupe: Dedupe = Dedupe.none
     mix: MixSpec | None = None  # a `MixSpec`, or --mix as written (parsed here)
     strategy: Strategy = Strategy.window
@@ -81,7 +84,8 @@ class PackConfig:
         choice_problems = []
         # Accept plain strings from Python callers; store the enums.
         for name, kind in (("loss", LossPolicy), ("input_format", Format), ("overlong", Overlong), ("on_error", OnError),
-                           ("strategy", Strategy), ("tokenizer_backend", BackendChoice), ("dedupe", Dedupe)):
+                           ("strategy", Strategy), ("tokenizer_backend", BackendChoice), ("dedupe", Dedupe),
+                           ("text_bos", AddToken), ("text_eos", AddToken)):
             try:
                 object.__setattr__(self, name, kind(getattr(self, name)))
             except ValueError:
@@ -155,6 +159,6 @@ class PackConfig:
         data = asdict(self)
         keep = ("capacity", "loss", "input_format", "strategy", "window", "seed", "shuffle", "shuffle_packs",
                 "overlong", "split_overlap", "split_min_last", "min_density", "max_displacement",
-                "max_reject_fraction", "packs_per_shard", "template_date", "dedupe")
+                "max_reject_fraction", "packs_per_shard", "template_date", "dedupe", "text_bos", "text_eos")
         settings = {k: (v.value if isinstance(v, Enum) else v) for k, v in data.items() if k in keep}
         return dict(settings, fields=self.fields.renames())

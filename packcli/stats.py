@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from packcli.choices import BackendChoice, Format, Strategy
+from packcli.choices import AddToken, BackendChoice, Format, Strategy
 from packcli.contract import IGNORE_INDEX, IN_PACKS
 
 QUANTILES = (5, 25, 50, 75, 90, 99, 99.9)
@@ -211,7 +211,8 @@ def length_stats(inputs, tokenizer: str, *, template: str = "auto", loss=None, c
                  seed: int = 0, min_density: float = 0.95, max_displacement: float | None = None,
                  batch: int = 4096, fields=None, input_format: Format = Format.auto,
                  backend: BackendChoice | str = BackendChoice.auto, workers: int | None = None,
-                 unit_lines: int = 10_000, split_overlap: int = 0, split_min_last: int = 1) -> LengthStats:
+                 unit_lines: int = 10_000, split_overlap: int = 0, split_min_last: int = 1,
+                 text_bos: str = "auto", text_eos: str = "auto") -> LengthStats:
     """Tokenize raw inputs (the same stage as ``pack``, any source kind, with the same column mapping
     ``fields``) and compute quantiles, sweep, recommendation, and per-input counts.
 
@@ -243,7 +244,8 @@ def length_stats(inputs, tokenizer: str, *, template: str = "auto", loss=None, c
                   tokenizer_backend_version=tok.backend_version, paranoid_tokenizer=False, template_text=tpl.text,
                   template_source=tpl.source, template_date=DEFAULT_TEMPLATE_DATE.isoformat(), loss=policy.value,
                   input_format=Format(input_format).value, batch_records=batch, fail_fast=False, work_dir="",
-                  config_hash="", fields=tuple(sorted(fields.renames().items())))
+                  config_hash="", fields=tuple(sorted(fields.renames().items())), text_bos=AddToken(text_bos).value,
+                  text_eos=AddToken(text_eos).value)
     if workers is None:
         workers = auto_processes(default_workers(), units=len(specs), input_bytes=sum(f.size for f in files))
     share_preparer(job, job.build_preparer())  # this process is a worker too, with the tokenizer it has loaded

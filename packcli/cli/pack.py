@@ -9,6 +9,7 @@ import typer
 from rich.markup import escape
 
 from packcli.choices import (
+    AddToken,
     BackendChoice,
     Dedupe,
     EngineName,
@@ -33,6 +34,8 @@ from packcli.cli.options import (
     RoleField,
     Template,
     TemplateDate,
+    TextBos,
+    TextEos,
     TextField,
     Tokenizer,
 )
@@ -72,6 +75,8 @@ def pack(
     prompt_field: PromptField = "prompt",
     completion_field: CompletionField = "completion",
     text_field: TextField = "text",
+    text_bos: TextBos = AddToken.auto,
+    text_eos: TextEos = AddToken.auto,
     on_error: Annotated[OnError, typer.Option(
         help="skip: reject bad records (rejects.jsonl); fail: stop.", rich_help_panel=INPUTS)] = OnError.skip,
     dedupe: Annotated[Dedupe, typer.Option(
@@ -171,7 +176,8 @@ def pack(
             inputs=paths, tokenizer=tok, out=out, capacity=capacity, template=template, template_date=template_date,
             loss=loss, input_format=input_format, fields=dict(
                 messages=messages_field, role=role_field, content=content_field, prompt=prompt_field,
-                completion=completion_field, text=text_field), dedupe=dedupe, mix=mix, strategy=strategy,
+                completion=completion_field, text=text_field), text_bos=text_bos, text_eos=text_eos, dedupe=dedupe,
+            mix=mix, strategy=strategy,
             window=window, seed=seed, shuffle=shuffle,
             shuffle_packs=shuffle_packs, overlong=overlong, split_overlap=split_overlap,
             split_min_last=split_min_last, on_error=on_error, min_density=min_density,

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from packcli.choices import BackendChoice, Format, LossPolicy
+from packcli.choices import AddToken, BackendChoice, Format, LossPolicy
 from packcli.cli.options import (
     OUTPUT,
     PACKING,
@@ -21,6 +21,8 @@ from packcli.cli.options import (
     PromptField,
     RoleField,
     Template,
+    TextBos,
+    TextEos,
     TextField,
     Tokenizer,
 )
@@ -37,6 +39,8 @@ def stats(
     prompt_field: PromptField = "prompt",
     completion_field: CompletionField = "completion",
     text_field: TextField = "text",
+    text_bos: TextBos = AddToken.auto,
+    text_eos: TextEos = AddToken.auto,
     template: Template = "auto",
     loss: Loss = LossPolicy.auto,
     capacity: Annotated[Optional[list[int]], typer.Option(
@@ -100,6 +104,8 @@ def stats(
         given += [flag for flag, value, default in (("--template", template, "auto"), ("--loss", loss, LossPolicy.auto),
                                                     ("--seed", seed, 0), ("--min-density", min_density, 0.95),
                                                     ("--split-overlap", split_overlap, 0),
+                                                    ("--text-bos", text_bos, AddToken.auto),
+                                                    ("--text-eos", text_eos, AddToken.auto),
                                                     ("--split-min-last", split_min_last, 1),
                                                     ("--tokenizer-backend", tokenizer_backend, BackendChoice.auto))
                   if value != default]
@@ -130,5 +136,6 @@ def stats(
     result = length_stats(paths, tok, template=template, loss=loss, capacities=tuple(capacity or DEFAULT_CAPACITIES),
                           seed=seed, min_density=min_density, max_displacement=max_displacement, fields=fields,
                           input_format=input_format, backend=tokenizer_backend, workers=workers,
-                          split_overlap=split_overlap, split_min_last=split_min_last)
+                          split_overlap=split_overlap, split_min_last=split_min_last, text_bos=text_bos,
+                          text_eos=text_eos)
     render_length_stats(result, as_json=json_out, plot=plot)

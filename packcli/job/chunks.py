@@ -75,6 +75,15 @@ class SplitRule:
         return np.where(np.asarray(chunks) > 0, max(1, self.overlap), 1).astype(np.int64)
 
 
+def pinned_rule(config: dict) -> SplitRule:
+    """The cut a manifest's ``config`` pins: its split settings under ``overlong split``, else chunks of the
+    capacity (truncation keeps chunk 0). Settings that cannot cut fall back to the latter, for readers
+    that must go on (the plan check names them)."""
+    capacity = config["capacity"] if isinstance(config["capacity"], int) and config["capacity"] >= 2 else 2
+    rule = SplitRule(capacity, config["split_overlap"], config["split_min_last"])
+    return rule if config["overlong"] == "split" and not rule.problems() else SplitRule(capacity)
+
+
 @dataclass(frozen=True)
 class Cut:
     """An example cut into chunks, per chunk: where it starts and how long it is; ``supervised``, the labels

@@ -52,6 +52,7 @@ from packcli.job.write import build_manifest, provenance, write_records
 from packcli.mix import Mixture, draw_copies, resolve_mix
 from packcli.prepare import Preparer, share_preparer
 from packcli.progress import NO_PROGRESS, Progress
+from packcli.tokenizer.ends import text_ends
 from packcli.tokenizer.load import LoadedTokenizer, cached_tokenizer, warm_tokenizer
 
 
@@ -128,7 +129,8 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
     template = load_template(config.template, tokenizer)
     require_markers(template, config.loss)
     renderer = Renderer(template, config.loss, bos_token=tokenizer.bos_token, eos_token=tokenizer.eos_token,
-                        template_date=date.fromisoformat(config.template_date))
+                        template_date=date.fromisoformat(config.template_date),
+                        text_ends=text_ends(tokenizer, config.text_bos, config.text_eos))
     if mixture is not None:  # the mixture numbers inputs as resolved; the manifest, as read
         position = {f.path: i for i, f in enumerate(files)}
         mixture = mixture.renumbered([position[s.path] for s in sources])
@@ -138,7 +140,8 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
                   tokenizer_backend_resolved=tokenizer.backend_name,
                   tokenizer_backend_version=tokenizer.backend_version, loss=config.loss.value,
                   input_format=config.input_format.value, fields=tuple(sorted(config.fields.renames().items())),
-                  keys=config.dedupe is Dedupe.exact, batch_records=config.batch_records,
+                  keys=config.dedupe is Dedupe.exact, text_bos=config.text_bos.value, text_eos=config.text_eos.value,
+                  batch_records=config.batch_records,
                   fail_fast=config.on_error is OnError.fail, work_dir=str(space.work),
                   config_hash=_tokenization_hash(tokenizer, template, config))
     share_preparer(job, Preparer(renderer, tokenizer, config.input_format, config.fields, keys=job.keys))
@@ -210,7 +213,7 @@ def _tokenization_hash(tokenizer: LoadedTokenizer, template: ChatTemplate, confi
     key = [code_digest(), tokenizer.sha256, template.sha256, config.loss.value, config.input_format.value,
            config.on_error.value, config.lines_per_unit, tokenizer.backend_name, tokenizer.backend_version,
            config.template_date, tokenizer.bos_token, tokenizer.eos_token, config.fields.renames(),
-           config.dedupe.value]
+           config.dedupe.value, config.text_bos.value, config.text_eos.value]
     return hashlib.sha256(json.dumps(key).encode()).hexdigest()
 
 

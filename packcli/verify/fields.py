@@ -45,6 +45,8 @@ MANIFEST_FIELDS: dict[str, Owner] = {
     "config.template_date": Owner("reconstruction", STR, "a date; re-rendering every record on it"),
     "config.fields": Owner("reconstruction", (dict,), "the column mapping every record is re-read with"),
     "config.fields.*": Owner("reconstruction", STR, "the column mapping every record is re-read with"),
+    "config.text_bos": Owner("reconstruction", STR, "auto, yes or no; every text record re-rendered with it"),
+    "config.text_eos": Owner("reconstruction", STR, "auto, yes or no; every text record re-rendered with it"),
     "config.dedupe": Owner("reconstruction", STR, "none or exact; exact: every record's content key recomputed"),
     "config.mix": Owner("copies", (dict, type(None)), "the copies of every record, drawn again"),
     "config.mix.*": Owner("copies", (str, int, float), "the copies of every record, drawn again"),

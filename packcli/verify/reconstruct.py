@@ -34,17 +34,18 @@ import numpy as np
 import numpy.typing as npt
 
 from packcli.chat import ChatTemplate, Renderer
-from packcli.choices import BackendChoice, Format, LossPolicy, Overlong
+from packcli.choices import AddToken, BackendChoice, Format, LossPolicy, Overlong
 from packcli.contract import IGNORE_INDEX, token_hash
 from packcli.engine import Engine
 from packcli.engine.pool import SharedPool, auto_processes, usable_cpus
 from packcli.errors import InputError
 from packcli.ingest import HUB_PREFIX, FieldMap, Source, describe_input, source_of
-from packcli.job.chunks import Cut, SplitRule, chunk_labels, cut_example
+from packcli.job.chunks import Cut, SplitRule, chunk_labels, cut_example, pinned_rule
 from packcli.job.select import duplicate_reason
 from packcli.job.units import UnitSpec, iter_unit_lines, plan_units, unit_batches
 from packcli.prepare import Preparer, preparer_for, share_preparer
 from packcli.progress import NO_PROGRESS, Progress
+from packcli.tokenizer.ends import text_ends
 from packcli.tokenizer.load import LoadedTokenizer, cached_tokenizer
 from packcli.verify.locate import find_source
 from packcli.verify.packs import PackIndex
@@ -100,6 +101,8 @@ class ReconstructJob:
     keys: bool  # compute content keys (the artifact was deduplicated)
     bos_token: str | None
     eos_token: str | None
+    text_bos: str  # a text record's BOS and EOS (`packcli.tokenizer.ends.text_ends`)
+    text_eos: str
     rule: SplitRule  # how over-long examples are cut (`PlanSettings.rule`)
     cuts: bool  # whether the policy cuts them (truncate or split): then each fresh example's cut is sent back
 
@@ -107,14 +110,12 @@ class ReconstructJob:
     def of(cls, manifest: dict, tokenizer: str, template_text: str) -> ReconstructJob:
         """The job a manifest pins, with the tokenizer found at ``tokenizer``."""
         config, pinned = manifest["config"], manifest["tokenizer"]
-        rule = SplitRule(config["capacity"], config["split_overlap"], config["split_min_last"])
-        if config["overlong"] != Overlong.split.value or config["capacity"] < 2 or rule.problems():
-            rule = SplitRule(max(2, config["capacity"]))  # a bad setting is the plan check's to name
         return cls(tokenizer=tokenizer, tokenizer_sha256=pinned["sha256"], template_text=template_text,
                    template_source=manifest["template"]["origin"], template_date=config["template_date"],
                    loss=manifest["loss_policy"], input_format=config["input_format"],
                    fields=tuple(sorted(config["fields"].items())), keys=config["dedupe"] == "exact",
-                   bos_token=pinned["bos_token"], eos_token=pinned["eos_token"], rule=rule,
+                   bos_token=pinned["bos_token"], eos_token=pinned["eos_token"], text_bos=config["text_bos"],
+                   text_eos=config["text_eos"], rule=pinned_rule(config),
                    cuts=config["overlong"] in (Overlong.truncate.value, Overlong.split.value))
 
     def build_preparer(self, tokenizer: LoadedTokenizer | None = None) -> Preparer:
@@ -124,7 +125,8 @@ class ReconstructJob:
             raise InputError(f"tokenizer {self.tokenizer} changed while verify ran", "run verify again")
         renderer = Renderer(ChatTemplate(self.template_text, self.template_source), LossPolicy(self.loss),
                             bos_token=self.bos_token, eos_token=self.eos_token,
-                            template_date=date.fromisoformat(self.template_date))
+                            template_date=date.fromisoformat(self.template_date),
+                            text_ends=text_ends(tok, self.text_bos, self.text_eos))
         return Preparer(renderer, tok, Format(self.input_format), FieldMap.of(dict(self.fields)), keys=self.keys)
 
 
@@ -175,6 +177,9 @@ def check_reconstruction(manifest: dict, rows: dict[str, list], packs: PackIndex
         problems.append(("config.input_format", f"config.input_format {config['input_format']!r} is not a format"))
     if manifest["loss_policy"] not in {p.value for p in LossPolicy}:
         problems.append(("loss_policy", f"loss_policy {manifest['loss_policy']!r} is not a loss policy"))
+    for key in ("text_bos", "text_eos"):
+        if config[key] not in {a.value for a in AddToken}:
+            problems.append((f"config.{key}", f"config.{key} {config[key]!r} is not one of auto, yes, no"))
     if config["dedupe"] not in ("none", "exact"):
         problems.append(("config.dedupe", f"config.dedupe {config['dedupe']!r} is not none or exact"))
     try:
