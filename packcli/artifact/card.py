@@ -23,6 +23,7 @@ def render_card(manifest: dict) -> str:
     """The card's text for a manifest (its hashed fields; ``contract_version`` is this packcli's)."""
     counts, config = manifest["counts"], manifest["config"]
     examples = counts["packed"] + counts["truncated"] + counts["split"]  # segments: a split example's chunks each
+    chunks = f", {counts['split']:,} chunks of examples split at the capacity" if counts["split"] else ""
     tokens, supervised = counts["tokens"], counts["supervised_tokens"]
     header = "\n".join([
         "---",
@@ -47,7 +48,7 @@ or is supervised by another.
 | | |
 |---|---|
 | packs (rows) | {counts["packs"]:,} |
-| examples | {examples:,} ({counts["truncated"]:,} truncated to the capacity, {counts["split"]:,} chunks of split ones) |
+| examples | {examples:,} ({counts["truncated"]:,} truncated to the capacity{chunks}) |
 | tokens | {tokens:,} |
 | supervised tokens | {supervised:,} |
 | capacity | {config["capacity"]:,} tokens per pack |
