@@ -135,9 +135,11 @@ def decide_fates(status: npt.ArrayLike, length: npt.ArrayLike, supervised: npt.A
 
 
 def apply_overlong(index: ExampleIndex, spill: SpillReader, rule: SplitRule, overlong: Overlong) -> Fates:
-    """`decide_fates` for the pack job: what truncation and splitting keep is read back from the spills."""
+    """`decide_fates` for the pack job: what truncation and splitting keep is read back from the spills
+    (truncation keeps the first chunk: only its ``capacity`` labels are read)."""
     def cut(i: int) -> Cut:
-        return cut_example(spill.read(index.spill_offset[i], index.length[i])[1], rule)
+        tokens = rule.capacity if overlong is Overlong.truncate else index.length[i]
+        return cut_example(spill.read(index.spill_offset[i], tokens)[1], rule)
 
     return decide_fates(index.status, index.length, index.supervised, index.reason, rule, overlong, cut)
 
