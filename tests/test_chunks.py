@@ -297,3 +297,29 @@ def test_stats_counts_what_pack_keeps_under_each_policy(overlap, min_last, long_
         assert (cell.tokens, cell.supervised, cell.packs) == (counts["tokens"], counts["supervised_tokens"],
                                                               counts["packs"])
     assert cells[256, "drop"].tokens < cells[256, "truncate"].tokens < cells[256, "split"].tokens
+
+
+def test_split_with_a_mixture_and_duplicates(long_docs, tmp_path, tokenizer_dir):
+    """Copies of a split record each have its chunks; a duplicate of a split record is one row; verify holds."""
+    from conftest import write_jsonl
+
+    from packcli.config import PackConfig
+    from packcli.job.run import pack_corpus
+    from packcli.verify import verify_artifact
+
+    a = write_jsonl(tmp_path / "a.jsonl", [{"text": d} for d in long_docs[:20]] + [{"text": long_docs[0]}])
+    b = write_jsonl(tmp_path / "b.jsonl", [{"text": d} for d in long_docs[20:]])
+    out = tmp_path / "out"
+    pack_corpus(PackConfig(inputs=(str(a), str(b)), tokenizer=str(tokenizer_dir), out=out, capacity=256,
+                           overlong="split", split_overlap=4, mix="a.jsonl=2x,b.jsonl=0.5x", dedupe="exact"))
+    report = verify_artifact(out)
+    assert report.ok, [(c.name, [v.message for v in c.violations][:3]) for c in report.checks if not c.ok]
+    rows = pq.read_table(out / "examples.parquet").to_pylist()
+    split = [r for r in rows if r["status"] == "split"]
+    by_copy: dict[tuple, list[int]] = {}
+    for r in split:
+        by_copy.setdefault((r["input"], r["line"], r["copy"]), []).append(r["chunk"])
+    copies = {(k[0], k[1]) for k in by_copy if k[2] == 1}
+    assert copies and all(by_copy[(*k, 0)] == by_copy[(*k, 1)] for k in copies)  # each copy cut alike
+    assert [r["status"] for r in rows if r["input"] == 0 and r["line"] == 21] == ["duplicate"]
+    assert any(r["status"] == "unsampled" for r in rows)
