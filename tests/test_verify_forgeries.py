@@ -611,38 +611,30 @@ def test_a_chunk_dropped_from_its_pack_and_the_seam_table(split_copy):
     caught(split_copy, "plan", "has no row: its tokens are lost")
 
 
-def test_a_chunk_duplicated_in_another_pack(split_copy):
-    """A second copy of a chunk packed where there is room, with a seam row of its own naming the same chunk."""
+@pytest.mark.parametrize(("chunk", "check", "phrase"), [
+    (None, "plan", "chunk 1 has a second row: its tokens would be trained on twice"),
+    (2, "plan", "chunk 2 is not a chunk of the example"),
+], ids=["same-chunk", "renumbered-chunk-2"])
+def test_a_chunk_duplicated_in_another_pack(chunk, check, phrase, split_copy):
+    """A second copy of a chunk packed where there is room, with a seam row of its own naming the same chunk,
+    or calling it chunk 2 of an example cut into two (a chunk the cut does not have)."""
     rows = seam_rows(split_copy)
     _, _, room = roomiest(split_copy)
     g = _split_example(split_copy, last_room=512 - room)
     row = rows[g[-1]]
     k, r, _ = roomiest(split_copy)
+    chunk = row["chunk"] if chunk is None else chunk
     packs = read_segments(split_copy, k)
-    packs[r].append(_chunk_segment(split_copy, row, row["chunk"], row["chunk_start"], row["length"]))
+    packs[r].append(_chunk_segment(split_copy, row, chunk, row["chunk_start"], row["length"]))
     write_segments(split_copy, k, packs)
-    rewrite_seam(split_copy, lambda rows: rows.insert(g[-1] + 1, dict(rows[g[-1]])))
+    rewrite_seam(split_copy, lambda rows: rows.insert(g[-1] + 1, dict(rows[g[-1]], chunk=chunk)))
     follow_packs(split_copy)
     reseal(split_copy, recount_counts=True)
-    caught(split_copy, "global", "both name")
-    caught(split_copy, "plan", "chunk 1 has a second row: its tokens would be trained on twice")
-
-
-def test_a_duplicated_chunk_renumbered_as_a_further_chunk(split_copy):
-    """The copy of a chunk called chunk 2 of an example cut into two: a chunk the cut does not have."""
-    rows = seam_rows(split_copy)
-    _, _, room = roomiest(split_copy)
-    g = _split_example(split_copy, last_room=512 - room)
-    row = rows[g[-1]]
-    k, r, _ = roomiest(split_copy)
-    packs = read_segments(split_copy, k)
-    packs[r].append(_chunk_segment(split_copy, row, 2, row["chunk_start"], row["length"]))
-    write_segments(split_copy, k, packs)
-    rewrite_seam(split_copy, lambda rows: rows.insert(g[-1] + 1, dict(rows[g[-1]], chunk=2)))
-    follow_packs(split_copy)
-    reseal(split_copy, recount_counts=True)
-    caught(split_copy, "plan", "chunk 2 is not a chunk of the example")
-    assert verify_artifact(split_copy, reconstruct=False).checks[-1].violations  # the plan sees it from the table too
+    caught(split_copy, check, phrase)
+    if chunk == row["chunk"]:
+        caught(split_copy, "global", "both name")
+    plan = next(c for c in verify_artifact(split_copy, reconstruct=False).checks if c.name == "plan")
+    assert any(phrase in v.message for v in plan.violations)  # the plan sees it from the seam table alone too
 
 
 def test_a_chunk_with_a_shifted_offset(split_copy):
@@ -658,29 +650,27 @@ def test_a_chunk_with_a_shifted_offset(split_copy):
     caught(split_copy, "plan", f"chunk_start is {row['chunk_start'] + 7}")
 
 
+def _forge_chunk_1_labels(d: Path, edit) -> None:  # noqa: ANN001 - edit(labels, full example) in place
+    """Chunk 1 of a split example rewritten with its labels edited, everything else consistent, re-sealed."""
+    rows = seam_rows(d)
+    row = rows[_split_example(d)[1]]
+    segment = _chunk_segment(d, row, 1, row["chunk_start"], row["length"])
+    edit(segment, forge.fresh_example(d, row["input"], row["line"]).labels[row["chunk_start"]:].tolist())
+    _replace_segment(d, row, segment)
+    follow_packs(d)
+    reseal(d, recount_counts=True)
+
+
 def test_a_chunk_whose_first_label_is_not_masked(split_copy):
     """Chunk 1 trained to predict its first token from nothing: the seam label supervised."""
-    rows = seam_rows(split_copy)
-    row = rows[_split_example(split_copy)[1]]
-    segment = _chunk_segment(split_copy, row, 1, row["chunk_start"], row["length"])
-    segment.labels[0] = segment.input_ids[0]
-    _replace_segment(split_copy, row, segment)
-    follow_packs(split_copy)
-    reseal(split_copy, recount_counts=True)
+    _forge_chunk_1_labels(split_copy, lambda segment, full: segment.labels.__setitem__(0, segment.input_ids[0]))
     caught(split_copy, "pack_layout", "seam label supervised")
     caught(split_copy, "reconstruction", "labels differ from a fresh tokenization at position 0")
 
 
 def test_a_chunk_whose_overlap_is_supervised_twice(split_copy):
     """The overlap of chunk 1 (context, supervised in chunk 0) given its labels back: trained on twice."""
-    rows = seam_rows(split_copy)
-    row = rows[_split_example(split_copy)[1]]
-    segment = _chunk_segment(split_copy, row, 1, row["chunk_start"], row["length"])
-    full = forge.fresh_example(split_copy, row["input"], row["line"])
-    segment.labels[1:32] = full.labels[row["chunk_start"] + 1:row["chunk_start"] + 32].tolist()
-    _replace_segment(split_copy, row, segment)
-    follow_packs(split_copy)
-    reseal(split_copy, recount_counts=True)
+    _forge_chunk_1_labels(split_copy, lambda segment, full: segment.labels.__setitem__(slice(1, 32), full[1:32]))
     caught(split_copy, "reconstruction", "labels differ from a fresh tokenization at position 1")
     caught(split_copy, "plan", "supervised is")
 
