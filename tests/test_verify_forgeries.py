@@ -590,7 +590,9 @@ def _chunk_segment(d: Path, row: dict, chunk: int, start: int, length: int) -> S
 
 def test_a_split_pack_verifies_and_tiles_its_examples(packed_split):
     assert verify_artifact(packed_split).ok
+    assert verify_artifact(packed_split, reconstruct=False).ok  # the plan from the seam table's own claims
     rows = seam_rows(packed_split)
+    assert any(r["status"] == "dropped" and "holds no supervised token" in r["reason"] for r in rows)
     assert any(r["status"] == "split" and r["chunk"] == 2 for r in rows)
     overlap = manifest_of(packed_split)["config"]["split_overlap"]
     for g in (_split_example(packed_split), _split_example(packed_split, chunks=3)):

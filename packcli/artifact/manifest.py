@@ -96,8 +96,8 @@ def read_manifest(directory: Path, *, contracts: tuple[int, ...] = (CONTRACT_VER
         raise ContractError(f"{path}: made by an older contract ({version}); this packcli reads contract "
                             f"{CONTRACT_VERSION} (docs/contract.md, version history)",
                             f"rebuild with: {rebuild_command(manifest, directory)}")
-    raise ContractError(f"{path}: contract version {version!r} is not supported (this packcli reads {CONTRACT_VERSION})",
-                        "use the packcli version that wrote it, or re-pack with this one")
+    raise ContractError(f"{path}: contract version {version!r} is not supported (this packcli reads "
+                        f"{CONTRACT_VERSION})", "use the packcli version that wrote it, or re-pack with this one")
 
 
 def rebuild_command(manifest: dict, directory: str | Path) -> str:
@@ -114,7 +114,8 @@ def rebuild_command(manifest: dict, directory: str | Path) -> str:
     tokenizer = str(where.get("tokenizer") or manifest.get("tokenizer", {}).get("source", "TOKENIZER"))
     pinned = manifest.get("template", {})
     template = str(where.get("template") or pinned.get("source", "auto"))
-    if tokenizer.endswith("tokenizer.json") and template in ("tokenizer_config.json", "tokenizer:tokenizer_config.json"):
+    own_config = ("tokenizer_config.json", "tokenizer:tokenizer_config.json")  # contracts 1 and 2 spell it so
+    if tokenizer.endswith("tokenizer.json") and template in own_config:
         tokenizer = str(Path(tokenizer).parent)  # the directory: its tokenizer_config.json holds the template
     if template.startswith("tokenizer:"):  # contract 2: one of the tokenizer's own templates, by name
         template = pinned.get("name") or "auto"

@@ -40,8 +40,9 @@ def match_chunks(rows: dict[str, list], starts: np.ndarray, expected: Chunked, l
     for j in range(count):
         mine = range(int(starts[j]), int(starts[j + 1]))
         want = {int(expected.chunk[m]): m for m in range(int(first[j]), int(first[j + 1]))}
-        if len(mine) == len(want) and all(chunks[i] in want for i in mine) and len({chunks[i] for i in mine}) == len(mine):
-            match[list(mine)] = [want[int(chunks[i])] for i in mine]
+        named = [int(chunks[i]) for i in mine]
+        if sorted(named) == sorted(want):  # each expected chunk once, whatever the order of the rows
+            match[list(mine)] = [want[k] for k in named]
             continue
         _match_example(rows, mine, want, expected, int(length[j]), settings, match, result)
     return match

@@ -77,8 +77,11 @@ def check_plan(manifest: dict, rows: dict[str, list], facts: Reconstructed | Non
         budget = "config.min_density" if problem.startswith("density") else "config.max_displacement"
         result.fail(Violation(f"{budget} is not met by the plan (pack would have refused it): {problem}",
                               field=budget))
-    lost = loss_problem(record_fates, lambda j: f"{rows['source'][first[records[j]]]}:{rows['line'][first[records[j]]]}",
-                        settings.max_reject_fraction)
+    def where(j: int) -> str:
+        i = first[records[j]]
+        return f"{rows['source'][i]}:{rows['line'][i]}"
+
+    lost = loss_problem(record_fates, where, settings.max_reject_fraction)
     if lost:
         result.fail(Violation(f"config.max_reject_fraction is not met (pack would have refused it): {lost[0]}: "
                               f"{lost[1]}", field="config.max_reject_fraction"))
