@@ -85,10 +85,11 @@ def texts(sdist: Path) -> list[tuple[str, str]]:
     return found
 
 
-def excerpt(rng: random.Random, works: list[tuple[str, str]], starts: list[list[int]]) -> str:
-    """A passage of a random work from the start of a random line that leaves room for it, its length
-    log-uniform in characters and at most half the work (a whole work is a document already)."""
-    k = rng.randrange(len(works))
+def excerpt(rng: random.Random, works: list[tuple[str, str]], starts: list[list[int]], eligible: list[int]) -> str:
+    """A passage of a random work (of those ``eligible``: at least twice EXCERPT_MIN long) from the start of a
+    random line that leaves room for it, its length log-uniform in characters and at most half the work
+    (a whole work is a document already)."""
+    k = rng.choice(eligible)
     text, lines = works[k][1], starts[k]
     size = min(int(math.exp(rng.uniform(math.log(EXCERPT_MIN), math.log(EXCERPT_MAX)))), len(text) // 2)
     room = bisect.bisect_right(lines, len(text) - size)
@@ -99,7 +100,8 @@ def excerpt(rng: random.Random, works: list[tuple[str, str]], starts: list[list[
 def documents(works: list[tuple[str, str]], excerpts: int, seed: int) -> list[str]:
     rng = random.Random(seed)
     starts = [[0] + [i + 1 for i, c in enumerate(text) if c == "\n"] for _, text in works]
-    docs = [text for _, text in works] + [excerpt(rng, works, starts) for _ in range(excerpts)]
+    eligible = [k for k, (_, text) in enumerate(works) if len(text) >= 2 * EXCERPT_MIN]
+    docs = [text for _, text in works] + [excerpt(rng, works, starts, eligible) for _ in range(excerpts)]
     rng.shuffle(docs)  # whole works among the excerpts, as a real corpus mixes them
     return docs
 

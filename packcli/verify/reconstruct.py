@@ -104,7 +104,7 @@ class ReconstructJob:
     text_bos: str  # a text record's BOS and EOS (`packcli.tokenizer.ends.text_ends`)
     text_eos: str
     rule: SplitRule  # how over-long examples are cut (`PlanSettings.rule`)
-    cuts: bool  # whether the policy cuts them (truncate or split): then each fresh example's cut is sent back
+    overlong: str  # the pinned policy: under truncate or split each over-long fresh example's cut is sent back
 
     @classmethod
     def of(cls, manifest: dict, tokenizer: str, template_text: str) -> ReconstructJob:
@@ -116,7 +116,7 @@ class ReconstructJob:
                    fields=tuple(sorted(config["fields"].items())), keys=config["dedupe"] == "exact",
                    bos_token=pinned["bos_token"], eos_token=pinned["eos_token"], text_bos=config["text_bos"],
                    text_eos=config["text_eos"], rule=pinned_rule(config),
-                   cuts=config["overlong"] in (Overlong.truncate.value, Overlong.split.value))
+                   overlong=config["overlong"])
 
     def build_preparer(self, tokenizer: LoadedTokenizer | None = None) -> Preparer:
         """The reference tokenizer (always: a fast-path fault cannot verify itself), template, renderer."""
@@ -322,18 +322,19 @@ def unit_outcomes(job: ReconstructJob, spec: UnitSpec) -> list[tuple[int, bytes 
         prepared = preparer.prepare(batch, source=spec.path)
         keys = prepared.keys or [None] * len(batch)
         for (_, line, _), key, enc, fmt in zip(batch, keys, prepared, prepared.formats):
-            fresh = enc if isinstance(enc, str) else fresh_of(enc.input_ids, enc.labels, job.rule if job.cuts else None)
+            fresh = enc if isinstance(enc, str) else fresh_of(enc.input_ids, enc.labels, job.rule, job.overlong)
             out.append((line, key, (fmt, fresh)))
     return out
 
 
-def fresh_of(ids: np.ndarray, labels: np.ndarray, rule: SplitRule | None) -> Fresh:
-    """Counts and digests of an example, and when it is longer than ``rule.capacity`` its cut under ``rule``
-    and the digests of each chunk (None: the policy drops over-long examples, no cut is needed)."""
+def fresh_of(ids: np.ndarray, labels: np.ndarray, rule: SplitRule, overlong: str) -> Fresh:
+    """Counts and digests of an example, and when it is longer than ``rule.capacity`` and ``overlong`` cuts it
+    (``truncate``: its first chunk, as pack reads only that; ``split``: every chunk) the cut and the
+    digests of each chunk."""
     fresh = Fresh(len(ids), int(np.count_nonzero(labels != IGNORE_INDEX)), token_hash(ids), token_hash(labels))
-    if rule is None or len(ids) <= rule.capacity:
+    if overlong not in (Overlong.truncate.value, Overlong.split.value) or len(ids) <= rule.capacity:
         return fresh
-    cut = cut_example(labels, rule)
+    cut = cut_example(labels[:rule.capacity] if overlong == Overlong.truncate.value else labels, rule)
     chunks = tuple((token_hash(ids[a:a + n]), token_hash(chunk_labels(labels, k, a, n, rule)))
                    for k, (a, n) in enumerate(zip(cut.start.tolist(), cut.length.tolist())))
     return fresh._replace(cut=cut, chunks=chunks)
