@@ -47,10 +47,21 @@ class Strategy(str, Enum):
 
 
 class Overlong(str, Enum):
-    """What to do with an example longer than the capacity."""
+    """What to do with an example longer than the capacity: leave it out, keep its first capacity tokens,
+    or cut it into chunks of at most the capacity, each packed as its own segment (`packcli.job.chunks`)."""
 
     drop = "drop"
     truncate = "truncate"
+    split = "split"
+
+
+class AddToken(str, Enum):
+    """Whether a text document gets a BOS (``--text-bos``) or an EOS (``--text-eos``): ``auto`` as the
+    tokenizer's conventions say, ``yes``, ``no`` (the table: `packcli.tokenizer.ends`)."""
+
+    auto = "auto"
+    yes = "yes"
+    no = "no"
 
 
 class OnError(str, Enum):

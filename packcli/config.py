@@ -12,6 +12,7 @@ from enum import Enum
 from pathlib import Path
 
 from packcli.choices import (
+    AddToken,
     BackendChoice,
     Dedupe,
     Format,
@@ -55,6 +56,8 @@ class PackConfig:
     loss: LossPolicy = LossPolicy.auto
     input_format: Format = Format.auto
     fields: FieldMap = DEFAULT_FIELDS
+    text_bos: AddToken = AddToken.auto  # a text document's BOS (`packcli.tokenizer.ends`)
+    text_eos: AddToken = AddToken.auto
     dedupe: Dedupe = Dedupe.none
     mix: MixSpec | None = None  # a `MixSpec`, or --mix as written (parsed here)
     strategy: Strategy = Strategy.window
@@ -63,6 +66,8 @@ class PackConfig:
     shuffle: bool = True
     shuffle_packs: bool = True
     overlong: Overlong = Overlong.drop
+    split_overlap: int = 0  # --overlong split: tokens a chunk repeats from the one before, as context
+    split_min_last: int = 1  # --overlong split: a last chunk with fewer tokens of its own is dropped
     on_error: OnError = OnError.skip
     min_density: float | None = None
     max_displacement: float | None = None
@@ -78,7 +83,8 @@ class PackConfig:
         choice_problems = []
         # Accept plain strings from Python callers; store the enums.
         for name, kind in (("loss", LossPolicy), ("input_format", Format), ("overlong", Overlong), ("on_error", OnError),
-                           ("strategy", Strategy), ("tokenizer_backend", BackendChoice), ("dedupe", Dedupe)):
+                           ("strategy", Strategy), ("tokenizer_backend", BackendChoice), ("dedupe", Dedupe),
+                           ("text_bos", AddToken), ("text_eos", AddToken)):
             try:
                 object.__setattr__(self, name, kind(getattr(self, name)))
             except ValueError:
@@ -101,6 +107,7 @@ class PackConfig:
             problems.append("no tokenizer given (--tokenizer)")
         problems += int_problems("--capacity", self.capacity, 2)
         problems += int_problems("--window", self.window, 1)
+        problems += self._split_problems()
         problems += int_problems("--seed", self.seed, 0, MAX_SEED)
         problems += float_problems("--min-density", self.min_density, 0, 1, low_open=True)
         problems += float_problems("--max-displacement", self.max_displacement, 0)
@@ -119,6 +126,18 @@ class PackConfig:
         problems += choice_problems
         if problems:
             raise PackcliError("invalid configuration: " + "; ".join(problems))
+
+    def _split_problems(self) -> list[str]:
+        """The split options: integers, only with ``--overlong split``, and within `SplitRule.problems`."""
+        from packcli.job.chunks import SplitRule
+
+        problems = int_problems("--split-overlap", self.split_overlap, 0) + int_problems(
+            "--split-min-last", self.split_min_last, 1)
+        if problems or int_problems("--capacity", self.capacity, 2):
+            return problems
+        if self.overlong != Overlong.split.value and (self.split_overlap, self.split_min_last) != (0, 1):
+            return ["--split-overlap and --split-min-last need --overlong split"]
+        return SplitRule(self.capacity, self.split_overlap, self.split_min_last).problems()
 
     def file_problems(self) -> list[str]:
         """What is wrong with the paths: the inputs, the tokenizer and a template file must exist, and
@@ -145,7 +164,7 @@ class PackConfig:
         """The settings that decide where seams fall and what carries loss (pinned in the manifest)."""
         data = asdict(self)
         keep = ("capacity", "loss", "input_format", "strategy", "window", "seed", "shuffle", "shuffle_packs",
-                "overlong", "min_density", "max_displacement", "max_reject_fraction", "packs_per_shard",
-                "template_date", "dedupe")
+                "overlong", "split_overlap", "split_min_last", "min_density", "max_displacement",
+                "max_reject_fraction", "packs_per_shard", "template_date", "dedupe", "text_bos", "text_eos")
         settings = {k: (v.value if isinstance(v, Enum) else v) for k, v in data.items() if k in keep}
         return dict(settings, fields=self.fields.renames())

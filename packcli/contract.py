@@ -12,7 +12,9 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-CONTRACT_VERSION = 2  # 2: shards carry seq_lengths; the folder is a Hugging Face dataset (README.md card)
+CONTRACT_VERSION = 3  # 3: over-long examples split into chunks (seam-table chunk columns, status split)
+# Contracts whose shards `packcli.data` reads: 3 changed the seam table and the manifest, not the packs.
+SHARD_CONTRACTS = (2, 3)
 IGNORE_INDEX = -100  # a label that carries no loss (HF and PyTorch's cross-entropy default)
 CONVENTIONS = {
     "labels": "unshifted",
@@ -28,11 +30,12 @@ REJECTS_NAME = "rejects.jsonl"
 CARD_NAME = "README.md"  # the dataset card: makes the artifact folder a Hugging Face dataset repository
 HUB_PREFIX = "hf:"  # a name in the local Hugging Face cache: an input (hf:NAME[:CONFIG][:SPLIT]) or a tokenizer
 
-# An example's fate, as the seam table spells it: in a pack whole or cut; left out as over-long,
-# unusable, an exact duplicate (--dedupe exact), or not drawn by a mixture (--mix).
-STATUSES = ("packed", "truncated", "dropped", "rejected", "duplicate", "unsampled")
-PACKED, TRUNCATED, DROPPED, REJECTED, DUPLICATE, UNSAMPLED = range(6)  # the same, as the pack job's codes
-IN_PACKS = ("packed", "truncated")  # statuses whose examples sit in a pack
+# An example's fate, as the seam table spells it: in a pack whole, cut, or as one chunk of several; left
+# out as over-long, unusable, an exact duplicate (--dedupe exact), or not drawn by a mixture (--mix).
+STATUSES = ("packed", "truncated", "dropped", "rejected", "duplicate", "unsampled", "split")
+PACKED, TRUNCATED, DROPPED, REJECTED, DUPLICATE, UNSAMPLED, SPLIT = range(7)  # the same, as the pack job's codes
+IN_PACKS = ("packed", "truncated", "split")  # statuses whose rows sit in a pack
+IN_PACK_CODES = (PACKED, TRUNCATED, SPLIT)
 
 
 def shard_name(index: int) -> str:

@@ -12,12 +12,13 @@ pieces are the example's text, and every piece belongs to exactly one token.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 
 from packcli.artifact import manifest as mf
-from packcli.artifact.shards import load_flat, read_parquet, read_shard
+from packcli.artifact.shards import FlatShard, load_flat, read_parquet, read_shard
 from packcli.contract import IGNORE_INDEX
 from packcli.errors import InputError, PackcliError
 
@@ -33,14 +34,27 @@ class Token:
 
 @dataclass(frozen=True)
 class Example:
-    """One seam-table row, and the example's tokens when it sits in a pack (else none)."""
+    """One seam-table row, and the example's tokens when it sits in a pack (else none). ``chunks``: how many
+    rows its example has (more than one: it was split, and this row is chunk ``row["chunk"]`` of them)."""
 
     row: dict
     tokens: tuple[Token, ...]
+    chunks: int = 1
 
     @property
     def text(self) -> str:
         return "".join(t.text for t in self.tokens)
+
+    @property
+    def chunk_label(self) -> str:
+        """``chunk 2 of 5 (tokens 8192..12288 of 30000)`` for a chunk of a split example, else ""."""
+        row = self.row
+        if self.chunks < 2:
+            return ""
+        end = row["chunk_start"] + (row["length"] or len(self.tokens))
+        span = f"tokens {row['chunk_start']}..{end} of {row['original_length']}" if row["length"] else (
+            f"from token {row['chunk_start']} of {row['original_length']}")
+        return f"chunk {row['chunk']} of {self.chunks} ({span})"
 
 
 @dataclass(frozen=True)
@@ -51,7 +65,7 @@ class Pack:
     shard: str
     row: int
     num_tokens: int
-    seams: tuple[dict, ...]  # per example: example_id, source, line, offset, length, supervised
+    seams: tuple[dict, ...]  # per example: example_id, source, line, chunk, offset, length, supervised
 
 
 @dataclass(frozen=True)
@@ -69,6 +83,7 @@ class Shown:
         data = asdict(self)
         for example, shown in zip(data["examples"], self.examples):
             example["text"] = shown.text
+            example["chunk_label"] = shown.chunk_label
         return data
 
 
@@ -76,6 +91,7 @@ def show_artifact(directory: str | Path, *, example_id: int | None = None, sourc
                   pack: int | None = None, tokenizer: str | None = None,
                   source_root: str | Path | None = None) -> Shown:
     """The examples one selector picks: ``example_id``, ``source`` (``FILE:LINE``), or every example of ``pack``.
+    An example split into chunks (``--overlong split``) is shown chunk by chunk, each from its own pack.
 
     Raises:
         PackcliError: not exactly one selector, nothing matches it, or the tokenizer cannot be found.
@@ -94,27 +110,36 @@ def show_artifact(directory: str | Path, *, example_id: int | None = None, sourc
         picked = [r for r in rows if r["shard"] == shard and r["row"] == row]
         picked.sort(key=lambda r: r["offset"])
     else:
-        picked = [_find_row(rows, example_id, source, manifest)]
+        first = _find_row(rows, example_id, source, manifest)
+        picked = [r for r in rows if r["example_id"] == first["example_id"]]  # its chunks, when it was split
     decoder = _Decoder(manifest, tokenizer, source_root)
     in_pack = [r for r in picked if r["shard"] is not None]
+    flats: dict[str, FlatShard] = {}
+
+    def flat_of(name: str) -> FlatShard:
+        if name not in flats:
+            flats[name] = load_flat(read_shard(directory / name), name)
+        return flats[name]
+
     shown_pack = None
-    examples = []
     if in_pack:
         shard_name, row = in_pack[0]["shard"], in_pack[0]["row"]
-        flat = load_flat(read_shard(directory / shard_name), shard_name)
-        start, end = int(flat.row_offsets[row]), int(flat.row_offsets[row + 1])
-        members = {r["example_id"]: r for r in rows if r["shard"] == shard_name and r["row"] == row}
-        seams = tuple({"example_id": m["example_id"], "source": m["source"], "line": m["line"], "offset": m["offset"],
-                       "length": m["length"], "supervised": m["supervised"]}
-                      for m in sorted(members.values(), key=lambda m: m["offset"]))
-        shown_pack = Pack(firsts[shard_name] + row, shard_name, row, end - start, seams)
+        flat = flat_of(shard_name)
+        members = sorted((r for r in rows if r["shard"] == shard_name and r["row"] == row), key=lambda m: m["offset"])
+        seams = tuple({"example_id": m["example_id"], "source": m["source"], "line": m["line"], "chunk": m["chunk"],
+                       "offset": m["offset"], "length": m["length"], "supervised": m["supervised"]} for m in members)
+        shown_pack = Pack(firsts[shard_name] + row, shard_name, row,
+                          int(flat.row_offsets[row + 1] - flat.row_offsets[row]), seams)
+    chunks = Counter(r["example_id"] for r in rows if r["example_id"] in {p["example_id"] for p in picked})
+    examples = []
     for r in picked:
         tokens: tuple[Token, ...] = ()
         if r["shard"] is not None:
-            a = start + r["offset"]
+            flat = flat_of(r["shard"])
+            a = int(flat.row_offsets[r["row"]]) + r["offset"]
             ids, labels = flat.ids[a:a + r["length"]].tolist(), flat.labels[a:a + r["length"]].tolist()
             tokens = tuple(Token(i, piece, label != IGNORE_INDEX) for i, piece, label in zip(ids, decoder(ids), labels))
-        examples.append(Example(r, tokens))
+        examples.append(Example(r, tokens, chunks[r["example_id"]]))
     note = manifest["unhashed"].get("template_note")
     described = manifest["template"]["origin"] + (f": {note}" if note else "")
     return Shown(str(directory), described, manifest["loss_policy"], tuple(examples), shown_pack,

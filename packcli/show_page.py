@@ -83,8 +83,9 @@ def _legend() -> str:
 def _example(example: Example, *, full_row: bool) -> str:
     e = html.escape
     row = example.row
+    chunk = f" &middot; {e(example.chunk_label)}" if example.chunk_label else ""
     parts = [f"<h2>example {row['example_id']} <small>{e(row['source'])}:{row['line']} &middot; "
-             f"{e(row['status'])}</small></h2>"]
+             f"{e(row['status'])}{chunk}</small></h2>"]
     if example.tokens:
         supervised = sum(t.supervised for t in example.tokens)
         at = f" at offset {row['offset']:,} of the pack" if row.get("offset") is not None else ""
@@ -105,9 +106,10 @@ def _seams(shown: Shown) -> str:
     rows = []
     for s in pack.seams:
         mark = " class='me'" if s["example_id"] in chosen else ""
+        chunk = f" chunk {s['chunk']}" if s["chunk"] else ""
         rows.append(f"<tr{mark}><td class='n'>{s['offset']:,}</td><td class='n'>{s['length']:,}</td>"
                     f"<td class='n'>{s['supervised']:,}</td><td>{s['example_id']}</td>"
-                    f"<td>{e(s['source'])}:{s['line']}</td></tr>")
+                    f"<td>{e(s['source'])}:{s['line']}{chunk}</td></tr>")
     header = "".join(f"<th>{c}</th>" for c in SEAM_COLUMNS)
     return (f"<h2>seams of pack {pack.index} <small>{e(pack.shard)} row {pack.row}, {pack.num_tokens:,} "
             f"tokens</small></h2><table><tr>{header}</tr>{''.join(rows)}</table>")

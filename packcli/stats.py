@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from packcli.choices import BackendChoice, Format, Strategy
+from packcli.choices import AddToken, BackendChoice, Format, Strategy
+from packcli.contract import IGNORE_INDEX, IN_PACKS
 
 QUANTILES = (5, 25, 50, 75, 90, 99, 99.9)
 DEFAULT_CAPACITIES = (1024, 2048, 4096, 8192, 16384, 32768)
@@ -57,6 +58,23 @@ class WhatIf:
 
 
 @dataclass(frozen=True)
+class PolicyWhatIf:
+    """What one over-long policy (``drop``, ``truncate``, ``split``) keeps at one capacity, packed with the
+    default strategy: examples with tokens in packs, segments (examples, or chunks under ``split``), tokens
+    and supervised tokens in packs, the share of all supervised tokens that is, packs and density."""
+
+    capacity: int
+    policy: str
+    examples: int
+    segments: int
+    tokens: int
+    supervised: int
+    supervised_fraction: float
+    packs: int
+    density: float
+
+
+@dataclass(frozen=True)
 class Recommendation:
     capacity: int | None
     strategy: str | None
@@ -75,6 +93,7 @@ class LengthStats:
     total: Quantiles
     supervised: Quantiles
     what_if: list[WhatIf]
+    overlong: list[PolicyWhatIf]  # per capacity, what drop, truncate and split keep (`overlong_sweep`)
     recommendation: Recommendation
     lengths: npt.NDArray[np.int64] = field(repr=False, compare=False)
     # which backend tokenized, why, and what its exactness guard checked (as in pack's manifest)
@@ -121,6 +140,53 @@ def sweep(lengths: npt.NDArray[np.int64], supervised: npt.NDArray[np.int64], cap
     return [what_if(lengths, supervised, c, s, seed=seed) for c in capacities for s in strategies]
 
 
+def overlong_sweep(lengths: npt.NDArray[np.int64], supervised: npt.NDArray[np.int64],
+                   masks: dict[int, npt.NDArray[np.bool_]], capacities=DEFAULT_CAPACITIES, *, overlap: int = 0,
+                   min_last: int = 1, seed: int = 0) -> list[PolicyWhatIf]:
+    """Per capacity, what ``--overlong drop``, ``truncate`` and ``split`` (with ``overlap`` and ``min_last``)
+    keep, each packed as ``pack`` packs it (the default strategy and ``seed``).
+
+    Args:
+        masks: which tokens carry loss, for every example longer than the smallest capacity (by its
+            index): truncation and splitting are decided on them exactly as ``pack`` decides
+            (`packcli.job.chunks.cut_example`).
+    """
+    from packcli.job.chunks import SplitRule, cut_example
+
+    total_sup = int(supervised.sum())
+    cells = []
+    for capacity in capacities:
+        over = np.flatnonzero(lengths > capacity).tolist()
+        fits = lengths <= capacity
+        cells.append(_policy_cell(capacity, "drop", lengths[fits], int(supervised[fits].sum()), int(fits.sum()),
+                                  total_sup, seed))
+        for policy, rule in (("truncate", SplitRule(capacity)), ("split", SplitRule(capacity, overlap, min_last))):
+            counts = fits.astype(np.int64)  # segments per example, in input order as pack lays them out
+            chunks, sup = {}, int(supervised[fits].sum())
+            for i in over:
+                cut = cut_example(np.where(masks[i], 0, IGNORE_INDEX), rule)
+                keep = cut.kept if policy == "split" else (np.arange(cut.count) == 0) & (cut.supervised > 0)
+                chunks[i], counts[i] = cut.length[keep], int(keep.sum())
+                sup += int(cut.supervised[keep].sum())
+            segments = np.repeat(lengths, counts)
+            starts = np.cumsum(counts) - counts
+            for i, pieces in chunks.items():
+                segments[starts[i]:starts[i] + len(pieces)] = pieces
+            cells.append(_policy_cell(capacity, policy, segments, sup, int(np.count_nonzero(counts)), total_sup, seed))
+    return cells
+
+
+def _policy_cell(capacity: int, policy: str, segments: npt.NDArray[np.int64], supervised: int, examples: int,
+                 total_supervised: int, seed: int) -> PolicyWhatIf:
+    from packcli.pack import pack_lengths
+
+    packs = pack_lengths(segments, capacity, seed=seed).num_packs if len(segments) else 0
+    tokens = int(segments.sum())
+    return PolicyWhatIf(capacity, policy, examples, len(segments), tokens, supervised,
+                        supervised / total_supervised if total_supervised else 0.0, packs,
+                        tokens / (packs * capacity) if packs else 0.0)
+
+
 def recommend(cells: list[WhatIf], *, min_density: float, max_displacement: float) -> Recommendation:
     """The smallest capacity that loses < 0.1% of supervised tokens, and at it the densest strategy
     whose mean displacement stays within budget (``max_displacement`` examples)."""
@@ -128,7 +194,8 @@ def recommend(cells: list[WhatIf], *, min_density: float, max_displacement: floa
     ok_caps = [c for c in caps if all(w.dropped_supervised_fraction < MAX_SUPERVISED_LOSS for w in cells if w.capacity == c)]
     if not ok_caps:
         return Recommendation(None, None, f"every capacity tried loses >= {MAX_SUPERVISED_LOSS:.1%} of supervised "
-                                          f"tokens; try larger capacities or --overlong truncate")
+                                          f"tokens when over-long examples are dropped; try larger capacities, or "
+                                          f"--overlong split (the over-long table: what each policy keeps)")
     cap = ok_caps[0]
     fitting = [w for w in cells if w.capacity == cap and w.strategy != "padding"
                and w.density >= min_density and w.displacement_mean <= max_displacement]
@@ -145,7 +212,8 @@ def length_stats(inputs, tokenizer: str, *, template: str = "auto", loss=None, c
                  seed: int = 0, min_density: float = 0.95, max_displacement: float | None = None,
                  batch: int = 4096, fields=None, input_format: Format = Format.auto,
                  backend: BackendChoice | str = BackendChoice.auto, workers: int | None = None,
-                 unit_lines: int = 10_000) -> LengthStats:
+                 unit_lines: int = 10_000, split_overlap: int = 0, split_min_last: int = 1,
+                 text_bos: str = "auto", text_eos: str = "auto") -> LengthStats:
     """Tokenize raw inputs (the same stage as ``pack``, any source kind, with the same column mapping
     ``fields``) and compute quantiles, sweep, recommendation, and per-input counts.
 
@@ -176,13 +244,14 @@ def length_stats(inputs, tokenizer: str, *, template: str = "auto", loss=None, c
                   tokenizer_backend_version=tok.backend_version, paranoid_tokenizer=False, template_text=tpl.text,
                   template_source=tpl.source, template_date=DEFAULT_TEMPLATE_DATE.isoformat(), loss=policy.value,
                   input_format=Format(input_format).value, batch_records=batch, fail_fast=False, work_dir="",
-                  config_hash="", fields=tuple(sorted(fields.renames().items())))
+                  config_hash="", fields=tuple(sorted(fields.renames().items())), text_bos=AddToken(text_bos).value,
+                  text_eos=AddToken(text_eos).value)
     if workers is None:
         workers = auto_processes(default_workers(), units=len(specs), input_bytes=sum(f.size for f in files))
     share_preparer(job, job.build_preparer())  # this process is a worker too, with the tokenizer it has loaded
     try:
         with SharedPool(max(1, min(workers, len(specs)))) as pool:
-            units = pool.map(measure_unit, job, specs)
+            units = pool.map(measure_unit, MeasureJob(job, min(capacities, default=0)), specs)
     finally:
         share_preparer(job, None)
     reasons: Counter = Counter()
@@ -200,28 +269,46 @@ def length_stats(inputs, tokenizer: str, *, template: str = "auto", loss=None, c
                     "guard": guard}
     lens = np.concatenate([u.lengths for u in units]) if units else np.zeros(0, np.int64)
     sups = np.concatenate([u.supervised for u in units]) if units else np.zeros(0, np.int64)
+    masks, at = {}, 0
+    for unit in units:
+        masks.update({at + k: np.unpackbits(bits, count=int(unit.lengths[k])).astype(bool) for k, bits in unit.long})
+        at += len(unit.lengths)
     # Default ordering budget: 1% of the examples, but never below TRL's 1000-example batches.
     budget = max_displacement if max_displacement is not None else max(1000.0, 0.01 * len(lens))
     cells = sweep(lens, sups, capacities, seed=seed) if len(lens) else []
+    overlong = overlong_sweep(lens, sups, masks, capacities, overlap=split_overlap, min_last=split_min_last,
+                              seed=seed) if len(lens) else []
     return LengthStats(records=sum(u.records for u in units), examples=len(lens), rejected=sum(reasons.values()),
                        rejected_reasons=dict(reasons.most_common()), by_input=by_input, total=Quantiles.of(lens),
-                       supervised=Quantiles.of(sups), what_if=cells,
+                       supervised=Quantiles.of(sups), what_if=cells, overlong=overlong,
                        recommendation=recommend(cells, min_density=min_density, max_displacement=budget),
                        lengths=lens, tokenization=tokenization)
 
 
 @dataclass(frozen=True)
 class UnitLengths:
-    """What `stats` keeps of one unit: its examples' lengths, the rejects' reasons, the guard's counts."""
+    """What `stats` keeps of one unit: its examples' lengths, the rejects' reasons, the guard's counts, and
+    for each example longer than the smallest capacity (by its index in the unit) which tokens carry
+    loss, as `np.packbits` of the mask."""
 
     records: int
     lengths: npt.NDArray[np.int64]
     supervised: npt.NDArray[np.int64]
     reasons: Counter
     guard: dict[str, int]
+    long: list[tuple[int, npt.NDArray[np.uint8]]] = field(default_factory=list)
 
 
-def measure_unit(job, spec) -> UnitLengths:  # noqa: ANN001 - a UnitJob and a UnitSpec (imported lazily)
+@dataclass(frozen=True)
+class MeasureJob:
+    """What every unit of a ``stats`` run shares: the tokenization (`packcli.job.units.UnitJob`) and the
+    length above which an example's loss mask is kept (the smallest capacity)."""
+
+    job: object  # a UnitJob (imported lazily)
+    keep_masks_above: int
+
+
+def measure_unit(measure: MeasureJob, spec) -> UnitLengths:  # noqa: ANN001 - a UnitSpec (imported lazily)
     """Tokenize one unit as ``pack`` would and keep only its lengths (module level: worker processes
     pickle it by name). The guard's counts are this unit's: a process runs one unit at a time."""
     from packcli.job.pause import pause_at
@@ -229,23 +316,27 @@ def measure_unit(job, spec) -> UnitLengths:  # noqa: ANN001 - a UnitJob and a Un
     from packcli.prepare import preparer_for
 
     pause_at("stats-unit")
+    job = measure.job
     preparer = preparer_for(job)
     before = preparer.tokenizer.guard_counts()
     lengths: list[int] = []
     supervised: list[int] = []
     reasons: Counter = Counter()
+    long: list[tuple[int, npt.NDArray[np.uint8]]] = []
     records = 0
     for batch in unit_batches(spec, job.batch_records):
         records += len(batch)
         for outcome in preparer.prepare(batch, source=spec.path):
             if isinstance(outcome, str):
                 reasons[outcome] += 1
-            else:
-                lengths.append(len(outcome.input_ids))
-                supervised.append(outcome.supervised)
+                continue
+            if len(outcome.input_ids) > measure.keep_masks_above:
+                long.append((len(lengths), np.packbits(outcome.labels != IGNORE_INDEX)))
+            lengths.append(len(outcome.input_ids))
+            supervised.append(outcome.supervised)
     after = preparer.tokenizer.guard_counts()
     return UnitLengths(records, np.asarray(lengths, dtype=np.int64), np.asarray(supervised, dtype=np.int64), reasons,
-                       {key: after[key] - before[key] for key in after})
+                       {key: after[key] - before[key] for key in after}, long)
 
 
 @dataclass(frozen=True)
@@ -294,7 +385,7 @@ def artifact_stats(directory: str | Path) -> ArtifactStats:
                        "density": float(tokens.sum() / (len(table) * capacity)) if len(table) else 0.0,
                        "bytes": info["bytes"]})
     seam = read_parquet(directory / manifest["seam_table"]["name"], columns=["length", "status"])
-    in_packs = pc.is_in(seam["status"], pa.array(["packed", "truncated"]))
+    in_packs = pc.is_in(seam["status"], pa.array(list(IN_PACKS)))
     lengths = seam["length"].filter(in_packs).to_numpy().astype(np.int64)
     identity = {"manifest_sha256": manifest["manifest_sha256"], "contract_version": manifest["contract_version"],
                 "tokenizer_sha256": manifest["tokenizer"]["sha256"], "template_sha256": manifest["template"]["sha256"],

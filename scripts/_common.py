@@ -159,6 +159,13 @@ def write_json(path: Path | str, data: Any, *, default: Any = None) -> None:
     os.replace(tmp, path)
 
 
+def print_facts(facts: Mapping[str, Any]) -> None:
+    """One ``key  value`` line per fact, keys aligned, numbers with thousands separators (floats to 0.1)."""
+    width = max(map(len, facts), default=0)
+    for key, value in facts.items():
+        print(f"{key:<{width}}  {value:,.1f}" if isinstance(value, float) else f"{key:<{width}}  {value:,}")
+
+
 def markdown_table(header: Sequence[str], rows: Iterable[Sequence[object]], *, align: str = "") -> str:
     """A markdown table. ``align``: one letter per column, ``l`` or ``r`` (right, for numbers);
     columns past its end are left-aligned. An empty cell is written as ``| |``."""

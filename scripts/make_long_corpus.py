@@ -31,6 +31,7 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT / "scripts"))
+from _common import print_facts  # noqa: E402
 from fetch_real_assets import Wheel, download_wheels  # noqa: E402
 
 CACHE = REPO_ROOT / ".cache" / "assets" / "chitchat" / "dataset.json"
@@ -134,10 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"wrote {args.n:,} conversations to {args.out} ({args.out.stat().st_size / 1e6:.1f} MB)")
     if args.measure:
         assets = REPO_ROOT / ".cache" / "assets"
-        stats = measure(args.out, assets / "qwen3", assets / "templates" / "qwen3_training.jinja")
-        width = max(map(len, stats))
-        for key, value in stats.items():
-            print(f"{key:<{width}}  {value:,.1f}" if isinstance(value, float) else f"{key:<{width}}  {value:,}")
+        print_facts(measure(args.out, assets / "qwen3", assets / "templates" / "qwen3_training.jinja"))
     return 0
 
 

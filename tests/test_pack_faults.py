@@ -28,7 +28,7 @@ from typer.testing import CliRunner
 from packcli.artifact import manifest as mf
 from packcli.cli import app
 from packcli.config import PackConfig
-from packcli.contract import MANIFEST_NAME
+from packcli.contract import CONTRACT_VERSION, MANIFEST_NAME
 from packcli.errors import InputError
 from packcli.job.run import pack_corpus
 from packcli.verify import verify_artifact
@@ -261,7 +261,7 @@ def test_the_lock_is_released_when_the_run_fails(tmp_path):
     assert leftovers(tmp_path) == [".packcli-work-out"]
     pack_corpus(config(out))
     assert leftovers(tmp_path) == []
-    assert json.loads((out / MANIFEST_NAME).read_text())["contract_version"] == 2
+    assert json.loads((out / MANIFEST_NAME).read_text())["contract_version"] == CONTRACT_VERSION
 
 
 def test_an_out_filled_after_the_first_check_is_not_overwritten(tmp_path, monkeypatch):

@@ -135,6 +135,8 @@ SEAM_EDITS = {  # column -> edit of the first packed row that is not first in it
     "source": lambda r, rows: next(x["source"] for x in rows if x["source"] != r["source"]),
     "line": lambda r, rows: r["line"] + 1000,
     "copy": lambda r, rows: r["copy"] + 1,
+    "chunk": lambda r, rows: r["chunk"] + 1,
+    "chunk_start": lambda r, rows: r["chunk_start"] + 1,
     "status": lambda r, rows: "dropped",
     "reason": lambda r, rows: "re-worded",
     "shard": lambda r, rows: "shard-00003.parquet" if r["shard"] != "shard-00003.parquet" else "shard-00000.parquet",

@@ -88,7 +88,8 @@ CARD_FOLDER, CARD_MODEL = "path/to/this/folder", "ORG/NAME"
 def render_card(manifest: dict) -> str:
     """The card's text for a manifest (its hashed fields; ``contract_version`` is this packcli's)."""
     counts, config = manifest["counts"], manifest["config"]
-    examples = counts["packed"] + counts["truncated"]
+    examples = counts["packed"] + counts["truncated"] + counts["split"]  # segments: a split example's chunks each
+    chunks = f", {counts['split']:,} chunks of examples split at the capacity" if counts["split"] else ""
     tokens, supervised = counts["tokens"], counts["supervised_tokens"]
     header = "\n".join([
         "---",
@@ -113,7 +114,7 @@ or is supervised by another.
 | | |
 |---|---|
 | packs (rows) | {counts["packs"]:,} |
-| examples | {examples:,} ({counts["truncated"]:,} truncated to the capacity) |
+| examples | {examples:,} ({counts["truncated"]:,} truncated to the capacity{chunks}) |
 | tokens | {tokens:,} |
 | supervised tokens | {supervised:,} |
 | capacity | {config["capacity"]:,} tokens per pack |

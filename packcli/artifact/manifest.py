@@ -70,12 +70,16 @@ def write_manifest(manifest: dict, directory: Path) -> Path:
     return path
 
 
-def read_manifest(directory: Path) -> dict:
-    """Read a manifest and refuse a contract version this packcli does not know.
+def read_manifest(directory: Path, *, contracts: tuple[int, ...] = (CONTRACT_VERSION,)) -> dict:
+    """Read a manifest and refuse a contract version this reader does not take.
+
+    Args:
+        contracts: the versions the caller reads: this packcli's, or for a reader of the packs alone
+            (`packcli.data`) every version with the same shards (`packcli.contract.SHARD_CONTRACTS`).
 
     Raises:
         InputError: no manifest (not an artifact, or an unfinished run).
-        ContractError: unreadable manifest or unknown contract version.
+        ContractError: unreadable manifest or a version not in ``contracts``.
     """
     path = Path(directory) / MANIFEST_NAME
     if not path.is_file():
@@ -86,39 +90,59 @@ def read_manifest(directory: Path) -> dict:
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ContractError(f"{path}: not valid JSON ({exc})") from exc
     version = manifest.get("contract_version") if isinstance(manifest, dict) else None
+    if version in contracts:
+        return manifest
     if isinstance(version, int) and 0 < version < CONTRACT_VERSION:
         raise ContractError(f"{path}: made by an older contract ({version}); this packcli reads contract "
                             f"{CONTRACT_VERSION} (docs/contract.md, version history)",
                             f"rebuild with: {rebuild_command(manifest, directory)}")
-    if version != CONTRACT_VERSION:
-        raise ContractError(f"{path}: contract version {version!r} is not supported (this packcli reads {CONTRACT_VERSION})",
-                            "use the packcli version that wrote it, or re-pack with this one")
-    return manifest
+    raise ContractError(f"{path}: contract version {version!r} is not supported (this packcli reads "
+                        f"{CONTRACT_VERSION})", "use the packcli version that wrote it, or re-pack with this one")
 
 
 def rebuild_command(manifest: dict, directory: str | Path) -> str:
     """The ``packcli pack`` command that rebuilds an artifact from what its manifest pinned.
 
-    Reads only fields every contract version has had (inputs' paths, tokenizer and template sources,
-    loss policy, the seam settings), so it works on the old manifests it exists for.
+    Reads contract 1's fields (inputs' paths, tokenizer and template sources in the hashed part) and
+    contract 2's (paths in ``unhashed.provenance``, the column mapping, dedupe, mixture, template date),
+    so it works on the old manifests it exists for. A mixture source of several inputs has no ``--mix``
+    key of its own; the command then says so instead of guessing one.
     """
     config = manifest.get("config", {})
-    tokenizer = str(manifest.get("tokenizer", {}).get("source", "TOKENIZER"))
-    template = str(manifest.get("template", {}).get("source", "auto"))
-    if tokenizer.endswith("tokenizer.json") and template == "tokenizer_config.json":
+    where = manifest.get("unhashed", {}).get("provenance") or {}
+    inputs = where.get("inputs") or [i.get("path", "INPUT") for i in manifest.get("inputs", [])]
+    tokenizer = str(where.get("tokenizer") or manifest.get("tokenizer", {}).get("source", "TOKENIZER"))
+    pinned = manifest.get("template", {})
+    template = str(where.get("template") or pinned.get("source", "auto"))
+    own_config = ("tokenizer_config.json", "tokenizer:tokenizer_config.json")  # contracts 1 and 2 spell it so
+    if tokenizer.endswith("tokenizer.json") and template in own_config:
         tokenizer = str(Path(tokenizer).parent)  # the directory: its tokenizer_config.json holds the template
+    if template.startswith("tokenizer:"):  # contract 2: one of the tokenizer's own templates, by name
+        template = pinned.get("name") or "auto"
+        template = "auto" if template == "default" else template
     template = {"builtin:chatml": "chatml", "tokenizer_config.json": "auto"}.get(template, template)
-    args = ["packcli", "pack", *(str(i.get("path", "INPUT")) for i in manifest.get("inputs", [])), "-t", tokenizer,
-            "-o", str(directory), "--force"]
+    args = ["packcli", "pack", *(str(i) for i in inputs), "-t", tokenizer, "-o", str(directory), "--force"]
     options = {"--template": template, "--loss": manifest.get("loss_policy"), "-c": config.get("capacity"),
                "--strategy": config.get("strategy"), "--seed": config.get("seed"),
                "--overlong": config.get("overlong"), "--format": config.get("input_format"),
                "--packs-per-shard": config.get("packs_per_shard"),
                "--window": config.get("window") if config.get("strategy") == "window" else None,
-               "--min-density": config.get("min_density"), "--max-displacement": config.get("max_displacement")}
+               "--min-density": config.get("min_density"), "--max-displacement": config.get("max_displacement"),
+               "--max-reject-fraction": config.get("max_reject_fraction"), "--dedupe": config.get("dedupe"),
+               "--template-date": config.get("template_date"),
+               **{f"--{part}-field": name for part, name in (config.get("fields") or {}).items()}}
+    note = ""
+    mix = config.get("mix")
+    if mix:
+        repeat = "x" if mix["by"] == "repeat" else ""
+        if all(len(s["inputs"]) == 1 for s in mix["sources"]):
+            options["--mix"] = ",".join(f"{inputs[s['inputs'][0]]}={s['weight']:g}{repeat}" for s in mix["sources"])
+        else:
+            note = " (and --mix as the run gave it: a source of several inputs, " + "; ".join(
+                f"{[str(inputs[i]) for i in s['inputs']]}={s['weight']:g}{repeat}" for s in mix["sources"]) + ")"
     for flag, value in options.items():
-        if value is not None and value != "auto":
+        if value is not None and value != "auto" and not (flag == "--dedupe" and value == "none"):
             args += [flag, str(value)]
     args += [] if config.get("shuffle", True) else ["--no-shuffle"]
     args += [] if config.get("shuffle_packs", True) else ["--no-shuffle-packs"]
-    return shlex.join(args)
+    return shlex.join(args) + note

@@ -5,7 +5,9 @@ packed example names its shard, row and offset; a dropped, truncated, rejected, 
 unsampled one says why. A record is named by ``input`` (its file's index in the manifest's
 ``inputs``) and ``line``; ``source`` is that input's name, for people: no column holds a location,
 so the table's bytes do not depend on where the files were. A record has one row per copy a mixture
-made of it (``copy`` 0, 1, ...), and one row whatever happens to it.
+made of it (``copy`` 0, 1, ...), and one row whatever happens to it; an example split into chunks
+(``--overlong split``) has one row per chunk (``chunk`` 0, 1, ..., starting at ``chunk_start``
+tokens into the example), so ``(input, line, copy, chunk)`` names a row.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import pyarrow.parquet as pq
 
 SEAM_TABLE_SCHEMA = pa.schema([
     ("example_id", pa.int64()), ("input", pa.int32()), ("source", pa.string()), ("line", pa.int32()),
-    ("copy", pa.int32()),
+    ("copy", pa.int32()), ("chunk", pa.int32()), ("chunk_start", pa.int32()),
     ("status", pa.string()),
     ("reason", pa.string()), ("shard", pa.string()), ("row", pa.int32()), ("offset", pa.int32()),
     ("length", pa.int32()), ("original_length", pa.int32()), ("supervised", pa.int32()),

@@ -42,6 +42,7 @@ from packcli.choices import LossPolicy
 from packcli.errors import InputError
 from packcli.ingest import Kind, Record
 from packcli.messages import CONSUMED_KEYS, REASONING_FIELDS, content_texts
+from packcli.tokenizer.ends import TextEnds
 
 # Templates that print the date (Llama 3.1, gpt-oss) must render the same text on every run.
 DEFAULT_TEMPLATE_DATE = date(2024, 7, 26)
@@ -250,7 +251,9 @@ class Renderer:
     """Renders records to text plus supervised character spans under one template and loss policy."""
 
     def __init__(self, template: ChatTemplate, policy: LossPolicy, *, bos_token: str | None, eos_token: str | None,
-                 template_date: date = DEFAULT_TEMPLATE_DATE) -> None:
+                 template_date: date = DEFAULT_TEMPLATE_DATE, text_ends: TextEnds | None = None) -> None:
+        """``text_ends``: a text record's BOS and EOS (`packcli.tokenizer.ends.text_ends`; None: the text and
+        ``eos_token``, the tokenizer's post-processor adding its own)."""
         try:
             self._template = compile_template(template.text)
         except jinja2.exceptions.TemplateSyntaxError as exc:
@@ -262,6 +265,7 @@ class Renderer:
         self.policy = LossPolicy(policy)
         self.bos_token = bos_token
         self.eos_token = eos_token
+        self.text_ends = text_ends if text_ends is not None else TextEnds(suffix=eos_token or "")
         moment = datetime.combine(template_date, time())
         self._fixed = {"bos_token": bos_token or "", "eos_token": eos_token or "",
                        "strftime_now": lambda fmt: moment.strftime(fmt)}
@@ -286,8 +290,8 @@ class Renderer:
             return Rendered(text, ((start, len(text)),), add_special_tokens=True)
         if policy is not LossPolicy.all:
             raise RenderError(f"--loss {policy.value} does not apply to plain text records; use --loss all (or auto)")
-        text = record.text + eos
-        return Rendered(text, ((0, len(text)),), add_special_tokens=True)
+        text = self.text_ends.wrap(record.text)
+        return Rendered(text, ((0, len(text)),), add_special_tokens=self.text_ends.add_special_tokens)
 
     def ignored_fields(self, record: Record) -> set[str]:
         """The record's fields this template never names, so never reads (a warning, counted per field)."""

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from packcli.choices import Format, LossPolicy
+from packcli.choices import AddToken, Format, LossPolicy
 
 INPUTS = "Inputs"
 TEMPLATE = "Template and loss"
@@ -47,3 +47,11 @@ PromptField = Annotated[str, typer.Option("--prompt-field", help="Field holding 
 CompletionField = Annotated[str, typer.Option(
     "--completion-field", help="Field holding the completion.", rich_help_panel=INPUTS)]
 TextField = Annotated[str, typer.Option("--text-field", help="Field holding plain text.", rich_help_panel=INPUTS)]
+
+# A text record's BOS and EOS (`packcli.tokenizer.ends`): the same for pack and stats.
+TextBos = Annotated[AddToken, typer.Option(
+    "--text-bos", help="A BOS before each text document: auto (what the tokenizer's post-processor adds), yes, no.",
+    rich_help_panel=TEMPLATE)]
+TextEos = Annotated[AddToken, typer.Option(
+    "--text-eos", help="An EOS after each text document: auto (the post-processor's, else eos_token), yes, no.",
+    rich_help_panel=TEMPLATE)]

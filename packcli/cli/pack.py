@@ -9,6 +9,7 @@ import typer
 from rich.markup import escape
 
 from packcli.choices import (
+    AddToken,
     BackendChoice,
     Dedupe,
     EngineName,
@@ -33,6 +34,8 @@ from packcli.cli.options import (
     RoleField,
     Template,
     TemplateDate,
+    TextBos,
+    TextEos,
     TextField,
     Tokenizer,
 )
@@ -73,6 +76,8 @@ def pack(
     prompt_field: PromptField = "prompt",
     completion_field: CompletionField = "completion",
     text_field: TextField = "text",
+    text_bos: TextBos = AddToken.auto,
+    text_eos: TextEos = AddToken.auto,
     on_error: Annotated[OnError, typer.Option(
         help="skip: reject bad records (rejects.jsonl); fail: stop.", rich_help_panel=INPUTS)] = OnError.skip,
     dedupe: Annotated[Dedupe, typer.Option(
@@ -92,8 +97,16 @@ def pack(
     seed: Annotated[int, typer.Option(help="Seed of the example and pack shuffles.", rich_help_panel=PACKING)] = 0,
     shuffle: Annotated[bool, typer.Option(help="Shuffle examples before packing.", rich_help_panel=PACKING)] = True,
     shuffle_packs: Annotated[bool, typer.Option(help="Shuffle packs after packing.", rich_help_panel=PACKING)] = True,
-    overlong: Annotated[Overlong, typer.Option(help="Examples longer than --capacity.",
-                                               rich_help_panel=PACKING)] = Overlong.drop,
+    overlong: Annotated[Overlong, typer.Option(
+        help="Examples longer than --capacity: drop them, keep their first --capacity tokens, or split them into "
+        "chunks of at most --capacity tokens, each packed as its own segment (docs/contract.md, chunks).",
+        rich_help_panel=PACKING)] = Overlong.drop,
+    split_overlap: Annotated[int, typer.Option(
+        help="--overlong split: tokens each chunk repeats from the one before, as context without loss "
+        "(at most half the capacity).", rich_help_panel=PACKING)] = 0,
+    split_min_last: Annotated[int, typer.Option(
+        help="--overlong split: drop (and count) a last chunk that adds fewer tokens than this.",
+        rich_help_panel=PACKING)] = 1,
     min_density: Annotated[Optional[float], typer.Option(help="Fail (write nothing) below this density.",
                                                          show_default=False, rich_help_panel=PACKING)] = None,
     max_displacement: Annotated[Optional[float], typer.Option(
@@ -144,6 +157,8 @@ def pack(
 
       packcli pack a.jsonl b.parquet -t tok/ --mix a.jsonl=0.7,b.parquet=0.3
 
+      packcli pack books.parquet -t tok/ -c 8192 --overlong split
+
       packcli pack /mnt/d/*.jsonl -t tok/ --engine ray --shared-fs -o /mnt/out
     """
     from packcli.checks import int_problems, raise_all
@@ -163,9 +178,11 @@ def pack(
             inputs=paths, tokenizer=tok, out=out, capacity=capacity, template=template, template_date=template_date,
             loss=loss, input_format=input_format, fields=dict(
                 messages=messages_field, role=role_field, content=content_field, prompt=prompt_field,
-                completion=completion_field, text=text_field), dedupe=dedupe, mix=mix, strategy=strategy,
+                completion=completion_field, text=text_field), text_bos=text_bos, text_eos=text_eos, dedupe=dedupe,
+            mix=mix, strategy=strategy,
             window=window, seed=seed, shuffle=shuffle,
-            shuffle_packs=shuffle_packs, overlong=overlong, on_error=on_error, min_density=min_density,
+            shuffle_packs=shuffle_packs, overlong=overlong, split_overlap=split_overlap,
+            split_min_last=split_min_last, on_error=on_error, min_density=min_density,
             max_displacement=max_displacement, max_reject_fraction=max_reject_fraction,
             packs_per_shard=packs_per_shard, force=force, lines_per_unit=unit_lines,
             tokenizer_backend=tokenizer_backend, paranoid_tokenizer=paranoid_tokenizer,

@@ -61,9 +61,10 @@ def render_pack_summary(summary, *, as_json: bool) -> None:  # noqa: ANN001 - Pa
     table.add_row("records", f"{counts['records']:,}")
     table.add_row("packed / truncated", f"{counts['packed']:,} / {counts['truncated']:,}")
     table.add_row("dropped / rejected", f"{counts['dropped']:,} / {counts['rejected']:,}")
-    for fate, what in (("truncated", "cut by truncation"), ("dropped", "dropped as over-long")):
+    for fate, what in (("truncated", "cut by truncation"), ("dropped", "dropped as over-long"),
+                       ("split", "lost by splitting")):
         lost = summary.lost[fate]
-        if lost["examples"]:
+        if lost["examples"] and (lost["tokens"] or lost["supervised_tokens"]):
             table.add_row(what, f"{lost['supervised_tokens']:,} supervised tokens ({lost['tokens']:,} tokens, "
                                 f"{lost['examples']:,} examples)")
     if counts["duplicate"] or counts["unsampled"] or m["config"]["dedupe"] != "none" or m["config"]["mix"]:
@@ -239,10 +240,24 @@ def render_length_stats(stats, *, as_json: bool, plot) -> None:  # noqa: ANN001
             for w in stats.what_if]
     table = fitted_table("what-if (over-long examples dropped; displacement: mean examples moved)", columns, rows)
     console.out.print(table)
+    over = {c.capacity for c in stats.overlong if c.policy == "drop" and c.examples < stats.examples}
+    if over:
+        console.out.print(overlong_table([c for c in stats.overlong if c.capacity in over]))
     rec = stats.recommendation
     console.out.print(f"[bold]recommendation:[/] {rec.reason}", highlight=False)
     if plot:
         console.err.print(f"plot written to {plot}")
+
+
+def overlong_table(cells) -> Table:  # noqa: ANN001 - list[PolicyWhatIf]
+    """What --overlong drop, truncate and split keep at each capacity."""
+    columns = [Col("capacity", keep=9), Col("--overlong", "left", 9), Col("examples", keep=8), Col("segments", keep=4),
+               Col("tokens", keep=7), Col("supervised", keep=6), Col("of all sup.", keep=5), Col("packs", keep=3),
+               Col("density", keep=2)]
+    rows = [[f"{c.capacity:,}", c.policy, f"{c.examples:,}", f"{c.segments:,}", f"{c.tokens:,}", f"{c.supervised:,}",
+             f"{c.supervised_fraction:.3%}", f"{c.packs:,}", f"{c.density:.4f}"] for c in cells]
+    return fitted_table("over-long examples: what each policy keeps (default strategy; segments: examples or "
+                        "chunks)", columns, rows)
 
 
 def render_artifact_stats(stats, *, as_json: bool, plot) -> None:  # noqa: ANN001

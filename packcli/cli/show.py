@@ -82,7 +82,9 @@ def render_terminal(shown) -> None:  # noqa: ANN001 - packcli.show.Shown
     shades = token_shades(console.out.color_system)
     for example in shown.examples:
         row = example.row
-        console.out.rule(f"example {row['example_id']}  {row['source']}:{row['line']}  {row['status']}", align="left")
+        chunk = f"  {example.chunk_label}" if example.chunk_label else ""
+        console.out.rule(f"example {row['example_id']}  {row['source']}:{row['line']}  {row['status']}{chunk}",
+                         align="left")
         if example.tokens:
             text = Text()
             for k, token in enumerate(example.tokens):
@@ -108,8 +110,9 @@ def render_terminal(shown) -> None:  # noqa: ANN001 - packcli.show.Shown
             table.add_column(col, justify="right" if col in ("offset", "length", "supervised") else "left",
                              overflow="fold")
         for seam in shown.pack.seams:
+            where = f"{seam['source']}:{seam['line']}" + (f" chunk {seam['chunk']}" if seam["chunk"] else "")
             table.add_row(str(seam["offset"]), str(seam["length"]), str(seam["supervised"]), str(seam["example_id"]),
-                          f"{seam['source']}:{seam['line']}", style="bold" if seam["example_id"] in chosen else None)
+                          where, style="bold" if seam["example_id"] in chosen else None)
         console.out.print(table)
 
 

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from packcli.choices import BackendChoice, Format, LossPolicy
+from packcli.choices import AddToken, BackendChoice, Format, LossPolicy
 from packcli.cli.options import (
     OUTPUT,
     PACKING,
@@ -21,6 +21,8 @@ from packcli.cli.options import (
     PromptField,
     RoleField,
     Template,
+    TextBos,
+    TextEos,
     TextField,
     Tokenizer,
 )
@@ -38,12 +40,18 @@ def stats(
     prompt_field: PromptField = "prompt",
     completion_field: CompletionField = "completion",
     text_field: TextField = "text",
+    text_bos: TextBos = AddToken.auto,
+    text_eos: TextEos = AddToken.auto,
     template: Template = "auto",
     loss: Loss = LossPolicy.auto,
     capacity: Annotated[Optional[list[int]], typer.Option(
         "--capacity", "-c", help="Capacities to try (repeatable). Default: 1k..32k.", show_default=False,
         rich_help_panel=PACKING)] = None,
     seed: Annotated[int, typer.Option(help="Seed of the what-if shuffles.", rich_help_panel=PACKING)] = 0,
+    split_overlap: Annotated[int, typer.Option(
+        help="As pack's, for what --overlong split would keep.", rich_help_panel=PACKING)] = 0,
+    split_min_last: Annotated[int, typer.Option(
+        help="As pack's, for what --overlong split would keep.", rich_help_panel=PACKING)] = 1,
     min_density: Annotated[float, typer.Option(help="Density budget for the recommendation.",
                                                rich_help_panel=PACKING)] = 0.95,
     max_displacement: Annotated[Optional[float], typer.Option(
@@ -66,6 +74,8 @@ def stats(
       packcli stats data/*.jsonl -t Qwen/Qwen3-8B   # quantiles, what-if, advice
 
       packcli stats data.jsonl -t tok/ -c 2048 -c 4096 --plot lengths.png
+
+      packcli stats books.jsonl -t tok/ -c 8192   # drop/truncate/split
 
       packcli stats packed/ --json --plot packs.png   # an artifact's packs
     """
@@ -94,6 +104,10 @@ def stats(
                  if value is not None]
         given += [flag for flag, value, default in (("--template", template, "auto"), ("--loss", loss, LossPolicy.auto),
                                                     ("--seed", seed, 0), ("--min-density", min_density, 0.95),
+                                                    ("--split-overlap", split_overlap, 0),
+                                                    ("--text-bos", text_bos, AddToken.auto),
+                                                    ("--text-eos", text_eos, AddToken.auto),
+                                                    ("--split-min-last", split_min_last, 1),
                                                     ("--tokenizer-backend", tokenizer_backend, BackendChoice.auto))
                   if value != default]
         if given:
@@ -108,6 +122,12 @@ def stats(
     for c in capacity or []:
         problems += int_problems("--capacity", c, 2, MAX_INT32)
     problems += int_problems("--seed", seed, 0, MAX_SEED)
+    split = int_problems("--split-overlap", split_overlap, 0) + int_problems("--split-min-last", split_min_last, 1)
+    if not split and not problems:  # every capacity tried must take the overlap and the last chunk
+        from packcli.job.chunks import SplitRule
+
+        split = SplitRule(min(capacity or DEFAULT_CAPACITIES), split_overlap, split_min_last).problems()
+    problems += split
     problems += int_problems("--workers", workers, 1, MAX_LOCAL_WORKERS)
     problems += float_problems("--min-density", min_density, 0, 1, low_open=True)
     problems += float_problems("--max-displacement", max_displacement, 0)
@@ -116,5 +136,7 @@ def stats(
     raise_all(problems)
     result = length_stats(paths, tok, template=template, loss=loss, capacities=tuple(capacity or DEFAULT_CAPACITIES),
                           seed=seed, min_density=min_density, max_displacement=max_displacement, fields=fields,
-                          input_format=input_format, backend=tokenizer_backend, workers=workers)
+                          input_format=input_format, backend=tokenizer_backend, workers=workers,
+                          split_overlap=split_overlap, split_min_last=split_min_last, text_bos=text_bos,
+                          text_eos=text_eos)
     render_length_stats(result, as_json=json_out, plot=plot)

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from packcli.contract import IGNORE_INDEX
+from packcli.contract import IGNORE_INDEX, SHARD_CONTRACTS
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ class PackReader:
         from packcli.errors import ContractError
 
         self.directory = Path(directory)
-        self.manifest = mf.read_manifest(self.directory)
+        self.manifest = mf.read_manifest(self.directory, contracts=SHARD_CONTRACTS)  # the packs are the same
         self.check_hashes = check_hashes
         self.shards = [info["name"] for info in self.manifest["shards"]]
         self._verified: set[str] = set()

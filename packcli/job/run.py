@@ -32,24 +32,27 @@ from datetime import date
 from functools import partial
 from pathlib import Path
 
+import numpy as np
+
 from packcli.artifact import manifest as mf
 from packcli.artifact.card import write_card
 from packcli.chat import ChatTemplate, Renderer, resolve_template
 from packcli.choices import Dedupe
 from packcli.config import OnError, PackConfig
-from packcli.contract import PACKED, TRUNCATED
+from packcli.contract import IN_PACK_CODES
 from packcli.engine import Engine, Workload
 from packcli.errors import InputError, Interrupted, refusal
 from packcli.ingest import InputFile, Source, check_sources, describe_inputs, expand_inputs
 from packcli.job.plan import PlanSettings, apply_overlong, check_losses, lay_out_shards, plan_packs
-from packcli.job.select import expand_copies, mark_duplicates
+from packcli.job.select import expand_chunks, expand_copies, mark_duplicates
 from packcli.job.spill import SpillLayout, SpillReader
 from packcli.job.units import ExampleIndex, UnitIndex, UnitJob, UnitSpec, plan_units
 from packcli.job.workspace import Workspace
-from packcli.job.write import build_manifest, overlong_losses, provenance, write_records
+from packcli.job.write import build_manifest, losses_by_fate, provenance, write_records
 from packcli.mix import Mixture, draw_copies, resolve_mix
 from packcli.prepare import Preparer, share_preparer
 from packcli.progress import NO_PROGRESS, Progress
+from packcli.tokenizer.ends import text_ends
 from packcli.tokenizer.load import LoadedTokenizer, cached_tokenizer, warm_tokenizer
 
 
@@ -62,7 +65,7 @@ class PackSummary:
     stage_seconds: dict[str, float]
     units: int
     resumed_units: int  # units a previous run of the same code and configuration had finished
-    lost: dict[str, dict[str, int]]  # `packcli.job.write.overlong_losses`: what truncation cut and drops left out
+    lost: dict[str, dict[str, int]]  # `packcli.job.write.losses_by_fate`: what each over-long fate lost
 
 
 def pack_corpus(config: PackConfig, progress: Progress = NO_PROGRESS, engine: Engine | None = None) -> PackSummary:
@@ -130,7 +133,8 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
     tokenizer = cached_tokenizer(config.tokenizer, backend=config.tokenizer_backend, paranoid=config.paranoid_tokenizer)
     template = resolve_template(config.template, tokenizer, config.loss)
     renderer = Renderer(template, config.loss, bos_token=tokenizer.bos_token, eos_token=tokenizer.eos_token,
-                        template_date=date.fromisoformat(config.template_date))
+                        template_date=date.fromisoformat(config.template_date),
+                        text_ends=text_ends(tokenizer, config.text_bos, config.text_eos))
     if mixture is not None:  # the mixture numbers inputs as resolved; the manifest, as read
         position = {f.path: i for i, f in enumerate(files)}
         mixture = mixture.renumbered([position[s.path] for s in sources])
@@ -140,7 +144,8 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
                   tokenizer_backend_resolved=tokenizer.backend_name,
                   tokenizer_backend_version=tokenizer.backend_version, loss=config.loss.value,
                   input_format=config.input_format.value, fields=tuple(sorted(config.fields.renames().items())),
-                  keys=config.dedupe is Dedupe.exact, batch_records=config.batch_records,
+                  keys=config.dedupe is Dedupe.exact, text_bos=config.text_bos.value, text_eos=config.text_eos.value,
+                  batch_records=config.batch_records,
                   fail_fast=config.on_error is OnError.fail, work_dir=str(space.work),
                   config_hash=_tokenization_hash(tokenizer, template, config))
     share_preparer(job, Preparer(renderer, tokenizer, config.input_format, config.fields, keys=job.keys))
@@ -167,29 +172,30 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
             layout = SpillLayout.of(space.work, specs, spilled)
             with SpillReader(layout) as spill:  # here: over-long examples; the shards: the engine's tasks
                 t0 = time.perf_counter()
-                fates = apply_overlong(records, spill, config.capacity, config.overlong)
+                settings = PlanSettings.of(config.seam_settings())
+                fates = apply_overlong(records, spill, settings.rule, config.overlong)
                 check_losses(records, fates, files, config.max_reject_fraction)
                 copies = None if mixture is None else draw_copies(
-                    mixture, (fates.status == PACKED) | (fates.status == TRUNCATED), records.file_index, config.seed)
-                examples = expand_copies(records, fates, copies, files, mixture)
-                index, fates = examples.index, examples.fates
-                plan = plan_packs(fates, PlanSettings.of(config.seam_settings()))
+                    mixture, np.isin(fates.status, IN_PACK_CODES), records.file_index, config.seed)
+                examples = expand_chunks(expand_copies(records, fates, copies, files, mixture))
+                plan = plan_packs(examples.fates, settings)
                 timings["pack_s"] = time.perf_counter() - t0
                 t0 = time.perf_counter()
-                shards = lay_out_shards(plan, fates, index, config.packs_per_shard, str(tmp))
+                shards = lay_out_shards(plan, examples.fates, examples.index, settings.rule.masks(examples.chunk),
+                                        config.packs_per_shard, str(tmp))
                 progress.start("write", "writing shards", total=len(shards.tasks))
                 results = engine.write_shards(layout, shards.tasks, lambda task: progress.advance("write"))
-                rejects = write_records(tmp, index, fates, shards, results, spill, files, examples.copy)
+                rejects = write_records(tmp, examples, shards, results, spill, files)
                 timings["write_s"] = time.perf_counter() - t0
-            manifest = build_manifest(tmp, index=index, fates=fates, plan=plan, config=config, files=files,
+            manifest = build_manifest(tmp, examples=examples, plan=plan, config=config, files=files,
                                       tokenizer=tokenizer, template=template, shards=[r.info for r in results],
                                       rejects=rejects, mixture=mixture)
-            lost = overlong_losses(fates.status, index.length, fates.used_len, index.supervised, fates.used_sup)
+            lost = losses_by_fate(fates.status, records.length, fates.used_len, fates.lost)
             manifest["dataset_card"] = write_card(tmp, manifest)  # pinned, so verify covers the card too
             manifest = mf.finalize(manifest, {"tokenization": tokenization,
                                               "provenance": provenance(config, files, template),
                                               "template_note": template.note,  # about the choice: unhashed
-                                              "input_warnings": _warning_facts(index, files)})
+                                              "input_warnings": _warning_facts(records, files)})
             mf.write_manifest(manifest, tmp)
         space.publish(tmp)
     except BaseException:
@@ -213,7 +219,7 @@ def _tokenization_hash(tokenizer: LoadedTokenizer, template: ChatTemplate, confi
     key = [code_digest(), tokenizer.sha256, template.sha256, config.loss.value, config.input_format.value,
            config.on_error.value, config.lines_per_unit, tokenizer.backend_name, tokenizer.backend_version,
            config.template_date, tokenizer.bos_token, tokenizer.eos_token, config.fields.renames(),
-           config.dedupe.value]
+           config.dedupe.value, config.text_bos.value, config.text_eos.value]
     return hashlib.sha256(json.dumps(key).encode()).hexdigest()
 
 

@@ -1,15 +1,17 @@
-"""Which records become which examples: exact duplicates (``--dedupe exact``) and mixture copies (``--mix``).
+"""Which records become which seam-table rows: exact duplicates (``--dedupe exact``), mixture copies
+(``--mix``) and the chunks of split examples (``--overlong split``).
 
-Both decisions need every record's facts at once, so they run in the driver on the merged
+These decisions need every record's facts at once, so they run in the driver on the merged
 `ExampleIndex`, after tokenizing and before packing:
 
     records --mark_duplicates--> a duplicate keeps its row, status ``duplicate``, reason naming the first
-            --apply_overlong---> (packcli.job.plan) over-long ones dropped or truncated
+            --apply_overlong---> (packcli.job.plan) over-long ones dropped, truncated or split
             --expand_copies----> one row per example: a record with k copies has k rows (copy 0..k-1),
                                  a usable record the mixture drew 0 times one row, status ``unsampled``
+            --expand_chunks----> one row per chunk of a split example (chunk 0..n-1), each copy its own
 
 Every record keeps at least one seam-table row whatever happens to it, so counts add up and
-``verify`` can account for every record and every copy.
+``verify`` can account for every record, every copy and every chunk.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from packcli.contract import DUPLICATE, PACKED, TRUNCATED, UNSAMPLED, example_id
+from packcli.contract import DUPLICATE, IN_PACK_CODES, UNSAMPLED, example_id
 from packcli.ingest import InputFile
 from packcli.job.units import NO_KEY, ExampleIndex, occurrences
 from packcli.mix import Mixture, describe
@@ -62,12 +64,25 @@ def unsampled_reason(mixture: Mixture, input_index: int) -> str:
 
 @dataclass(frozen=True)
 class Examples:
-    """The examples of a run, one row each (a record's copies are rows of their own), in input order."""
+    """The rows of a run's seam table, in input order: one per example (a record's copies are examples of
+    their own), or, after `expand_chunks`, one per chunk of a split example. ``index.spill_offset`` and
+    ``span`` say where a row's tokens are in the spills and how many (a chunk's, or the whole example's)."""
 
     index: ExampleIndex
     fates: Fates
-    record: npt.NDArray[np.int64]  # the record (row of the per-record index) each example is a copy of
+    record: npt.NDArray[np.int64]  # the record (row of the per-record index) each row is of
     copy: npt.NDArray[np.int32]
+    chunk: npt.NDArray[np.int32]
+    chunk_start: npt.NDArray[np.int64]  # where the chunk starts in its example (0 for a whole example)
+    span: npt.NDArray[np.int64]
+
+    @classmethod
+    def whole(cls, index: ExampleIndex, fates: Fates, record: npt.NDArray[np.int64],
+              copy: npt.NDArray[np.int32]) -> Examples:
+        """Rows that are whole examples (no chunks yet)."""
+        n = len(record)
+        return cls(index, fates, record, copy, np.zeros(n, np.int32), np.zeros(n, np.int64),
+                   np.asarray(index.length, np.int64).copy())
 
 
 def expand_copies(index: ExampleIndex, fates: Fates, copies: npt.NDArray[np.int64] | None, files: Sequence[InputFile],
@@ -76,30 +91,46 @@ def expand_copies(index: ExampleIndex, fates: Fates, copies: npt.NDArray[np.int6
 
     Without a mixture every record is one example (copy 0) and nothing changes.
     """
-    from packcli.job.plan import Fates
-
     n = len(index.ids)
     if copies is None:
-        return Examples(index, fates, np.arange(n, dtype=np.int64), np.zeros(n, dtype=np.int32))
-    usable = (fates.status == PACKED) | (fates.status == TRUNCATED)
+        return Examples.whole(index, fates, np.arange(n, dtype=np.int64), np.zeros(n, dtype=np.int32))
+    usable = np.isin(fates.status, IN_PACK_CODES)
     reps = np.where(usable, np.maximum(copies, 1), 1)
     record = np.repeat(np.arange(n, dtype=np.int64), reps)
     starts = np.concatenate([[0], np.cumsum(reps)[:-1]])
     copy = (np.arange(len(record)) - np.repeat(starts, reps)).astype(np.int32)
-    status = fates.status[record].copy()
-    reasons = [fates.reasons[r] for r in record.tolist()]
-    used_len, used_sup = fates.used_len[record].copy(), fates.used_sup[record].copy()
+    rows = fates.take(record)
     for row in np.flatnonzero(usable[record] & (copies[record] == 0)).tolist():
-        status[row], used_len[row], used_sup[row] = UNSAMPLED, 0, 0
-        reasons[row] = unsampled_reason(mixture, int(index.file_index[record[row]]))
+        rows.status[row], rows.used_len[row], rows.used_sup[row], rows.lost[row] = UNSAMPLED, 0, 0, 0
+        rows.reasons[row] = unsampled_reason(mixture, int(index.file_index[record[row]]))
     ids = index.ids[record].copy()
     occurrence = occurrences([f.sha256 for f in files])
     for row in np.flatnonzero(copy > 0).tolist():
         r, fi = int(record[row]), int(index.file_index[record[row]])
         ids[row] = example_id(files[fi].sha256, occurrence[fi], int(index.line[r]), int(copy[row]))
-    expanded = replace(index, ids=ids, file_index=index.file_index[record], line=index.line[record],
-                       status=status, reason=reasons, spill_offset=index.spill_offset[record],
-                       length=index.length[record], supervised=index.supervised[record],
-                       format=[index.format[r] for r in record.tolist()],
-                       keys=None if index.keys is None else index.keys[record])
-    return Examples(expanded, Fates(status, used_len, used_sup, reasons), record, copy)
+    return Examples.whole(_index_rows(index, record, ids, rows), rows, record, copy)
+
+
+def expand_chunks(examples: Examples) -> Examples:
+    """One row per chunk of every split example (`packcli.job.plan.split_rows`), each pointing at its
+    chunk's tokens in the spills; other rows stay as they are."""
+    from packcli.job.plan import split_rows
+
+    fates = examples.fates
+    if not fates.cuts:
+        return examples
+    chunked = split_rows(fates, examples.index.length, key=examples.record)
+    rows = chunked.example
+    index = _index_rows(examples.index, rows, examples.index.ids[rows], chunked.fates)
+    index = replace(index, spill_offset=np.where(index.spill_offset < 0, -1, index.spill_offset + chunked.chunk_start))
+    return Examples(index, chunked.fates, examples.record[rows], examples.copy[rows], chunked.chunk,
+                    chunked.chunk_start, chunked.span)
+
+
+def _index_rows(index: ExampleIndex, rows: npt.NDArray[np.int64], ids: npt.NDArray[np.int64],
+                fates: Fates) -> ExampleIndex:
+    """``index`` at ``rows`` (a row may repeat), with these ids and fates' statuses and reasons."""
+    return replace(index, ids=ids, file_index=index.file_index[rows], line=index.line[rows], status=fates.status,
+                   reason=fates.reasons, spill_offset=index.spill_offset[rows], length=index.length[rows],
+                   supervised=index.supervised[rows], format=[index.format[r] for r in rows.tolist()],
+                   keys=None if index.keys is None else index.keys[rows])

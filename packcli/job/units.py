@@ -33,6 +33,7 @@ from packcli.ingest import InputFile, SourceKind, Span, read_span, reader
 from packcli.job.pause import pause_at
 from packcli.job.spill import spill_paths
 from packcli.prepare import InputWarnings, Preparer, preparer_for
+from packcli.tokenizer.ends import text_ends
 from packcli.tokenizer.load import cached_tokenizer
 
 NO_KEY = bytes(16)  # the content key of a record that did not parse (it has none)
@@ -201,6 +202,8 @@ class UnitJob:
     config_hash: str
     fields: tuple[tuple[str, str], ...] = ()  # the column mapping, as `FieldMap.renames` items (hashable)
     keys: bool = False  # compute content keys (--dedupe exact)
+    text_bos: str = "auto"  # a text record's BOS and EOS (`packcli.tokenizer.ends.text_ends`)
+    text_eos: str = "auto"
 
     def build_preparer(self) -> Preparer:
         """The tokenizer, template and renderer this job names (`packcli.prepare.preparer_for` caches it)."""
@@ -222,7 +225,8 @@ class UnitJob:
                                f"{self.tokenizer_backend_version}", "install the same version on every node")
         renderer = Renderer(ChatTemplate(self.template_text, self.template_source), LossPolicy(self.loss),
                             bos_token=tok.bos_token, eos_token=tok.eos_token,
-                            template_date=date.fromisoformat(self.template_date))
+                            template_date=date.fromisoformat(self.template_date),
+                            text_ends=text_ends(tok, self.text_bos, self.text_eos))
         return Preparer(renderer, tok, Format(self.input_format), FieldMap.of(dict(self.fields)), keys=self.keys)
 
 

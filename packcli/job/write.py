@@ -24,8 +24,11 @@ from packcli.contract import (
     CONVENTIONS,
     DROPPED,
     DUPLICATE,
+    IGNORE_INDEX,
+    IN_PACK_CODES,
     PACKED,
     REJECTED,
+    SPLIT,
     TRUNCATED,
     UNSAMPLED,
     REJECTS_NAME,
@@ -44,8 +47,8 @@ HASH_DTYPE = np.dtype("S16")  # a token hash: 16 hexadecimal digits (`packcli.co
 if TYPE_CHECKING:
     from packcli.chat import ChatTemplate
     from packcli.config import PackConfig
-    from packcli.job.plan import Fates, ShardLayout
-    from packcli.job.units import ExampleIndex
+    from packcli.job.plan import ShardLayout
+    from packcli.job.select import Examples
     from packcli.mix import Mixture
     from packcli.pack import PackPlan
     from packcli.tokenizer import LoadedTokenizer
@@ -61,6 +64,7 @@ class ShardTask:
     lengths: npt.NDArray[np.int64]
     examples_per_pack: npt.NDArray[np.int64]
     example_ids: npt.NDArray[np.int64]
+    masked: npt.NDArray[np.int64]  # labels masked at each example's start: its first, and a chunk's overlap
 
     @property
     def label(self) -> str:
@@ -81,6 +85,7 @@ def write_shard_task(layout: SpillLayout, task: ShardTask) -> ShardResult:
     """Gather the task's examples from the spills, build the shard's table and write it to ``task.path``."""
     with SpillReader(layout) as reader:
         ids, labels = reader.gather(task.spill_offsets, task.lengths)
+    mask_chunk_starts(labels, task.lengths, task.masked)
     table = build_table(ids, labels, task.lengths, task.examples_per_pack, task.example_ids)
     info = write_shard(table, Path(task.path))
     pause_at("shard")  # a shard on disk, the rest of the artifact not: what a kill mid-write leaves
@@ -93,17 +98,28 @@ def write_shard_task(layout: SpillLayout, task: ShardTask) -> ShardResult:
     return ShardResult(task.index, info, hashes)
 
 
-OVERLONG_FATES = (PACKED, TRUNCATED, DROPPED)  # the examples whose lost tokens the over-long policy decides
+def mask_chunk_starts(labels: npt.NDArray[np.int32], lengths: npt.NDArray[np.int64],
+                      masked: npt.NDArray[np.int64]) -> None:
+    """Set the first ``masked[i]`` labels of segment ``i`` (segments end to end, ``lengths`` long) to -100, in
+    place: every segment's first label, and a chunk's overlap (`packcli.job.chunks.SplitRule.masked`)."""
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+    labels[starts[masked > 0]] = IGNORE_INDEX
+    for start, count in zip(starts[masked > 1].tolist(), masked[masked > 1].tolist()):
+        labels[start:start + count] = IGNORE_INDEX
 
 
-def write_records(directory: Path, index: ExampleIndex, fates: Fates, layout: ShardLayout,
-                  results: Sequence[ShardResult], spill: SpillReader, files: Sequence[InputFile],
-                  copy: npt.NDArray[np.int32]) -> int:
+OVERLONG_FATES = (PACKED, TRUNCATED, DROPPED, SPLIT)  # the examples whose lost tokens the over-long policy decides
+
+
+def write_records(directory: Path, examples: Examples, layout: ShardLayout, results: Sequence[ShardResult],
+                  spill: SpillReader, files: Sequence[InputFile]) -> int:
     """Write the seam table and rejects.jsonl; return the number of rejects.
 
-    The token hash of a packed example comes from its shard task; a dropped, duplicate or unsampled
-    one's is read from the spill, so every tokenized example can still be matched to its record.
+    The token hash of a packed example or chunk comes from its shard task; a dropped, duplicate or
+    unsampled one's (or a dropped chunk's) is read from the spill, so every tokenized example can still
+    be matched to its record.
     """
+    index, fates = examples.index, examples.fates
     n = len(index.ids)
     # Columns as numpy arrays and codes into short lists of names, never a Python object per example: the
     # driver holds every example's row at once here (docs/benchmarks-pipeline.md, memory).
@@ -112,19 +128,18 @@ def write_records(directory: Path, index: ExampleIndex, fates: Fates, layout: Sh
         thash[rows] = result.token_hashes
     full_len = np.asarray(index.length, dtype=np.int64)
     for i in np.flatnonzero(np.isin(fates.status, (DROPPED, DUPLICATE, UNSAMPLED))).tolist():
-        thash[i] = token_hash(spill.read(index.spill_offset[i], full_len[i])[0])
+        thash[i] = token_hash(spill.read(index.spill_offset[i], examples.span[i])[0])
     names = [f.name for f in files]  # location-free: the manifest's ``inputs[i].name``
     placement = layout.placement
-    supervised = np.asarray(index.supervised, dtype=np.int64)
-    lost = np.where(np.isin(fates.status, OVERLONG_FATES), supervised - fates.used_sup, 0)
     shards = np.asarray(placement.shard, dtype=np.int64)
     write_seam_table(directory / SEAM_TABLE_NAME, {
         "example_id": index.ids, "input": index.file_index, "source": Codes(index.file_index, names),
-        "line": index.line, "copy": copy, "status": Codes(fates.status, STATUSES), "reason": fates.reasons,
+        "line": index.line, "copy": examples.copy, "chunk": examples.chunk, "chunk_start": examples.chunk_start,
+        "status": Codes(fates.status, STATUSES), "reason": fates.reasons,
         "shard": Codes(np.maximum(shards, 0), [shard_name(k) for k in range(int(shards.max(initial=-1)) + 1)],
                        null=shards < 0),
         "row": placement.row, "offset": placement.offset, "length": fates.used_len, "original_length": full_len,
-        "supervised": fates.used_sup, "supervised_lost": lost, "token_hash": FixedWidth(thash),
+        "supervised": fates.used_sup, "supervised_lost": fates.lost, "token_hash": FixedWidth(thash),
         "format": EmptyAsNull(index.format),
     })
     rejected = np.flatnonzero(fates.status == REJECTED).tolist()
@@ -138,28 +153,26 @@ def provenance(config: PackConfig, files: Sequence[InputFile], template: ChatTem
     return {"inputs": [f.path for f in files], "tokenizer": config.tokenizer, "template": template.source}
 
 
-def build_manifest(directory: Path, *, index: ExampleIndex, fates: Fates, plan: PackPlan, config: PackConfig,
+def build_manifest(directory: Path, *, examples: Examples, plan: PackPlan, config: PackConfig,
                    files: Sequence[InputFile], tokenizer: LoadedTokenizer, template: ChatTemplate,
                    shards: Sequence[ShardInfo], rejects: int, mixture: Mixture | None = None) -> dict:
     """The manifest's hashed fields: what shaped every seam, and what the artifact holds.
 
     Content only, never a location: inputs by name, size and sha256, the tokenizer and template by
     sha256, so the same data packed from two directories has the same hash (`provenance` has the paths).
-    ``counts.records`` counts seam-table rows (a mixture's copies are rows of their own), and
-    ``inputs[i].records`` the records read from input ``i``; ``counts.by_input[i]`` breaks the
-    statuses, examples and tokens down by input.
+    ``counts.records`` counts seam-table rows (a mixture's copies and a split example's chunks are rows
+    of their own), and ``inputs[i].records`` the records read from input ``i``; ``counts.by_input[i]``
+    breaks the statuses, examples and tokens down by input.
     """
     from packcli.job.plan import plan_metrics  # here: plan.py imports this module's ShardTask
 
+    index, fates = examples.index, examples.fates
     n = len(index.ids)
     status, used_len, used_sup = fates.status, fates.used_len, fates.used_sup
-    full_len = np.asarray(index.length, dtype=np.int64)
-    supervised = np.asarray(index.supervised, dtype=np.int64)
     counts = count_examples(status, used_len, used_sup)
-    overlong = np.isin(status, OVERLONG_FATES)
-    counts.update(records=n, packs=plan.num_packs,
-                  supervised_tokens_lost=int((supervised - used_sup)[overlong].sum()),
-                  tokens_lost=int((full_len - used_len)[overlong].sum()),
+    tokens_lost, supervised_lost = overlong_losses(status, used_len, np.asarray(index.length, np.int64),
+                                                   examples.chunk, examples.chunk_start, fates.lost)
+    counts.update(records=n, packs=plan.num_packs, supervised_tokens_lost=supervised_lost, tokens_lost=tokens_lost,
                   by_input=[count_examples(status[mask], used_len[mask], used_sup[mask])
                             for mask in (index.file_index == i for i in range(len(files)))])
     seam_table = directory / SEAM_TABLE_NAME
@@ -183,22 +196,44 @@ def build_manifest(directory: Path, *, index: ExampleIndex, fates: Fates, plan: 
     }
 
 
-def overlong_losses(status: npt.NDArray[np.int8], length: npt.NDArray[np.int64], used_len: npt.NDArray[np.int64],
-                    supervised: npt.NDArray[np.int64], used_sup: npt.NDArray[np.int64]) -> dict[str, dict[str, int]]:
-    """What the over-long policy took, by fate (``truncated``: the cut tails; ``dropped``: whole
-    examples): the examples, their tokens and supervised tokens lost (the manifest's ``tokens_lost``
-    and ``supervised_tokens_lost`` are the two summed)."""
-    length, supervised = np.asarray(length, np.int64), np.asarray(supervised, np.int64)
+def losses_by_fate(status: npt.NDArray[np.int8], length: npt.NDArray[np.int64], used_len: npt.NDArray[np.int64],
+                   lost: npt.NDArray[np.int64]) -> dict[str, dict[str, int]]:
+    """What the over-long policy took, by fate, over the records' fates (`Fates`, before copies): per fate
+    (``truncated``: the cut tails; ``dropped``: whole examples; ``split``: the chunks dropped and the
+    first label of every chunk after the first), the examples, their tokens in no pack and the supervised
+    tokens lost. For the pack summary; the manifest's ``tokens_lost`` is `overlong_losses` over the
+    seam table."""
+    length, used_len, lost = (np.asarray(a, np.int64) for a in (length, used_len, lost))
     return {name: {"examples": int(np.count_nonzero(mask)), "tokens": int((length - used_len)[mask].sum()),
-                   "supervised_tokens": int((supervised - used_sup)[mask].sum())}
-            for name, mask in (("truncated", status == TRUNCATED), ("dropped", status == DROPPED))}
+                   "supervised_tokens": int(lost[mask].sum())}
+            for name, mask in (("truncated", status == TRUNCATED), ("dropped", status == DROPPED),
+                               ("split", status == SPLIT))}
 
 
 def count_examples(status: npt.NDArray[np.int8], used_len: npt.NDArray[np.int64],
                    used_sup: npt.NDArray[np.int64]) -> dict:
     """Examples per status, and the tokens and supervised tokens of those in packs (``verify``
     recounts the seam table with it)."""
-    in_packs = (status == PACKED) | (status == TRUNCATED)
+    in_packs = np.isin(status, IN_PACK_CODES)
     counts = {name: int(np.count_nonzero(status == code)) for code, name in enumerate(STATUSES)}
     counts.update(tokens=int(used_len[in_packs].sum()), supervised_tokens=int(used_sup[in_packs].sum()))
     return counts
+
+
+def overlong_losses(status: npt.NDArray[np.int8], length: npt.NDArray[np.int64], original_length: npt.NDArray[np.int64],
+                    chunk: npt.NDArray[np.integer], chunk_start: npt.NDArray[np.int64],
+                    supervised_lost: npt.NDArray[np.int64]) -> tuple[int, int]:
+    """(tokens, supervised tokens) the over-long policy cost, over seam-table rows in input order (an
+    example's chunks in order, its chunk 0 first): per example its tokens in no pack (its length less
+    the tokens its packed rows cover, an overlap counted once), and the rows' ``supervised_lost``.
+    ``verify`` recounts the seam table with it."""
+    from packcli.job.chunks import covered_tokens
+
+    chunk = np.asarray(chunk)
+    overlong = np.isin(status, OVERLONG_FATES)
+    example = np.cumsum(chunk == 0) - 1  # rows of one example share it: each has one chunk 0
+    packed = overlong & np.isin(status, IN_PACK_CODES)
+    covered = covered_tokens(np.asarray(chunk_start, np.int64)[packed], np.asarray(length, np.int64)[packed],
+                             example[packed])
+    whole = int(np.asarray(original_length, np.int64)[overlong & (chunk == 0)].sum())
+    return whole - covered, int(np.asarray(supervised_lost, np.int64)[overlong].sum())

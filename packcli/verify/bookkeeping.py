@@ -1,11 +1,12 @@
 """Global bookkeeping: the seam table and the packs are a bijection, and every count adds up.
 
 Every seam-table row names an input of the manifest (by index, and by its name in ``source``), a
-line and a copy no other row names, and carries the documented id of that copy of that record
+line, a copy and a chunk no other row names, and carries the documented id of that copy of that record
 (`packcli.contract.example_id`).
 Every segment of every pack (a cu_seqlens span: together they cover every token) belongs to exactly
-one packed or truncated row, at the shard, row, offset and length the row says, and holds the tokens
-its ``token_hash`` pins; every other row is in no pack. rejects.jsonl holds exactly the rejected
+one packed, truncated or split row (a split example's chunks are segments of one id, each claimed by
+its own row), at the shard, row, offset and length the row says, and holds the tokens its
+``token_hash`` pins; every other row is in no pack. rejects.jsonl holds exactly the rejected
 rows. The manifest's ``counts`` and each input's ``records`` are recounted from the seam table and
 the packs. That every source line has a row (and no row a line that is not a record) is
 reconstruction's half.
@@ -21,32 +22,27 @@ import numpy as np
 from packcli.artifact.seams import reject_row
 from packcli.contract import IN_PACKS, REJECTED, STATUSES, example_id
 from packcli.job.units import occurrences
-from packcli.job.write import OVERLONG_FATES, count_examples
+from packcli.job.write import count_examples, overlong_losses
 from packcli.verify.integrity import Artifact
-from packcli.verify.packs import ShardTotals
+from packcli.verify.packs import Segment, ShardTotals
 from packcli.verify.report import CheckResult, Violation
 
 
 def check_global(artifact: Artifact, rows: dict[str, list], manifest: dict, result: CheckResult) -> None:
     """The seam table (``rows``: its columns as lists) against the packs, rejects.jsonl and the manifest."""
-    packs = artifact.packs
-    for twice in packs.twice:
-        result.fail(Violation(f"example appears twice in the packs (also in {twice.first.shard} row {twice.first.row})",
-                              shard=twice.shard, row=twice.row, example_id=twice.example_id, field="example_ids"))
-    segments = packs.segments
-    claimed: set[int] = set()  # the segments a seam-table row has accounted for
     inputs = manifest["inputs"]
     occurrence = occurrences([entry["sha256"] for entry in inputs])
-    seen_lines: dict[tuple[int, int, int], int] = {}
-    seen_ids: dict[int, int] = {}
-    ids, inputs_col, sources, lines, copies, statuses = (rows[c] for c in ("example_id", "input", "source", "line",
-                                                                             "copy", "status"))
+    seen_rows: dict[tuple[int, int, int, int], int] = {}
+    seen_ids: dict[tuple[int, int], int] = {}
+    ids, inputs_col, sources, lines, copies, chunks, statuses = (
+        rows[c] for c in ("example_id", "input", "source", "line", "copy", "chunk", "status"))
+    claims = _Claims(artifact)
 
     def at(i: int) -> dict:  # where a violation is, built only when there is one
         return dict(example_id=ids[i], source=sources[i], line=lines[i])
 
     for i, eid in enumerate(ids):
-        k, line, copy, status = inputs_col[i], lines[i], copies[i], statuses[i]
+        k, line, copy, chunk, status = inputs_col[i], lines[i], copies[i], chunks[i], statuses[i]
         if not 0 <= k < len(inputs):
             result.fail(Violation(f"input {k} is not an input of the manifest (it has {len(inputs)})", field="input",
                                   **at(i)))
@@ -56,25 +52,19 @@ def check_global(artifact: Artifact, rows: dict[str, list], manifest: dict, resu
         elif eid != (want := example_id(inputs[k]["sha256"], occurrence[k], line, copy)):
             result.fail(Violation(f"example_id {eid} is not the id of its input, line and copy {sources[i]}:{line} "
                                   f"copy {copy} (expected {want})", field="example_id", **at(i)))
-        if seen_lines.setdefault((k, line, copy), i) != i:
-            result.fail(Violation(f"seam-table rows {seen_lines[k, line, copy]} and {i} both name {sources[i]}:{line}"
-                                  f" copy {copy}", field="line", **at(i)))
-        if seen_ids.setdefault(eid, i) != i:
-            result.fail(Violation(f"example appears twice in the seam table (rows {seen_ids[eid]} and {i})",
+        if seen_rows.setdefault((k, line, copy, chunk), i) != i:
+            result.fail(Violation(f"seam-table rows {seen_rows[k, line, copy, chunk]} and {i} both name "
+                                  f"{sources[i]}:{line} copy {copy}" + (f" chunk {chunk}" if chunk else ""),
+                                  field="chunk" if chunk else "line", **at(i)))
+        if seen_ids.setdefault((eid, chunk), i) != i:
+            result.fail(Violation(f"example appears twice in the seam table (rows {seen_ids[eid, chunk]} and {i})",
                                   field="example_id", **at(i)))
         if status not in STATUSES:
             result.fail(Violation(f"status {status!r} is not one of {', '.join(STATUSES)}", field="status", **at(i)))
-        segment = None if eid in claimed else segments.get(eid)  # one row accounts for a segment
-        if segment is not None:
-            claimed.add(eid)
-        if status not in IN_PACKS:
-            if segment is not None:
-                result.fail(Violation(f"example is {status} in the seam table but present in a pack",
-                                      shard=segment.shard, row=segment.row, field="status", **at(i)))
-            continue
-        if rows["shard"][i] in artifact.unreadable:
-            continue  # integrity reported the shard
+        if status not in IN_PACKS or rows["shard"][i] in artifact.unreadable:
+            continue  # in no pack; or integrity reported the shard
         expected = (rows["shard"][i], rows["row"][i], rows["offset"][i], rows["length"][i])
+        segment = claims.claim(eid, expected)
         if segment is None or segment.where != expected:
             result.fail(Violation(f"seam table says (shard, row, offset, length) = {expected}, the packs say "
                                   f"{segment.where if segment else None}", **at(i)))
@@ -87,12 +77,69 @@ def check_global(artifact: Artifact, rows: dict[str, list], manifest: dict, resu
                                   "supervised labels", shard=segment.shard, row=segment.row, field="supervised",
                                   **at(i)))
     result.checked += len(ids)
-    for eid, segment in segments.items():
-        if eid not in claimed:
-            result.fail(Violation(f"the segment at token {segment.offset} of the pack has no packed row in the seam "
-                                  "table", shard=segment.shard, row=segment.row, example_id=eid, field="example_ids"))
+    _check_unclaimed(claims, rows, seen_ids, result)
     _check_rejects(artifact, rows, result)
     _check_counts(artifact, rows, manifest, result)
+
+
+class _Claims:
+    """Which pack segments a seam-table row has accounted for: each exactly once, by the row at its place."""
+
+    def __init__(self, artifact: Artifact) -> None:
+        self.packs = artifact.packs
+        self.first: set[int] = set()  # ids whose first segment is claimed
+        self.more: set[tuple[int, int]] = set()  # (id, k): its k-th further segment (`PackIndex.more`)
+
+    def claim(self, eid: int, where: tuple) -> Segment | None:
+        """Claim the unclaimed segment of ``eid`` at ``where`` or, when none is there, its first unclaimed
+        one (the row accounts for it, at a place the caller reports as wrong); None if none is left."""
+        left = self._left(eid)
+        k, segment = next(((k, s) for k, s in left if s.where == where), left[0] if left else (0, None))
+        if segment is not None and k == 0:
+            self.first.add(eid)
+        elif segment is not None:
+            self.more.add((eid, k))
+        return segment
+
+    def left(self, eid: int) -> list[Segment]:
+        """The segments of ``eid`` no row has claimed."""
+        return [s for _, s in self._left(eid)]
+
+    def _left(self, eid: int) -> list[tuple[int, Segment]]:
+        return [(k, s) for k, s in enumerate(self.packs.segments_of(eid))
+                if (eid not in self.first if k == 0 else (eid, k) not in self.more)]
+
+
+def _check_unclaimed(claims: _Claims, rows: dict[str, list], seen_ids: dict[tuple[int, int], int],
+                     result: CheckResult) -> None:
+    """Every pack segment no seam-table row accounts for: a row that says its example is in no pack, a
+    second copy of an example (or of a chunk), or an id the seam table does not hold."""
+    loose = [e for e in claims.packs.segments if e not in claims.first or e in claims.packs.more]
+    loose = [e for e in loose if claims.left(e)]
+    if not loose:
+        return
+    rows_of: dict[int, list[int]] = {eid: [] for eid in loose}
+    for (eid, _), i in seen_ids.items():
+        if eid in rows_of:
+            rows_of[eid].append(i)
+    for eid in loose:
+        for segment in claims.left(eid):
+            mine = rows_of.get(eid, [])
+            at = dict(shard=segment.shard, row=segment.row, example_id=eid)
+            placed = [s for s in claims.packs.segments_of(eid) if s is not segment]
+            if not mine:
+                result.fail(Violation(f"the segment at token {segment.offset} of the pack has no packed row in the "
+                                      "seam table", field="example_ids", **at))
+            elif not any(rows["status"][i] in IN_PACKS for i in mine):
+                status = rows["status"][mine[0]]
+                result.fail(Violation(f"example is {status} in the seam table but present in a pack", field="status",
+                                      source=rows["source"][mine[0]], line=rows["line"][mine[0]], **at))
+            else:
+                also = f" (also in {placed[0].shard} row {placed[0].row})" if placed else ""
+                result.fail(Violation(f"example appears twice in the packs{also}: the segment at token "
+                                      f"{segment.offset} is not where any of its {len(mine)} seam-table rows puts it",
+                                      field="example_ids", source=rows["source"][mine[0]],
+                                      line=rows["line"][mine[0]], **at))
 
 
 def _check_rejects(artifact: Artifact, rows: dict[str, list], result: CheckResult) -> None:
@@ -118,13 +165,14 @@ def recount(totals: Iterable[ShardTotals], rows: dict[str, list], num_inputs: in
     code = {name: k for k, name in enumerate(STATUSES)}
     status = np.array([code.get(s, -1) for s in rows["status"]], dtype=np.int8)
     length, supervised = np.asarray(rows["length"], np.int64), np.asarray(rows["supervised"], np.int64)
-    overlong = np.isin(status, OVERLONG_FATES)
     counts = count_examples(status, length, supervised)
+    tokens_lost, supervised_lost = overlong_losses(status, length, np.asarray(rows["original_length"], np.int64),
+                                                   np.asarray(rows["chunk"]), np.asarray(rows["chunk_start"], np.int64),
+                                                   np.asarray(rows["supervised_lost"], np.int64))
     inputs = np.asarray(rows["input"])
     counts.update(records=len(status), packs=sum(t.rows for t in totals), tokens=sum(t.tokens for t in totals),
-                  supervised_tokens=sum(t.supervised for t in totals),
-                  tokens_lost=int((np.asarray(rows["original_length"], np.int64) - length)[overlong].sum()),
-                  supervised_tokens_lost=int(np.asarray(rows["supervised_lost"], np.int64)[overlong].sum()),
+                  supervised_tokens=sum(t.supervised for t in totals), tokens_lost=tokens_lost,
+                  supervised_tokens_lost=supervised_lost,
                   by_input=[count_examples(status[inputs == k], length[inputs == k], supervised[inputs == k])
                             for k in range(num_inputs)])
     return counts
@@ -154,7 +202,8 @@ def _check_counts(artifact: Artifact, rows: dict[str, list], manifest: dict, res
                                   field=path))
         elif path not in derived and path.removeprefix("counts.") not in over_packs:
             result.fail(Violation(f"{path} is not a count packcli writes", field=path))
-    per_input = Counter(k for k, copy in zip(rows["input"], rows["copy"]) if copy == 0)  # a record's first row
+    per_input = Counter(k for k, copy, chunk in zip(rows["input"], rows["copy"], rows["chunk"])
+                        if copy == 0 and chunk == 0)  # a record's first row
     for k, entry in enumerate(manifest["inputs"]):
         if per_input.get(k, 0) != entry["records"]:
             result.fail(Violation(f"inputs[{k}].records is {entry['records']}, the seam table has "

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from packcli.contract import CONTRACT_VERSION, IGNORE_INDEX
+from packcli.contract import IGNORE_INDEX, SHARD_CONTRACTS
 from packcli.data.read import Pack, PackReader
 from packcli.errors import InputError
 from packcli.verify.report import CheckResult, Violation
@@ -246,7 +246,7 @@ def advice(consumer: str, reader: PackReader) -> str:
 
             return ("TRL drops position_ids (SFTTrainer keeps input_ids, labels, seq_lengths) and builds positions and "
                     "cu_seq_lens only from seq_lengths, which these shards lack, so every example attends to the ones "
-                    f"before it in its pack; rebuild with contract >= {CONTRACT_VERSION}: "
+                    f"before it in its pack; rebuild with contract >= {min(SHARD_CONTRACTS)}: "
                     f"{rebuild_command(reader.manifest, reader.directory)}")
         return ("TRL builds positions and cu_seq_lens from seq_lengths, and these disagree with cu_seqlens: run "
                 "`packcli verify` on the artifact and rebuild it")

@@ -2,8 +2,10 @@
 
 The expected number of copies is recomputed, not read: `packcli.mix.draw_copies` on the manifest's
 mixture and seed and the seam table's usable records (packed, truncated or unsampled; reconstruction
-checks those statuses against the sources). Each record must then have rows ``copy`` 0..k-1, all in
-packs, or, where the draw gave it none, one ``unsampled`` row; any other record one row, copy 0.
+checks those statuses against the sources). Each record must then have copies 0..k-1, each in
+packs, or, where the draw gave it none, one ``unsampled`` row; any other record one row, copy 0. A copy of
+a split example is several rows (its chunks, some perhaps dropped); it is in packs when one of them is,
+and the plan check owns which chunks it has.
 """
 
 from __future__ import annotations
@@ -21,13 +23,17 @@ USABLE = (*IN_PACKS, "unsampled")  # statuses of a record that could go into a p
 def check_copies(seam: pa.Table, manifest: dict, result: CheckResult) -> None:
     """Recompute each record's copies and compare them with its seam-table rows."""
     rows = seam.select(["example_id", "input", "source", "line", "copy", "status"]).to_pydict()
+    statuses_of: dict[tuple[int, int, int], list[str]] = {}  # (input, line, copy) -> its rows' statuses
     records: dict[tuple[int, int], list[int]] = {}  # (input, line) -> its rows
     for i, (k, line) in enumerate(zip(rows["input"], rows["line"])):
         if not 0 <= k < len(manifest["inputs"]):
             continue  # the global check reports a row of an input the manifest does not hold
         records.setdefault((k, line), []).append(i)
+        statuses_of.setdefault((k, line, rows["copy"][i]), []).append(rows["status"][i])
     keys = sorted(records)  # input order: by input, then by record number, as pack reads them
-    statuses = [[rows["status"][i] for i in records[k]] for k in keys]
+    copies = {k: sorted({rows["copy"][i] for i in records[k]}) for k in keys}
+    # per record, one status per copy: in packs if any of its rows is (a split example's chunks)
+    statuses = [[_copy_status(statuses_of[(*k, c)]) for c in copies[k]] for k in keys]
     usable = np.array([any(s in USABLE for s in st) for st in statuses], dtype=bool)
     mix = manifest["config"].get("mix")
     if mix is None:
@@ -39,7 +45,7 @@ def check_copies(seam: pa.Table, manifest: dict, result: CheckResult) -> None:
     for k, st, want, ok in zip(keys, statuses, expected.tolist(), usable.tolist()):
         result.checked += 1
         mine = records[k]
-        got = sorted(rows["copy"][i] for i in mine)
+        got = copies[k]  # a copy named twice (the same chunk): global reports the second row
         loc = dict(example_id=rows["example_id"][mine[0]], source=rows["source"][mine[0]], line=k[1])
         why = ("without --mix, one example per record" if mix is None else
                f"the mixture draws {want} cop{'y' if want == 1 else 'ies'} of it" if ok else "it is not usable")
@@ -56,3 +62,8 @@ def check_copies(seam: pa.Table, manifest: dict, result: CheckResult) -> None:
                               f"config.seed {manifest['config']['seed']})", field="config.mix"))
     for violation in found:
         result.fail(violation)
+
+
+def _copy_status(statuses: list[str]) -> str:
+    """One copy's status: its row's, or for a split example's chunks ``split`` when one is in a pack."""
+    return next((s for s in statuses if s in IN_PACKS), statuses[0])

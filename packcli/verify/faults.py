@@ -213,8 +213,8 @@ def _manifest_edited(d: Path, ws: Path) -> dict:
 
 
 # The forgeries below re-seal everything a forger could recompute (forge.py): only the check that owns
-# the fault can tell. They need an artifact with a pack holding two examples; the over-long one needs a
-# truncated or dropped example and says it does not apply otherwise.
+# the fault can tell. They need an artifact with a pack holding two examples; the over-long ones need a
+# truncated, dropped or split example and say they do not apply otherwise.
 
 
 class NotApplicable(Exception):
@@ -262,9 +262,12 @@ def _ids_renumbered(d: Path, ws: Path) -> dict:
 
 def _overlong_policy(d: Path, ws: Path) -> dict:
     """--overlong truncate: a truncated example taken out and called dropped; --overlong drop: a dropped
-    one's first capacity tokens packed and called truncated. Either way its supervised tokens move."""
+    one's first capacity tokens packed and called truncated; --overlong split: a split example's later
+    chunks taken out and its first called truncated. Either way its supervised tokens move."""
     manifest = json.loads((d / MANIFEST_NAME).read_text())
     capacity, rows = manifest["config"]["capacity"], _seam_rows(d)
+    if manifest["config"]["overlong"] == "split":
+        return _split_cut_back(d, rows, capacity)
     wanted = "truncated" if manifest["config"]["overlong"] == "truncate" else "dropped"
     i = next((i for i, row in enumerate(rows) if row["status"] == wanted), None)
     if i is None:
@@ -288,6 +291,33 @@ def _overlong_policy(d: Path, ws: Path) -> dict:
         change = dict(status="truncated", reason=f"{len(full.input_ids)} tokens > capacity {capacity}; "
                                                  f"truncated to {capacity}")
     forge.rewrite_seam(d, lambda rows: rows[i].update(change))
+    forge.follow_packs(d)
+    forge.reseal(d, recount_counts=True)
+    return {}
+
+
+def _split_cut_back(d: Path, rows: list[dict], capacity: int) -> dict:
+    """A split example whose chunk 0 is packed: its other chunks taken out of their packs and the seam table,
+    chunk 0 called truncated."""
+    i = next((i for i, row in enumerate(rows) if row["status"] == "split" and row["chunk"] == 0), None)
+    if i is None:
+        raise NotApplicable("no split example with its first chunk packed")
+    later = [j for j in range(i + 1, len(rows)) if rows[j]["example_id"] == rows[i]["example_id"]
+             and rows[j]["chunk"] > 0]
+    for j in later:
+        row = rows[j]
+        if row["shard"] is not None:
+            k = int(row["shard"].removeprefix("shard-").removesuffix(".parquet"))
+            packs = forge.read_segments(d, k)
+            packs[row["row"]] = [s for s in packs[row["row"]] if s.example_id != row["example_id"]]
+            forge.write_segments(d, k, packs)
+
+    def cut_back(rows: list[dict]) -> None:
+        for j in reversed(later):
+            rows.pop(j)
+        rows[i].update(status="truncated", reason=f"{rows[i]['original_length']} tokens > capacity {capacity}; "
+                                                  f"truncated to {capacity}")
+    forge.rewrite_seam(d, cut_back)
     forge.follow_packs(d)
     forge.reseal(d, recount_counts=True)
     return {}
@@ -366,7 +396,8 @@ FAULTS = (
           "integrity", "listed twice", _shard_listed_twice),
     Fault("ids-renumbered", "every example id changed, in the packs and the seam table alike", "global",
           "is not the id of its input, line and copy", _ids_renumbered),
-    Fault("overlong-policy", "a truncated example called dropped (or a dropped one smuggled in as truncated)",
+    Fault("overlong-policy", "a truncated example called dropped (a dropped one smuggled in as truncated, a split "
+          "one cut back to truncated)",
           "plan", "it must be", _overlong_policy),
     Fault("examples-swapped", "two examples of a pack swapped, the seam table following", "plan",
           "not where the plan puts them", _examples_swapped),

@@ -45,6 +45,8 @@ MANIFEST_FIELDS: dict[str, Owner] = {
     "config.template_date": Owner("reconstruction", STR, "a date; re-rendering every record on it"),
     "config.fields": Owner("reconstruction", (dict,), "the column mapping every record is re-read with"),
     "config.fields.*": Owner("reconstruction", STR, "the column mapping every record is re-read with"),
+    "config.text_bos": Owner("reconstruction", STR, "auto, yes or no; every text record re-rendered with it"),
+    "config.text_eos": Owner("reconstruction", STR, "auto, yes or no; every text record re-rendered with it"),
     "config.dedupe": Owner("reconstruction", STR, "none or exact; exact: every record's content key recomputed"),
     "config.mix": Owner("copies", (dict, type(None)), "the copies of every record, drawn again"),
     "config.mix.*": Owner("copies", (str, int, float), "the copies of every record, drawn again"),
@@ -55,6 +57,8 @@ MANIFEST_FIELDS: dict[str, Owner] = {
     "config.shuffle": Owner("plan", BOOL, "the re-run plan"),
     "config.shuffle_packs": Owner("plan", BOOL, "the re-run plan"),
     "config.overlong": Owner("plan", STR, "the fates re-derived from the reconstructed lengths"),
+    "config.split_overlap": Owner("plan", INT, "the chunks re-cut from every reconstructed over-long example"),
+    "config.split_min_last": Owner("plan", INT, "which re-cut chunks are kept"),
     "config.min_density": Owner("plan", OPT_NUMBER, "met by the re-run plan"),
     "config.max_displacement": Owner("plan", OPT_NUMBER, "met by the re-run plan"),
     "config.max_reject_fraction": Owner("plan", NUMBER, "met by the re-derived fates"),
@@ -98,6 +102,7 @@ SEAM_COLUMNS: dict[str, str] = {  # column -> the check that proves it
     "source": "global",  # that input's name
     "line": "reconstruction",  # a record of that source; (input, line, copy) unique: global
     "copy": "copies",  # which copy of its record: the mixture's draw
+    "chunk": "plan", "chunk_start": "plan",  # the chunks the re-derived cut gives (--overlong split)
     "status": "plan",  # the fate re-derived from the reconstructed length and the overlong policy
     "reason": "plan",  # the same, and for a rejected record the reason re-parsing gives (reconstruction)
     "shard": "plan", "row": "plan", "offset": "plan",  # where the re-run plan puts the example

@@ -23,7 +23,7 @@ from packcli.artifact import manifest as mf
 from packcli.artifact.card import write_card
 from packcli.artifact.seams import SEAM_TABLE_SCHEMA, write_seam_table
 from packcli.artifact.shards import SCHEMA, load_flat, write_shard
-from packcli.contract import IGNORE_INDEX, MANIFEST_NAME, SEAM_TABLE_NAME, file_sha256, shard_name, token_hash
+from packcli.contract import IGNORE_INDEX, IN_PACKS, MANIFEST_NAME, SEAM_TABLE_NAME, file_sha256, shard_name, token_hash
 from packcli.ingest import read_lines
 from packcli.tokenizer import Encoded
 from packcli.verify.bookkeeping import recount
@@ -48,7 +48,8 @@ def reseal(directory: Path, edit: Callable[[dict], None] | None = None, *, recou
             packs.add(load_flat(pq.read_table(directory / name), name))
         rows = pq.read_table(directory / SEAM_TABLE_NAME).to_pydict()
         manifest["counts"] = recount(packs.totals.values(), rows, len(manifest["inputs"]))
-        per_input = Counter(k for k, copy in zip(rows["input"], rows["copy"]) if copy == 0)  # records, not copies
+        per_input = Counter(k for k, copy, chunk in zip(rows["input"], rows["copy"], rows["chunk"])
+                            if copy == 0 and chunk == 0)  # records, not copies or chunks
         for k, entry in enumerate(manifest["inputs"]):
             entry["records"] = per_input.get(k, 0)
     if "dataset_card" in manifest:
@@ -150,25 +151,32 @@ def write_segments(directory: Path, shard: int, packs: list[list[Segment]]) -> N
 
 
 def follow_packs(directory: Path) -> None:
-    """Point every packed or truncated seam-table row at where its example now is in the packs, with
-    its length, token_hash and supervised count, as a forger who moved segments would."""
+    """Point every packed, truncated or split seam-table row at where its example (or chunk) now is in the
+    packs, with its length, token_hash and supervised count, as a forger who moved segments would. A
+    split example's chunks share its id: each row follows the segment holding its tokens (its
+    token_hash), or else the next one of that id."""
     manifest = json.loads((directory / MANIFEST_NAME).read_text(encoding="utf-8"))
-    found = {}
+    found: dict[int, list[tuple]] = {}
     for k in range(len(manifest["shards"])):
         for r, pack in enumerate(read_segments(directory, k)):
             offset = 0
             for s in pack:
-                found[s.example_id] = (shard_name(k), r, offset, s)
+                found.setdefault(s.example_id, []).append((shard_name(k), r, offset, s))
                 offset += len(s.input_ids)
 
     def mutate(rows: list[dict]) -> None:
         for row in rows:
-            if row["example_id"] in found and row["status"] in ("packed", "truncated"):
-                name, r, offset, s = found[row["example_id"]]
-                supervised = sum(label != IGNORE_INDEX for label in s.labels)
-                row.update(shard=name, row=r, offset=offset, length=len(s.input_ids), supervised=supervised,
-                           supervised_lost=row["supervised"] + row["supervised_lost"] - supervised,
-                           token_hash=token_hash(np.asarray(s.input_ids, np.int32)))
+            left = found.get(row["example_id"])
+            if not left or row["status"] not in IN_PACKS:
+                continue
+            pick = next((p for p in left if token_hash(np.asarray(p[3].input_ids, np.int32)) == row["token_hash"]),
+                        left[0])
+            left.remove(pick)
+            name, r, offset, s = pick
+            supervised = sum(label != IGNORE_INDEX for label in s.labels)
+            row.update(shard=name, row=r, offset=offset, length=len(s.input_ids), supervised=supervised,
+                       supervised_lost=row["supervised"] + row["supervised_lost"] - supervised,
+                       token_hash=token_hash(np.asarray(s.input_ids, np.int32)))
     rewrite_seam(directory, mutate)
 
 

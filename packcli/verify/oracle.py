@@ -33,6 +33,8 @@ from packcli.contract import IGNORE_INDEX, IN_PACKS, token_hash
 from packcli.errors import InputError
 from packcli.ingest import read_source, source_of
 from packcli.messages import SHAREGPT_ROLES
+from packcli.job.chunks import SplitRule, chunk_labels, pinned_rule
+from packcli.tokenizer.ends import text_ends
 from packcli.tokenizer.load import LoadedTokenizer
 from packcli.verify.locate import find_source
 from packcli.verify.packs import PackIndex
@@ -78,10 +80,10 @@ def check_render_oracle(manifest: dict, rows: dict[str, list], packs: PackIndex,
     if sample is not None and sample < len(chosen):
         picked = np.random.Generator(np.random.PCG64(SAMPLE_SEED)).choice(len(chosen), size=sample, replace=False)
         chosen = [chosen[j] for j in sorted(picked.tolist())]
-    by_input: dict[int, dict[int, int]] = defaultdict(dict)
+    by_input: dict[int, dict[int, list[int]]] = defaultdict(dict)
     for i in chosen:
-        by_input[rows["input"][i]][rows["line"][i]] = i
-    capacity = manifest["config"]["capacity"]
+        by_input[rows["input"][i]].setdefault(rows["line"][i], []).append(i)  # its copies and chunks
+    rule = pinned_rule(manifest["config"])
     not_judged: dict[str, int] = defaultdict(int)
     for k, wanted in sorted(by_input.items()):
         path = find_source(manifest, k, source_root)
@@ -89,9 +91,10 @@ def check_render_oracle(manifest: dict, rows: dict[str, list], packs: PackIndex,
             raise InputError(f"source {manifest['inputs'][k]['name']}: not found (the render oracle reads it)",
                              "run verify from the directory pack ran in, or pass --source-root")
         for line, raw in read_source(source_of(path)):  # JSONL lines, or a JSON array's elements
-            i = wanted.get(line)
-            if i is None:
+            mine = wanted.get(line)
+            if mine is None:
                 continue
+            i = mine[0]
             loc = dict(example_id=rows["example_id"][i], source=rows["source"][i], line=line)
             try:
                 ids, labels = oracle.render(raw)
@@ -104,7 +107,10 @@ def check_render_oracle(manifest: dict, rows: dict[str, list], packs: PackIndex,
                                       f"packcli made it {rows['status'][i]}", **loc))
                 continue
             result.checked += 1
-            _compare(rows, i, ids, labels, packs, capacity, result, loc)
+            for i in mine:
+                chunked = sum(rows["example_id"][j] == rows["example_id"][i] for j in mine) > 1
+                _compare(rows, i, ids, labels, packs, rule, result, dict(loc, example_id=rows["example_id"][i]),
+                         chunked)
     if not_judged:
         result.note = "not judged (transformers has no such notion): " + ", ".join(
             f"{count} with {why}" for why, count in sorted(not_judged.items()))
@@ -126,6 +132,10 @@ class _Oracle:
         self.policy = manifest["loss_policy"]
         self.input_format = manifest["config"]["input_format"]
         self.eos = pinned["eos_token"] or ""
+        config = manifest["config"]
+        # A text document's BOS and EOS are the choice packcli resolved (`packcli.tokenizer.ends`, its own
+        # tests compare it with tokenizers); transformers tokenizes what they make.
+        self.text_ends = text_ends(tokenizer, config["text_bos"], config["text_eos"])
         moment = datetime.combine(date.fromisoformat(manifest["config"]["template_date"]), time())
         self.strftime_now = moment.strftime  # transformers' strftime_now, on the pinned date instead of today
 
@@ -146,7 +156,7 @@ class _Oracle:
         policy = "all" if self.policy == "auto" else self.policy
         if policy != "all":
             raise ValueError(f"loss policy {policy} does not apply to a text record")
-        return self._text(record["text"] + self.eos, 0)
+        return self._text(self.text_ends.wrap(record["text"]), 0, self.text_ends.add_special_tokens)
 
     def _kind(self, record: dict) -> str:
         if self.input_format != "auto":
@@ -188,10 +198,10 @@ class _Oracle:
             raise ValueError(f"loss policy {policy} does not apply to a chat record")
         return ids, _labels(ids, mask)
 
-    def _text(self, text: str, supervised_from: int) -> tuple[np.ndarray, np.ndarray]:
-        """Tokens of ``text`` with special tokens added; supervised: those overlapping
+    def _text(self, text: str, supervised_from: int, special: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """Tokens of ``text`` with special tokens added (``special``); supervised: those overlapping
         ``text[supervised_from:]``, and the added ones when that is the whole text."""
-        enc = self.tokenizer(text, add_special_tokens=True, return_offsets_mapping=True,
+        enc = self.tokenizer(text, add_special_tokens=special, return_offsets_mapping=True,
                              return_special_tokens_mask=True)
         ids = np.asarray(enc["input_ids"], dtype=np.int32)
         offsets = np.asarray(enc["offset_mapping"], dtype=np.int64).reshape(-1, 2)
@@ -221,23 +231,28 @@ def _labels(ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
 
 
 def _compare(rows: dict[str, list], i: int, ids: np.ndarray, labels: np.ndarray, packs: PackIndex,
-             capacity: int, result: CheckResult, loc: dict) -> None:
-    status = rows["status"][i]
-    if status not in IN_PACKS:  # dropped: in no pack; its full length and tokens are pinned
-        if len(ids) != rows["original_length"][i] or token_hash(ids) != rows["token_hash"][i]:
-            result.fail(Violation(f"transformers renders {len(ids)} tokens (token_hash {token_hash(ids)}); the "
-                                  f"dropped example has {rows['original_length'][i]} ({rows['token_hash'][i]})",
-                                  **loc))
+             rule: SplitRule, result: CheckResult, loc: dict, chunked: bool) -> None:
+    """Row ``i`` against transformers' ``ids`` and ``labels`` of its record: a whole example, its first
+    ``capacity`` tokens when truncated, or the chunk at ``chunk_start`` masked as a chunk is (``chunked``:
+    the row is one of a split example's)."""
+    status, k, start = rows["status"][i], rows["chunk"][i], rows["chunk_start"][i]
+    if status not in IN_PACKS:  # dropped: in no pack; its full length and tokens (a chunk's: its own) are pinned
+        mine = ids[start:start + rule.capacity] if chunked else ids
+        if len(ids) != rows["original_length"][i] or token_hash(mine) != rows["token_hash"][i]:
+            result.fail(Violation(f"transformers renders {len(ids)} tokens (token_hash {token_hash(mine)}); the "
+                                  f"dropped {'chunk' if chunked else 'example'} has {rows['original_length'][i]} "
+                                  f"({rows['token_hash'][i]})", **loc))
         return
     where = (rows["shard"][i], rows["row"][i], rows["offset"][i], rows["length"][i])
-    keep = min(len(ids), capacity) if status == "truncated" else len(ids)
+    keep = len(ids) if status == "packed" else min(rule.capacity, len(ids) - start)  # truncated: chunk 0
+    ids, labels = ids[start:start + keep], chunk_labels(labels, k, start, keep, rule)
     kept = packs.digests_at(rows["example_id"][i], where)
-    if kept is not None and keep == where[3] and (token_hash(ids[:keep]), token_hash(labels[:keep])) == kept:
+    if kept is not None and keep == where[3] and (token_hash(ids), token_hash(labels)) == kept:
         return  # the digests of the pack's span agree: no need to read it again
     span = packs.tokens(*where)
     if span is None:
         return  # integrity or global reported it
-    for what, got, want in (("input_ids", span[0], ids[:keep]), ("labels", span[1], labels[:keep])):
+    for what, got, want in (("input_ids", span[0], ids), ("labels", span[1], labels)):
         if len(got) == len(want) and np.array_equal(got, want):
             continue
         n = min(len(got), len(want))

@@ -23,8 +23,8 @@ from packcli.contract import IGNORE_INDEX, token_hash
 
 @dataclass(frozen=True, slots=True)
 class Segment:
-    """One example's span in a pack: (shard, row, offset, length), its supervised labels and digests.
-    One per packed example, so slots: no per-instance dict."""
+    """One example's (or chunk's) span in a pack: (shard, row, offset, length), its supervised labels and
+    digests. One per packed example, so slots: no per-instance dict."""
 
     shard: str
     row: int
@@ -40,16 +40,6 @@ class Segment:
 
 
 @dataclass(frozen=True)
-class Twice:
-    """An example id found in a second pack segment (the bookkeeping check reports it)."""
-
-    example_id: int
-    shard: str
-    row: int
-    first: Segment
-
-
-@dataclass(frozen=True)
 class ShardTotals:
     rows: int
     tokens: int
@@ -58,11 +48,16 @@ class ShardTotals:
 
 @dataclass
 class PackIndex:
-    """Every readable shard's segments by example id, and its totals; built by `add`, one shard at a time."""
+    """Every readable shard's segments by example id, and its totals; built by `add`, one shard at a time.
+
+    ``segments`` holds an id's first segment, ``more`` the rest: the other chunks of a split example
+    (docs/contract.md), or a copy a forger added (the bookkeeping check finds it unclaimed). Most ids
+    have one segment, so the common case costs one dict entry.
+    """
 
     directory: Path
     segments: dict[int, Segment] = field(default_factory=dict)
-    twice: list[Twice] = field(default_factory=list)
+    more: dict[int, list[Segment]] = field(default_factory=dict)
     totals: dict[str, ShardTotals] = field(default_factory=dict)
     _cached: FlatShard | None = field(default=None, repr=False)
 
@@ -75,20 +70,26 @@ class PackIndex:
             counts = (supervised[base + cu[1:]] - supervised[base + cu[:-1]]).tolist()
             cu = cu.tolist()
             for k, eid in enumerate(shard.example_ids[r].tolist()):
+                if k + 1 >= len(cu):
+                    continue  # pack_layout reports ids without a cu_seqlens span
+                a, b = base + cu[k], base + cu[k + 1]
+                segment = Segment(shard.name, r, cu[k], cu[k + 1] - cu[k], counts[k], token_hash(shard.ids[a:b]),
+                                  token_hash(shard.labels[a:b]))
                 if eid in self.segments:
-                    self.twice.append(Twice(eid, shard.name, r, self.segments[eid]))
-                elif k + 1 < len(cu):
-                    a, b = base + cu[k], base + cu[k + 1]
-                    self.segments[eid] = Segment(shard.name, r, cu[k], cu[k + 1] - cu[k], counts[k],
-                                                 token_hash(shard.ids[a:b]), token_hash(shard.labels[a:b]))
+                    self.more.setdefault(eid, []).append(segment)
+                else:
+                    self.segments[eid] = segment
+
+    def segments_of(self, example_id: int) -> list[Segment]:
+        """Every segment holding ``example_id``, in the order the shards were read."""
+        first = self.segments.get(example_id)
+        return [] if first is None else [first, *self.more.get(example_id, ())]
 
     def digests_at(self, example_id: int, where: tuple[str, int, int, int]) -> tuple[str, str] | None:
         """The kept digests of the tokens and labels at ``where`` (shard, row, offset, length), when that
-        is ``example_id``'s segment; None otherwise (the span must be read again to know)."""
-        segment = self.segments.get(example_id)
-        if segment is None or segment.where != where:
-            return None
-        return segment.ids_hash, segment.labels_hash
+        is one of ``example_id``'s segments; None otherwise (the span must be read again to know)."""
+        segment = next((s for s in self.segments_of(example_id) if s.where == where), None)
+        return None if segment is None else (segment.ids_hash, segment.labels_hash)
 
     def tokens(self, shard: str, row: int, offset: int, length: int) -> tuple[np.ndarray, np.ndarray] | None:
         """The ids and labels at ``offset`` of a pack, read again from its shard; None if the shard was not

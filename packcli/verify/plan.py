@@ -2,12 +2,13 @@
 reconstructed lengths.
 
 ``pack`` promises that the same inputs and config give byte-identical shards; this check makes that
-a checked property. From each record's reconstructed length and supervised counts (`Reconstructed`;
+a checked property. From each example's reconstructed length, supervised counts and cut (`Reconstructed`;
 the seam table's own columns where reconstruction did not run) it re-runs the pack job's own
-functions (`packcli.job.plan`: `decide_fates`, `plan_examples`, `place_examples`, `plan_metrics`)
-under the manifest's ``config``, then demands that the seam table holds exactly those fates (status,
-reason, length, supervised, supervised_lost), that every example sits in the shard, row and offset
-the plan gives it (global has tied those to the packs), that the shards are cut every
+functions (`packcli.job.plan`: `decide_fates`, `split_rows`, `plan_examples`, `place_examples`,
+`plan_metrics`) under the manifest's ``config``, then demands that the seam table holds exactly those
+rows (a split example's chunks matched one for one: `packcli.verify.chunking`) and fates (status,
+reason, length, supervised, supervised_lost, chunk_start), that every row sits in the shard, row and
+offset the plan gives it (global has tied those to the packs), that the shards are cut every
 ``packs_per_shard`` packs, that the budgets hold (density, displacement, reject fraction), and that
 ``metrics`` are the plan's.
 
@@ -18,12 +19,15 @@ small fraction of reconstruction (docs/contract.md, "What verify proves").
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
 from packcli.choices import Overlong
-from packcli.contract import DROPPED, DUPLICATE, IN_PACKS, PACKED, REJECTED, STATUSES, TRUNCATED, UNSAMPLED, shard_name
+from packcli.contract import DROPPED, DUPLICATE, PACKED, REJECTED, SPLIT, STATUSES, TRUNCATED, UNSAMPLED, shard_name
+from packcli.job.chunks import Cut, SplitRule
 from packcli.job.plan import (
+    Chunked,
     Fates,
     Placement,
     PlanSettings,
@@ -32,36 +36,38 @@ from packcli.job.plan import (
     place_examples,
     plan_examples,
     plan_metrics,
+    split_rows,
 )
 from packcli.job.select import unsampled_reason
-from packcli.job.write import OVERLONG_FATES
 from packcli.mix import Mixture
 from packcli.pack import STRATEGIES, PackPlan, check_budgets
+from packcli.verify.chunking import claimed_cut, match_chunks
 from packcli.verify.reconstruct import Reconstructed
 from packcli.verify.report import CheckResult, Violation
 
 PLAN_FIELDS = ("strategy", "capacity", "window", "seed", "shuffle", "shuffle_packs", "packs_per_shard")
-FATE_COLUMNS = ("status", "reason", "length", "supervised", "supervised_lost")
+FATE_COLUMNS = ("status", "chunk_start", "reason", "length", "supervised", "supervised_lost")
 
 
 def check_plan(manifest: dict, rows: dict[str, list], facts: Reconstructed | None, result: CheckResult) -> None:
-    """Re-derive fates, plan, placement, shards and metrics from the lengths; compare with the artifact."""
+    """Re-derive fates, chunks, plan, placement, shards and metrics from the lengths; compare with the artifact."""
     config = manifest["config"]
     settings = _settings(config, result)
     if settings is None:
         return
-    n = len(rows["example_id"])
-    result.checked = n
-    status, length, supervised, kept, reasons, reconstructed = _inputs(rows, facts)
-    fates = decide_fates(status, length, supervised, reasons, settings.capacity, settings.overlong,
-                         lambda i: int(kept[i]))
-    # Each record's first row: its fate before a mixture's draw, as pack judges the reject budget on it.
-    first = np.flatnonzero(np.asarray(rows["copy"]) == 0)
-    record_fates = Fates(fates.status[first], fates.used_len[first], fates.used_sup[first],
-                         [fates.reasons[i] for i in first.tolist()])
-    fates = _unsampled(rows, fates, config["mix"])
-    plan = plan_examples(fates, settings)
-    placement = place_examples(plan, fates, settings.packs_per_shard)
+    result.checked = len(rows["example_id"])
+    starts = example_starts(rows)
+    first = starts[:-1]
+    facts_in = _inputs(rows, facts, starts, settings)
+    fates = decide_fates(facts_in.status, facts_in.length, facts_in.supervised, facts_in.reasons, settings.rule,
+                         settings.overlong, lambda j: facts_in.cuts[j])
+    # Each record's first example (copy 0): its fate before a mixture's draw, as pack judges the reject budget on it.
+    records = np.flatnonzero(np.asarray(rows["copy"])[first] == 0)
+    record_fates = fates.take(records)
+    fates = _unsampled(rows, first, fates, config["mix"])
+    expected = split_rows(fates, facts_in.length)
+    plan = plan_examples(expected.fates, settings)
+    placement = place_examples(plan, expected.fates, settings.packs_per_shard)
     # Artifact-wide findings first: the per-example ones below can fill the report's violation limit.
     if plan.window != settings.window:
         result.fail(Violation(f"config.window is {settings.window!r}, but strategy {settings.strategy} packs with "
@@ -71,33 +77,42 @@ def check_plan(manifest: dict, rows: dict[str, list], facts: Reconstructed | Non
         budget = "config.min_density" if problem.startswith("density") else "config.max_displacement"
         result.fail(Violation(f"{budget} is not met by the plan (pack would have refused it): {problem}",
                               field=budget))
-    lost = loss_problem(record_fates, lambda j: f"{rows['source'][first[j]]}:{rows['line'][first[j]]}",
-                        settings.max_reject_fraction)
+    def where(j: int) -> str:
+        i = first[records[j]]
+        return f"{rows['source'][i]}:{rows['line'][i]}"
+
+    lost = loss_problem(record_fates, where, settings.max_reject_fraction)
     if lost:
         result.fail(Violation(f"config.max_reject_fraction is not met (pack would have refused it): {lost[0]}: "
                               f"{lost[1]}", field="config.max_reject_fraction"))
-    _check_metrics(manifest["metrics"], plan_metrics(plan, fates), result)
-    _check_fates(rows, fates, length, kept, supervised, reconstructed, settings, result)
-    _check_placement(rows, placement, settings, result)
+    _check_metrics(manifest["metrics"], plan_metrics(plan, expected.fates), result)
+    match = match_chunks(rows, starts, expected, facts_in.length, settings, result)
+    _check_fates(rows, match, expected, facts_in, settings, result)
+    _check_placement(rows, match, placement, settings, result)
 
 
-def _check_fates(rows: dict[str, list], fates: Fates, length: np.ndarray, kept: np.ndarray, supervised: np.ndarray,
-                 reconstructed: np.ndarray, settings: PlanSettings, result: CheckResult) -> None:
-    """Every row's status, reason, length and supervised counts are its re-derived fate's."""
-    expected = {"status": [STATUSES[s] for s in fates.status.tolist()], "reason": fates.reasons,
-                "length": fates.used_len.tolist(), "supervised": fates.used_sup.tolist(),
-                "supervised_lost": np.where(np.isin(fates.status, OVERLONG_FATES), supervised - fates.used_sup,
-                                            0).tolist()}
-    for i in range(len(fates.status)):
-        if rows["status"][i] != expected["status"][i]:
-            result.fail(Violation(_status_message(rows, i, fates.status[i], length[i], kept[i], settings,
-                                                  reconstructed[i]), field="status", **_loc(rows, i)))
+def _check_fates(rows: dict[str, list], match: np.ndarray, expected: Chunked, facts: ExampleFacts,
+                 settings: PlanSettings, result: CheckResult) -> None:
+    """Every row's status, reason, length, supervised counts and chunk start are its re-derived fate's."""
+    fates = expected.fates
+    columns = {"status": lambda m: STATUSES[fates.status[m]], "reason": lambda m: fates.reasons[m],
+               "length": lambda m: int(fates.used_len[m]), "supervised": lambda m: int(fates.used_sup[m]),
+               "supervised_lost": lambda m: int(fates.lost[m]), "chunk_start": lambda m: int(expected.chunk_start[m])}
+    for i, m in enumerate(match.tolist()):
+        if m < 0:
+            continue  # match_chunks reported it
+        j = int(expected.example[m])
+        if rows["status"][i] != columns["status"](m):
+            kept = int(facts.cuts[j].supervised[0]) if j in facts.cuts else 0
+            result.fail(Violation(_status_message(rows, i, fates.status[m], facts.length[j], kept, settings,
+                                                  facts.reconstructed[j]), field="status", **_loc(rows, i)))
             continue
         for column in FATE_COLUMNS[1:]:
-            if rows[column][i] != expected[column][i]:
+            want = columns[column](m)
+            if rows[column][i] != want:
                 result.fail(Violation(f"{column} is {rows[column][i]!r}; its fate under config.overlong "
                                       f"{settings.overlong.value!r} and config.capacity {settings.capacity} gives "
-                                      f"{expected[column][i]!r}", field=column, **_loc(rows, i)))
+                                      f"{want!r}", field=column, **_loc(rows, i)))
                 break
 
 
@@ -116,6 +131,15 @@ def _settings(config: dict, result: CheckResult) -> PlanSettings | None:
     if not 0 <= config["max_reject_fraction"] <= 1:
         problems.append(("config.max_reject_fraction", f"config.max_reject_fraction {config['max_reject_fraction']} "
                                                        "is not a fraction"))
+    if config["overlong"] == "split" or (config["split_overlap"], config["split_min_last"]) != (0, 1):
+        rule = SplitRule(config["capacity"], config["split_overlap"], config["split_min_last"])
+        for problem in rule.problems() if config["capacity"] >= 2 else []:
+            field = "config.split_overlap" if problem.startswith("--split-overlap") else "config.split_min_last"
+            problems.append((field, problem.replace("--split-overlap", field).replace("--split-min-last", field)))
+        for key, default in (("split_overlap", 0), ("split_min_last", 1)) if config["overlong"] != "split" else ():
+            if config[key] != default:
+                problems.append((f"config.{key}", f"config.{key} is {config[key]}, but it applies only to "
+                                                  f"config.overlong split (pack writes {default} otherwise)"))
     if config["strategy"] == "window" and (config["window"] is None or config["window"] < 1):
         problems.append(("config.window", f"config.window {config['window']!r} is not a window size"))
     for field, message in problems:
@@ -123,48 +147,78 @@ def _settings(config: dict, result: CheckResult) -> PlanSettings | None:
     return None if problems else PlanSettings.of(config)
 
 
-def _inputs(rows: dict[str, list], facts: Reconstructed | None) -> tuple:
-    """Per row: accepted, rejected or duplicate, full length, supervised tokens, supervised tokens in
-    the first ``capacity``, the reason it is not packed, and whether reconstruction vouched for them.
-    Where it did not (``--no-reconstruct``, a changed source), the seam table's own columns stand in.
-    A row marked duplicate stays one: reconstruction recomputes the content keys that decide it."""
+@dataclass(frozen=True)
+class ExampleFacts:
+    """Per example (`example_starts`): accepted, rejected or duplicate, its full length and supervised tokens,
+    the reason it is not packed, whether reconstruction vouched for them, and (``cuts``, by example) the
+    cut of an over-long one under ``truncate`` or ``split``."""
+
+    status: np.ndarray
+    length: np.ndarray
+    supervised: np.ndarray
+    reasons: list[str]
+    reconstructed: np.ndarray
+    cuts: dict[int, Cut]
+
+
+def example_starts(rows: dict[str, list]) -> np.ndarray:
+    """Where each example's rows start in the seam table, and its end: an example is a run of rows with one
+    (input, line, copy), its chunks (one row, unless split)."""
     n = len(rows["example_id"])
-    status = np.full(n, PACKED, dtype=np.int8)
-    length, supervised, kept = (np.zeros(n, np.int64) for _ in range(3))
-    reasons = [""] * n
-    reconstructed = np.zeros(n, dtype=bool)
-    for i in range(n):
+    key = [np.asarray(rows[c], np.int64) for c in ("input", "line", "copy")]
+    new = np.ones(n, dtype=bool)
+    if n:
+        new[1:] = np.any([k[1:] != k[:-1] for k in key], axis=0)
+    return np.append(np.flatnonzero(new), n).astype(np.int64)
+
+
+def _inputs(rows: dict[str, list], facts: Reconstructed | None, starts: np.ndarray,
+            settings: PlanSettings) -> ExampleFacts:
+    """What each example's fate is decided from. Where reconstruction did not vouch for it
+    (``--no-reconstruct``, a changed source), the seam table's own columns stand in, its chunks as the
+    rows claim them. A row marked duplicate stays one: reconstruction recomputes the content keys that
+    decide it."""
+    count = len(starts) - 1
+    status = np.full(count, PACKED, dtype=np.int8)
+    length, supervised = np.zeros(count, np.int64), np.zeros(count, np.int64)
+    reasons = [""] * count
+    reconstructed = np.zeros(count, dtype=bool)
+    cuts: dict[int, Cut] = {}
+    for j, i in enumerate(starts[:-1].tolist()):
         claimed = rows["status"][i]
         if facts is not None and facts.length[i] >= 0:
-            reconstructed[i] = True
+            reconstructed[j] = True
             if claimed == STATUSES[DUPLICATE]:
-                status[i], reasons[i], length[i] = DUPLICATE, rows["reason"][i], facts.length[i]
+                status[j], reasons[j], length[j] = DUPLICATE, rows["reason"][i], facts.length[i]
             elif facts.rejection[i] is not None:
-                status[i], reasons[i] = REJECTED, facts.rejection[i]
+                status[j], reasons[j] = REJECTED, facts.rejection[i]
             else:
-                length[i], supervised[i], kept[i] = facts.length[i], facts.supervised[i], facts.kept_supervised[i]
+                length[j], supervised[j] = facts.length[i], facts.supervised[i]
+                if i in facts.cuts:
+                    cuts[j] = facts.cuts[i]
             continue
+        length[j] = rows["original_length"][i]
         if claimed in (STATUSES[REJECTED], STATUSES[DUPLICATE]):
-            status[i], reasons[i] = STATUSES.index(claimed), rows["reason"][i]
-            length[i] = rows["original_length"][i]
+            status[j], reasons[j] = STATUSES.index(claimed), rows["reason"][i]
             continue
-        length[i] = rows["original_length"][i]
-        supervised[i] = rows["supervised"][i] + rows["supervised_lost"][i]
-        # Truncation keeps what the pack holds; a dropped row claims truncation would keep nothing.
-        kept[i] = rows["supervised"][i] if claimed in IN_PACKS else 0
-    return status, length, supervised, kept, reasons, reconstructed
+        group = range(i, int(starts[j + 1]))
+        supervised[j] = sum(rows["supervised"][r] + rows["supervised_lost"][r] for r in group)
+        if length[j] > settings.capacity:
+            cuts[j] = claimed_cut(rows, group, int(length[j]), settings.rule)
+    return ExampleFacts(status, length, supervised, reasons, reconstructed, cuts)
 
 
-def _unsampled(rows: dict[str, list], fates: Fates, mix: dict | None) -> Fates:
-    """A usable record the mixture drew no copy of is ``unsampled``, in no pack (the copies check
-    draws the copies again and owns which records those are)."""
+def _unsampled(rows: dict[str, list], first: np.ndarray, fates: Fates, mix: dict | None) -> Fates:
+    """A usable example the mixture drew no copy of is ``unsampled``, in no pack (the copies check draws
+    the copies again and owns which records those are)."""
     if mix is None:
         return fates
     mixture = Mixture.from_manifest(mix)
-    for i in np.flatnonzero((fates.status == PACKED) | (fates.status == TRUNCATED)).tolist():
+    for j in fates.packable.tolist():
+        i = int(first[j])
         if rows["status"][i] == STATUSES[UNSAMPLED]:
-            fates.status[i], fates.used_len[i], fates.used_sup[i] = UNSAMPLED, 0, 0
-            fates.reasons[i] = unsampled_reason(mixture, rows["input"][i])
+            fates.status[j], fates.used_len[j], fates.used_sup[j], fates.lost[j] = UNSAMPLED, 0, 0, 0
+            fates.reasons[j] = unsampled_reason(mixture, rows["input"][i])
     return fates
 
 
@@ -176,10 +230,13 @@ def _status_message(rows: dict[str, list], i: int, expected: int, length: int, k
     if expected == TRUNCATED and claimed == STATUSES[DROPPED]:
         return (f"status is 'dropped', but truncating its {tokens} to the capacity keeps {kept} supervised tokens "
                 f"({policy}): it must be truncated, not dropped")
-    if expected == DROPPED and claimed == STATUSES[TRUNCATED]:
-        why = ("truncating it keeps no supervised token" if settings.overlong is Overlong.truncate
-               else "over-long examples are dropped")
-        return f"status is 'truncated', but {why} ({tokens}; {policy}): it must be dropped"
+    if expected == DROPPED and claimed in (STATUSES[TRUNCATED], STATUSES[SPLIT]):
+        why = {Overlong.truncate: "truncating it keeps no supervised token",
+               Overlong.split: "no chunk of it holds a supervised token"}.get(settings.overlong,
+                                                                           "over-long examples are dropped")
+        return f"status is {claimed!r}, but {why} ({tokens}; {policy}): it must be dropped"
+    if expected == SPLIT:
+        return f"status is {claimed!r}, but {policy} cuts an example of {tokens} into chunks: it must be split"
     return f"status is {claimed!r}; an example of {tokens} under {policy} is {STATUSES[expected]!r}"
 
 
@@ -187,11 +244,15 @@ def _loc(rows: dict[str, list], i: int) -> dict:
     return dict(example_id=rows["example_id"][i], source=rows["source"][i], line=rows["line"][i])
 
 
-def _check_placement(rows: dict[str, list], placement: Placement, settings: PlanSettings, result: CheckResult) -> None:
-    """Every example at the shard, row and offset the plan gives it; nothing placed that is not packed."""
+def _check_placement(rows: dict[str, list], match: np.ndarray, placement: Placement, settings: PlanSettings,
+                     result: CheckResult) -> None:
+    """Every row at the shard, row and offset the plan gives it; nothing placed that is not packed."""
     shard_col, row_col, off_col = rows["shard"], rows["row"], rows["offset"]
     wrong = []
-    for i, (k, r, o) in enumerate(zip(placement.shard.tolist(), placement.row.tolist(), placement.offset.tolist())):
+    for i, m in enumerate(match.tolist()):
+        if m < 0:
+            continue
+        k, r, o = int(placement.shard[m]), int(placement.row[m]), int(placement.offset[m])
         want = (shard_name(k), r, o) if k >= 0 else (None, -1, -1)
         if (shard_col[i], row_col[i], off_col[i]) != want:
             wrong.append((i, want))

@@ -34,17 +34,19 @@ import numpy as np
 import numpy.typing as npt
 
 from packcli.chat import ChatTemplate, Renderer
-from packcli.choices import BackendChoice, Format, LossPolicy
+from packcli.choices import AddToken, BackendChoice, Format, LossPolicy, Overlong
 from packcli.contract import IGNORE_INDEX, token_hash
 from packcli.engine import Engine
 from packcli.engine.pool import SharedPool, auto_processes, usable_cpus
 from packcli.errors import InputError
 from packcli.ingest import HUB_PREFIX, FieldMap, Source, describe_input, source_of
+from packcli.job.chunks import Cut, SplitRule, chunk_labels, cut_example, pinned_rule
 from packcli.job.pause import pause_at
 from packcli.job.select import duplicate_reason
 from packcli.job.units import UnitSpec, iter_unit_lines, plan_units, unit_batches
 from packcli.prepare import Preparer, preparer_for, share_preparer
 from packcli.progress import NO_PROGRESS, Progress
+from packcli.tokenizer.ends import text_ends
 from packcli.tokenizer.load import LoadedTokenizer, cached_tokenizer
 from packcli.verify.locate import find_source
 from packcli.verify.packs import PackIndex
@@ -56,15 +58,16 @@ UNIT_LINES = 8192  # lines per unit of parallel work
 
 class Fresh(NamedTuple):
     """A record's fresh tokenization, small enough to send between processes: counts and digests
-    (`packcli.contract.token_hash`) of the whole example and of its first ``capacity`` tokens."""
+    (`packcli.contract.token_hash`) of the whole example and, when it is over-long under ``truncate`` or
+    ``split``, its cut (`packcli.job.chunks.Cut`) and the digests of each chunk's tokens and labels as a
+    pack holds them (truncation keeps chunk 0)."""
 
     length: int
     supervised: int
     ids: str
     labels: str
-    kept_supervised: int
-    kept_ids: str
-    kept_labels: str
+    cut: Cut | None = None
+    chunks: tuple[tuple[str, str], ...] = ()
 
 
 # A line's outcome: the format it was read as ("" when not recognised), and its rejection reason or its
@@ -75,12 +78,12 @@ Outcome = tuple[str, str | Fresh]
 @dataclass(frozen=True)
 class Reconstructed:
     """Per seam-table row, what a fresh tokenization of its line gives (-1 where no line gave one):
-    its tokens, supervised tokens, supervised tokens in its first ``capacity``; ``rejection`` is
-    the reason re-parsing rejects it, or None."""
+    its tokens, supervised tokens, and (``cuts``, by row) the cut of an over-long one under ``truncate``
+    or ``split``; ``rejection`` is the reason re-parsing rejects it, or None."""
 
     length: npt.NDArray[np.int64]
     supervised: npt.NDArray[np.int64]
-    kept_supervised: npt.NDArray[np.int64]
+    cuts: dict[int, Cut]
     rejection: list[str | None]
 
 
@@ -99,7 +102,10 @@ class ReconstructJob:
     keys: bool  # compute content keys (the artifact was deduplicated)
     bos_token: str | None
     eos_token: str | None
-    capacity: int
+    text_bos: str  # a text record's BOS and EOS (`packcli.tokenizer.ends.text_ends`)
+    text_eos: str
+    rule: SplitRule  # how over-long examples are cut (`PlanSettings.rule`)
+    overlong: str  # the pinned policy: under truncate or split each over-long fresh example's cut is sent back
 
     @classmethod
     def of(cls, manifest: dict, tokenizer: str, template_text: str) -> ReconstructJob:
@@ -109,7 +115,9 @@ class ReconstructJob:
                    template_source=manifest["template"]["origin"], template_date=config["template_date"],
                    loss=manifest["loss_policy"], input_format=config["input_format"],
                    fields=tuple(sorted(config["fields"].items())), keys=config["dedupe"] == "exact",
-                   bos_token=pinned["bos_token"], eos_token=pinned["eos_token"], capacity=config["capacity"])
+                   bos_token=pinned["bos_token"], eos_token=pinned["eos_token"], text_bos=config["text_bos"],
+                   text_eos=config["text_eos"], rule=pinned_rule(config),
+                   overlong=config["overlong"])
 
     def build_preparer(self, tokenizer: LoadedTokenizer | None = None) -> Preparer:
         """The reference tokenizer (always: a fast-path fault cannot verify itself), template, renderer."""
@@ -118,7 +126,8 @@ class ReconstructJob:
             raise InputError(f"tokenizer {self.tokenizer} changed while verify ran", "run verify again")
         renderer = Renderer(ChatTemplate(self.template_text, self.template_source), LossPolicy(self.loss),
                             bos_token=self.bos_token, eos_token=self.eos_token,
-                            template_date=date.fromisoformat(self.template_date))
+                            template_date=date.fromisoformat(self.template_date),
+                            text_ends=text_ends(tok, self.text_bos, self.text_eos))
         return Preparer(renderer, tok, Format(self.input_format), FieldMap.of(dict(self.fields)), keys=self.keys)
 
 
@@ -163,12 +172,15 @@ def check_reconstruction(manifest: dict, rows: dict[str, list], packs: PackIndex
         raise InputError(f"--workers must be at least 1, got {workers}")
     config = manifest["config"]
     n = len(rows["example_id"])
-    facts = Reconstructed(np.full(n, -1, np.int64), np.full(n, -1, np.int64), np.full(n, -1, np.int64), [None] * n)
+    facts = Reconstructed(np.full(n, -1, np.int64), np.full(n, -1, np.int64), {}, [None] * n)
     problems = []
     if config["input_format"] not in {f.value for f in Format}:
         problems.append(("config.input_format", f"config.input_format {config['input_format']!r} is not a format"))
     if manifest["loss_policy"] not in {p.value for p in LossPolicy}:
         problems.append(("loss_policy", f"loss_policy {manifest['loss_policy']!r} is not a loss policy"))
+    for key in ("text_bos", "text_eos"):
+        if config[key] not in {a.value for a in AddToken}:
+            problems.append((f"config.{key}", f"config.{key} {config[key]!r} is not one of auto, yes, no"))
     if config["dedupe"] not in ("none", "exact"):
         problems.append(("config.dedupe", f"config.dedupe {config['dedupe']!r} is not none or exact"))
     try:
@@ -207,7 +219,7 @@ def check_reconstruction(manifest: dict, rows: dict[str, list], packs: PackIndex
         pinned.append((k, entry))
     specs = plan_units(files, UNIT_LINES)
     progress.start("reconstruct", "reconstructing", total=manifest["counts"]["records"])
-    compare = _Comparer(preparer, rows, packs, config["capacity"], result, facts)
+    compare = _Comparer(preparer, rows, packs, job.rule, result, facts)
     if workers is None:
         workers = auto_processes(usable_cpus(), units=len(specs), input_bytes=sum(f.size for f in files))
 
@@ -227,8 +239,9 @@ def check_reconstruction(manifest: dict, rows: dict[str, list], packs: PackIndex
                 continue
             _check_duplicate(rows, found, key, first, duplicate_reason(entry["name"], line, k), job.keys, result,
                              entry["name"])
+            chunked = _chunked_rows(rows, found)
             for i in found:
-                if (span := compare(i, outcome, entry["name"], line)) is not None:
+                if (span := compare(i, outcome, entry["name"], line, i in chunked)) is not None:
                     differing.setdefault(line, []).append(span)
         if differing:
             unexplained.append((spec, differing))
@@ -311,20 +324,31 @@ def unit_outcomes(job: ReconstructJob, spec: UnitSpec) -> list[tuple[int, bytes 
         prepared = preparer.prepare(batch, source=spec.path)
         keys = prepared.keys or [None] * len(batch)
         for (_, line, _), key, enc, fmt in zip(batch, keys, prepared, prepared.formats):
-            fresh = enc if isinstance(enc, str) else fresh_of(enc.input_ids, enc.labels, job.capacity)
+            fresh = enc if isinstance(enc, str) else fresh_of(enc.input_ids, enc.labels, job.rule, job.overlong)
             out.append((line, key, (fmt, fresh)))
     return out
 
 
-def fresh_of(ids: np.ndarray, labels: np.ndarray, capacity: int) -> Fresh:
-    """Counts and digests of an example and of its first ``capacity`` tokens."""
-    whole = token_hash(ids), token_hash(labels)
-    supervised = int(np.count_nonzero(labels != IGNORE_INDEX))
-    if len(ids) <= capacity:
-        return Fresh(len(ids), supervised, *whole, supervised, *whole)
-    kept = labels[:capacity]
-    return Fresh(len(ids), supervised, *whole, int(np.count_nonzero(kept != IGNORE_INDEX)),
-                 token_hash(ids[:capacity]), token_hash(kept))
+def fresh_of(ids: np.ndarray, labels: np.ndarray, rule: SplitRule, overlong: str) -> Fresh:
+    """Counts and digests of an example, and when it is longer than ``rule.capacity`` and ``overlong`` cuts it
+    (``truncate``: its first chunk, as pack reads only that; ``split``: every chunk) the cut and the
+    digests of each chunk."""
+    fresh = Fresh(len(ids), int(np.count_nonzero(labels != IGNORE_INDEX)), token_hash(ids), token_hash(labels))
+    if overlong not in (Overlong.truncate.value, Overlong.split.value) or len(ids) <= rule.capacity:
+        return fresh
+    cut = cut_example(labels[:rule.capacity] if overlong == Overlong.truncate.value else labels, rule)
+    chunks = tuple((token_hash(ids[a:a + n]), token_hash(chunk_labels(labels, k, a, n, rule)))
+                   for k, (a, n) in enumerate(zip(cut.start.tolist(), cut.length.tolist())))
+    return fresh._replace(cut=cut, chunks=chunks)
+
+
+def _chunked_rows(rows: dict, found: list[int]) -> set[int]:
+    """The rows of one record that are chunks of a split example: those whose copy has more than one row
+    (an over-long example splits into two chunks or more)."""
+    per_copy: dict[int, list[int]] = {}
+    for i in found:
+        per_copy.setdefault(rows["copy"][i], []).append(i)
+    return {i for mine in per_copy.values() if len(mine) > 1 for i in mine}
 
 
 NOT_IN_PACKS = ("dropped", "duplicate", "unsampled")  # tokenized, in no pack: the seam table pins their tokens
@@ -337,13 +361,14 @@ class _Comparer:
     span is compared with the first ``length`` tokens of the fresh example, whatever the length.
     """
 
-    def __init__(self, preparer: Preparer, rows: dict, packs: PackIndex, capacity: int,
+    def __init__(self, preparer: Preparer, rows: dict, packs: PackIndex, rule: SplitRule,
                  result: CheckResult, facts: Reconstructed) -> None:
-        self.preparer, self.rows, self.packs, self.capacity = preparer, rows, packs, capacity
+        self.preparer, self.rows, self.packs, self.rule = preparer, rows, packs, rule
         self.result, self.facts = result, facts
 
-    def __call__(self, i: int, outcome: Outcome, source: str, line: int) -> tuple | None:
-        """Record what is wrong with row ``i``; return its pack span when the digests cannot vouch for it."""
+    def __call__(self, i: int, outcome: Outcome, source: str, line: int, chunk: bool) -> tuple | None:
+        """Record what is wrong with row ``i`` (``chunk``: one of a split example's rows); return its pack span
+        when the digests cannot vouch for it."""
         rows, result = self.rows, self.result
         status = rows["status"][i]
         loc = dict(example_id=rows["example_id"][i], source=source, line=line)
@@ -353,7 +378,7 @@ class _Comparer:
                                   f"{rows['format'][i]!r}", field="format", **loc))
         if isinstance(outcome, str):
             self.facts.rejection[i] = outcome
-            self.facts.length[i] = self.facts.supervised[i] = self.facts.kept_supervised[i] = 0
+            self.facts.length[i] = self.facts.supervised[i] = 0
             if status == "duplicate":
                 return None  # its first record fails the same way; the duplicate itself is checked by its key
             if status != "rejected" or rows["reason"][i] != outcome:
@@ -361,33 +386,34 @@ class _Comparer:
                                       f"{rows['reason'][i]!r}", field="reason", **loc))
             return None
         self.facts.length[i], self.facts.supervised[i] = outcome.length, outcome.supervised
-        self.facts.kept_supervised[i] = outcome.kept_supervised
+        if outcome.cut is not None:
+            self.facts.cuts[i] = outcome.cut
         if status == "rejected":
             result.fail(Violation("record tokenizes now but the seam table says rejected", field="status", **loc))
             return None
         if rows["original_length"][i] != outcome.length:
             result.fail(Violation(f"original_length is {rows['original_length'][i]}, the record has {outcome.length} "
                                   "tokens", field="original_length", **loc))
+        k, start = rows["chunk"][i], rows["chunk_start"][i]
         if status in NOT_IN_PACKS:
-            if rows["token_hash"][i] != outcome.ids:
-                result.fail(Violation(f"token_hash of the {status} example differs from a fresh tokenization",
+            digests = _chunk_digests(outcome, k, start) if chunk else (outcome.ids, outcome.labels)
+            if digests is None or rows["token_hash"][i] != digests[0]:
+                what = f"chunk {k} of the split example" if chunk else f"{status} example"
+                result.fail(Violation(f"token_hash of the {what} differs from a fresh tokenization",
                                       field="token_hash", **loc))
             return None
         where = (rows["shard"][i], rows["row"][i], rows["offset"][i], rows["length"][i])
-        length = where[3]
-        if length == outcome.length:
+        if start == 0 and where[3] == outcome.length:
             digests = outcome.ids, outcome.labels
-        elif length == self.capacity < outcome.length:
-            digests = outcome.kept_ids, outcome.kept_labels
         else:
-            digests = None  # no digest of this prefix: compare tokens here
+            digests = _chunk_digests(outcome, k, start, where[3])  # None: no such chunk, compare tokens here
         got = self._digests(rows["example_id"][i], where)
         if got is None:
             return None  # not a span of a readable pack: global reports where it should be
         if digests is None:
-            return where, loc, False
+            return where, loc, False, i
         if got != digests:
-            return where, loc, True
+            return where, loc, True, i
         return None
 
     def _digests(self, eid: int, where: tuple[str, int, int, int]) -> tuple[str, str] | None:
@@ -408,21 +434,32 @@ class _Comparer:
         wanted = dict(list(undecided.items()) + mismatched[:room])
         batch = [(spec.file_index, line, raw) for line, raw in iter_unit_lines(spec) if line in wanted]
         for (_, line, _), fresh in zip(batch, self.preparer.prepare(batch, source=spec.path) if batch else []):
-            for where, loc, digest_differed in wanted[line]:
+            for where, loc, digest_differed, row in wanted[line]:
                 if isinstance(fresh, str):
                     self.result.fail(Violation(f"tokenizes in a worker process, rejected here ({fresh!r})", **loc))
                     continue
                 ids, labels = self.packs.tokens(*where)  # read again: verify keeps digests, not the packs
+                k, start = self.rows["chunk"][row], self.rows["chunk_start"][row]
+                want_labels = chunk_labels(fresh.labels, k, start, len(ids), self.rule)
                 before = self.result.count
-                _diff(ids, fresh.input_ids[:len(ids)], "input_ids", where[0], where[1], loc, self.result)
-                _diff(labels, fresh.labels[:len(ids)], "labels", where[0], where[1], loc, self.result)
+                _diff(ids, fresh.input_ids[start:start + len(ids)], "input_ids", where[0], where[1], loc, self.result)
+                _diff(labels, want_labels, "labels", where[0], where[1], loc, self.result)
                 if digest_differed and self.result.count == before:
                     self.result.fail(Violation("the digest of a fresh tokenization differs from this process's: the "
                                                "tokenizer is not deterministic across processes", **loc))
         for _, found in mismatched[room:]:
-            for where, loc, _ in found:
+            for where, loc, _, _ in found:
                 self.result.fail(Violation("tokens or labels differ from a fresh tokenization", shard=where[0],
                                            row=where[1], **loc))
+
+
+def _chunk_digests(fresh: Fresh, chunk: int, start: int, length: int | None = None) -> tuple[str, str] | None:
+    """The digests of chunk ``chunk`` of a fresh example when its cut has that chunk at ``start`` (and of
+    ``length`` tokens, when given); None otherwise."""
+    cut = fresh.cut
+    if cut is None or not 0 <= chunk < cut.count or cut.start[chunk] != start:
+        return None
+    return fresh.chunks[chunk] if length is None or cut.length[chunk] == length else None
 
 
 def _diff(got: np.ndarray, want: np.ndarray, what: str, shard: str, row: int, loc: dict,
