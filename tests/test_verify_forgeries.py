@@ -18,7 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from packcli.cli import app
-from packcli.contract import IGNORE_INDEX, example_id, token_hash
+from packcli.contract import IGNORE_INDEX, example_id, file_sha256, token_hash
 from packcli.verify import forge, verify_artifact
 from packcli.verify.forge import (
     Segment,
@@ -519,3 +519,70 @@ def test_a_second_copy_dropped_from_a_mixture(mixed):
     follow_packs(mixed)
     reseal(mixed, recount_counts=True)
     caught(mixed, "copies", "config.mix")
+
+
+# --- the folder is a closed set: what load_dataset(OUT) reads is what verify checks ---
+
+REDIRECT = """configs:
+- config_name: default
+  data_files:
+  - split: train
+    path: "{path}"
+{extra}"""
+
+
+def _poisoned_copy(d: Path) -> Path:
+    """A Parquet file of the shards' schema whose first pack supervises every token (what a redirect points at)."""
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(d / "shard-00000.parquet").to_pylist()
+    rows[0]["labels"] = list(rows[0]["input_ids"])
+    target = d / "data" / "train.parquet"
+    target.parent.mkdir()
+    pq.write_table(pa.Table.from_pylist(rows, schema=pq.read_schema(d / "shard-00000.parquet")), target)
+    return target
+
+
+@pytest.mark.parametrize(("make", "name", "phrase"), [
+    (lambda d: (d / ".huggingface.yaml").write_text(REDIRECT.format(path="data/*.parquet", extra="")) and
+     _poisoned_copy(d), ".huggingface.yaml", "datasets.load_dataset reads it as the dataset card's YAML"),
+    (lambda d: (d / ".huggingface.yaml").write_text(REDIRECT.format(
+        path="shard-*.parquet", extra="  columns: [input_ids, seq_lengths]\n")), ".huggingface.yaml", "remove it"),
+    (lambda d: (d / ".huggingface.yaml").write_text(REDIRECT.format(
+        path="shard-*.parquet", extra="  filters: [[num_tokens, '>', 1000]]\n")), ".huggingface.yaml", "remove it"),
+    (lambda d: (d / "shard-00099.parquet").write_bytes((d / "shard-00000.parquet").read_bytes()), "shard-00099.parquet",
+     "the manifest does not list it"),
+    (lambda d: _poisoned_copy(d), "data", "(a folder) is not part of the artifact"),
+], ids=["yaml-redirect", "yaml-columns-without-labels", "yaml-filters", "extra-shard", "data-folder"])
+def test_a_file_the_manifest_does_not_list(make, name, phrase, packed_copy):
+    """Nothing pinned is touched: every hash still holds, and load_dataset(OUT) would read something else."""
+    make(packed_copy)
+    report = caught(packed_copy, "integrity", phrase, "--no-reconstruct")
+    messages = [v["message"] for c in report["checks"] for v in c["violations"]]
+    assert any(m.startswith(name) for m in messages), messages
+
+
+def test_a_pinned_file_replaced_by_a_symlink(packed_copy, tmp_path):
+    """The link points at identical bytes today: verify passes them, then the target can change."""
+    elsewhere = tmp_path / "elsewhere.parquet"
+    (packed_copy / "shard-00001.parquet").rename(elsewhere)
+    (packed_copy / "shard-00001.parquet").symlink_to(elsewhere)
+    caught(packed_copy, "integrity", "shard-00001.parquet is a symbolic link, not a regular file", "--no-reconstruct")
+
+
+def test_the_cards_yaml_is_the_pinned_one(packed_copy):
+    """The card's configs widened to every Parquet file (the seam table too), its sha256 re-pinned."""
+    card = packed_copy / "README.md"
+    card.write_text(card.read_text().replace('path: "shard-*.parquet"', 'path: "*.parquet"'))
+    edit_manifest(packed_copy, lambda m: m["dataset_card"].update(bytes=card.stat().st_size,
+                                                                   sha256=file_sha256(card)))
+    caught(packed_copy, "integrity", "is not the card this manifest renders", "--no-reconstruct")
+
+
+def test_the_loader_refuses_a_folder_with_strangers(packed_copy):
+    from packcli.data import PackReader
+    from packcli.errors import ContractError
+
+    (packed_copy / ".huggingface.yaml").write_text(REDIRECT.format(path="data/*.parquet", extra=""))
+    with pytest.raises(ContractError, match=r"\.huggingface\.yaml \(a file\) is not part of the artifact"):
+        PackReader(packed_copy)

@@ -1,7 +1,8 @@
 """Integrity: the artifact is what its manifest says, byte for byte, and every file is well formed.
 
 The manifest hash over its own fields; the shard list (``shard-00000.parquet``, ``shard-00001...``,
-each exactly once, none unlisted); every pinned file's bytes, sha256 and rows (shards, the seam
+each exactly once); the folder a closed set (every entry a file the manifest lists, each a regular
+file: `packcli.artifact.listing`); every pinned file's bytes, sha256 and rows (shards, the seam
 table, rejects.jsonl, the dataset card); every shard's schema, its rows' lists of equal length, its
 tokens and supervised labels; the seam table's schema; the dataset card is the one this manifest
 renders (`packcli.artifact.card.render_card`). A shard that fails its hash is still read when it can
@@ -23,6 +24,7 @@ import pyarrow as pa
 
 from packcli.artifact import manifest as mf
 from packcli.artifact.card import render_card
+from packcli.artifact.listing import describe_stranger, listed_names, strangers
 from packcli.artifact.seams import NULLABLE_COLUMNS, SEAM_TABLE_SCHEMA
 from packcli.artifact.shards import SCHEMA, FlatShard, load_flat, numpy_view, read_parquet
 from packcli.contract import CARD_NAME, REJECTS_NAME, SEAM_TABLE_NAME, file_sha256, shard_name
@@ -43,7 +45,8 @@ class Artifact:
 
 def check_integrity(directory: Path, manifest: dict, result: CheckResult,
                     on_shard: Callable[[FlatShard], None]) -> Artifact:
-    """Manifest hash, the shard list, every pinned file, shard rows, the seam table's schema, no stray shards.
+    """Manifest hash, the shard list, every pinned file, shard rows, the seam table's schema, nothing else in
+    the folder (`packcli.artifact.listing`).
 
     Each well-formed shard goes to ``on_shard`` (the layout check) and into the artifact's `PackIndex`
     as it is read, and is not kept.
@@ -91,8 +94,10 @@ def check_integrity(directory: Path, manifest: dict, result: CheckResult,
                 result.fail(Violation(f"{at}.{key} is {info[key]}, the shard holds {actual}", shard=name,
                                       field=f"{at}.{key}"))
         del flat  # before the next shard is read: one in memory at a time
-    for stray in sorted(p.name for p in directory.glob("shard-*.parquet") if p.name not in listed):
-        result.fail(Violation("shard not listed in the manifest", shard=stray))
+    names = listed_names(manifest)
+    for name, kind in strangers(directory, manifest):
+        shard = name if name.startswith("shard-") else None
+        result.fail(Violation(describe_stranger(name, kind, name in names), shard=shard))
     for key, name in (("seam_table", SEAM_TABLE_NAME), ("rejects", REJECTS_NAME), ("dataset_card", CARD_NAME)):
         result.checked += 1
         if manifest[key]["name"] != name:
