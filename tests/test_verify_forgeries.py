@@ -586,3 +586,36 @@ def test_the_loader_refuses_a_folder_with_strangers(packed_copy):
     (packed_copy / ".huggingface.yaml").write_text(REDIRECT.format(path="data/*.parquet", extra=""))
     with pytest.raises(ContractError, match=r"\.huggingface\.yaml \(a file\) is not part of the artifact"):
         PackReader(packed_copy)
+
+
+# --- the plan comes from the inputs' own order, never from the table under test ---
+
+
+def test_seam_rows_reversed_and_the_packs_replanned_for_that_order(packed_copy):
+    """pack's own planner run on the reversed table: a forger chooses which examples share a pack."""
+    before = {s.example_id for p in read_segments(packed_copy, 0) for s in p}
+    forge.replan(packed_copy, lambda rows: rows[::-1])
+    assert {s.example_id for p in read_segments(packed_copy, 0) for s in p} != before  # other packs now
+    for extra in ((), ("--no-reconstruct",)):
+        report = caught(packed_copy, "plan", "not where the plan puts them", *extra)
+        messages = [v["message"] for c in report["checks"] for v in c["violations"]]
+        assert any("not in input order" in m for m in messages), messages
+
+
+def test_inputs_listed_in_another_order(packed_copy):
+    """The manifest's inputs swapped (the seam table renumbered to follow) and the packs replanned in that order."""
+    m = manifest_of(packed_copy)
+    a, b = 0, 1
+    swap = {a: b, b: a}
+
+    def reorder(rows: list[dict]) -> list[dict]:
+        for r in rows:
+            r["input"] = swap.get(r["input"], r["input"])
+        return sorted(rows, key=lambda r: (r["input"], r["line"], r["copy"]))
+    forge.replan(packed_copy, reorder)
+    def swap_inputs(m: dict) -> None:  # where each input was read, too, so each is found and hashes as pinned
+        for listing in (m["inputs"], m["unhashed"]["provenance"]["inputs"]):
+            listing[a], listing[b] = listing[b], listing[a]
+    reseal(packed_copy, swap_inputs, recount_counts=True)
+    assert manifest_of(packed_copy)["inputs"][0]["name"] == m["inputs"][1]["name"]
+    caught(packed_copy, "plan", "not in the order pack reads them")

@@ -3,7 +3,10 @@ reconstructed lengths.
 
 ``pack`` promises that the same inputs and config give byte-identical shards; this check makes that
 a checked property. From each record's reconstructed length and supervised counts (`Reconstructed`;
-the seam table's own columns where reconstruction did not run) it re-runs the pack job's own
+the seam table's own columns where reconstruction did not run), taken in the order pack reads the
+records (the inputs by name and sha256, each input's records in order, each record's copies:
+`read_order`; never the order of the table under test, which would let a forger choose which examples
+share a pack), it re-runs the pack job's own
 functions (`packcli.job.plan`: `decide_fates`, `plan_examples`, `place_examples`, `plan_metrics`)
 under the manifest's ``config``, then demands that the seam table holds exactly those fates (status,
 reason, length, supervised, supervised_lost), that every example sits in the shard, row and offset
@@ -20,6 +23,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import numpy.typing as npt
 
 from packcli.choices import Overlong
 from packcli.contract import DROPPED, DUPLICATE, IN_PACKS, PACKED, REJECTED, STATUSES, TRUNCATED, UNSAMPLED, shard_name
@@ -45,11 +49,17 @@ FATE_COLUMNS = ("status", "reason", "length", "supervised", "supervised_lost")
 
 
 def check_plan(manifest: dict, rows: dict[str, list], facts: Reconstructed | None, result: CheckResult) -> None:
-    """Re-derive fates, plan, placement, shards and metrics from the lengths; compare with the artifact."""
+    """Re-derive fates, plan, placement, shards and metrics from the lengths; compare with the artifact.
+
+    The examples go to the planner in the order pack reads them (`read_order`), whatever order the seam table
+    holds: the planner's shuffle and packing depend on that order, so a table in another order (and packs
+    made for it) must not choose which examples share a pack.
+    """
     config = manifest["config"]
     settings = _settings(config, result)
     if settings is None:
         return
+    rows, facts = _in_read_order(manifest, rows, facts, result)
     n = len(rows["example_id"])
     result.checked = n
     status, length, supervised, kept, reasons, reconstructed = _inputs(rows, facts)
@@ -79,6 +89,43 @@ def check_plan(manifest: dict, rows: dict[str, list], facts: Reconstructed | Non
     _check_metrics(manifest["metrics"], plan_metrics(plan, fates), result)
     _check_fates(rows, fates, length, kept, supervised, reconstructed, settings, result)
     _check_placement(rows, placement, settings, result)
+
+
+def read_order(manifest: dict, rows: dict[str, list]) -> tuple[list[int], npt.NDArray[np.int64]]:
+    """The order pack reads the inputs (by name, then sha256: `packcli.ingest.describe_inputs`), as manifest
+    indices, and the seam-table rows in the order pack made its examples: by input in that order, then record,
+    then copy (a row naming no input of the manifest last; global reports it)."""
+    inputs = manifest["inputs"]
+    ranked = sorted(range(len(inputs)), key=lambda k: (inputs[k]["name"], inputs[k]["sha256"], k))
+    rank = np.full(len(inputs) + 1, len(inputs), dtype=np.int64)
+    rank[ranked] = np.arange(len(inputs))
+    index = np.asarray(rows["input"], dtype=np.int64)
+    index = np.where((index >= 0) & (index < len(inputs)), index, len(inputs))
+    return ranked, np.lexsort((np.asarray(rows["copy"], np.int64), np.asarray(rows["line"], np.int64), rank[index]))
+
+
+def _in_read_order(manifest: dict, rows: dict[str, list], facts: Reconstructed | None,
+                   result: CheckResult) -> tuple[dict[str, list], Reconstructed | None]:
+    """The rows and their reconstructed facts in `read_order`: as they are when the table is in that order
+    (as pack writes it), else reordered, with the findings named."""
+    ranked, order = read_order(manifest, rows)
+    if ranked != sorted(ranked):
+        k = next(j for j, r in enumerate(ranked) if r != j)
+        names = manifest["inputs"]
+        result.fail(Violation(f"the inputs are not in the order pack reads them (by name, then sha256): inputs[{k}] is "
+                              f"{names[k]['name']!r}, but {names[ranked[k]]['name']!r} (inputs[{ranked[k]}]) comes "
+                              "first; the plan is re-derived in pack's order", field="inputs"))
+    if np.array_equal(order, np.arange(len(order))):
+        return rows, facts
+    i = int(np.flatnonzero(order != np.arange(len(order)))[0])
+    result.fail(Violation(f"the seam table is not in input order (by input, then record, then copy) from row {i} "
+                          "on: the plan is re-derived in that order, never in the table's", **_loc(rows, int(order[i]))))
+    picked = order.tolist()
+    rows = {column: [values[j] for j in picked] for column, values in rows.items()}
+    if facts is not None:
+        facts = Reconstructed(facts.length[order], facts.supervised[order], facts.kept_supervised[order],
+                              [facts.rejection[j] for j in picked])
+    return rows, facts
 
 
 def _check_fates(rows: dict[str, list], fates: Fates, length: np.ndarray, kept: np.ndarray, supervised: np.ndarray,
