@@ -207,7 +207,7 @@ def test_two_lines_swapped_with_their_ids_recomputed(packed_copy):
 def test_rejects_jsonl_edited_and_resealed(packed_copy):
     forge.rewrite_rejects(packed_copy, lambda rows: rows[0].update(reason="looked fine to me"))
     reseal(packed_copy)
-    caught(packed_copy, "global", "rejects.jsonl row 1")
+    caught(packed_copy, "global", "rejects.jsonl line 1 is not what pack writes")
 
 
 def test_rejects_jsonl_edited_without_resealing(packed_copy):
@@ -619,3 +619,45 @@ def test_inputs_listed_in_another_order(packed_copy):
     reseal(packed_copy, swap_inputs, recount_counts=True)
     assert manifest_of(packed_copy)["inputs"][0]["name"] == m["inputs"][1]["name"]
     caught(packed_copy, "plan", "not in the order pack reads them")
+
+
+# --- every hashed field proved, provenance too ---
+
+
+def test_a_reject_re_encoded_with_a_duplicate_key(packed_copy):
+    """The same parsed object, other bytes: a reader that keeps the first key sees another reason."""
+    path = packed_copy / "rejects.jsonl"
+    lines = path.read_text(encoding="utf-8").split("\n")
+    first = json.loads(lines[0])
+    lines[0] = json.dumps(first)[:-1] + ', "reason": ' + json.dumps(first["reason"]) + "}"
+    lines[0] = lines[0].replace('"reason": ' + json.dumps(first["reason"]), '"reason": "looked fine to me"', 1)
+    assert json.loads(lines[0]) == first
+    path.write_text("\n".join(lines), encoding="utf-8")
+    reseal(packed_copy)
+    caught(packed_copy, "global", "rejects.jsonl line 1 is not what pack writes")
+
+
+def test_an_input_renamed_everywhere(packed_copy):
+    """inputs[].name, the seam table's source and rejects.jsonl renamed alike; the file is still found (provenance)."""
+    k = next(k for k, e in enumerate(manifest_of(packed_copy)["inputs"]) if e["name"] == "text.jsonl")
+    rewrite_seam(packed_copy, lambda rows: [r.update(source="texts.jsonl") for r in rows if r["input"] == k])
+    forge.rewrite_rejects(packed_copy, lambda rows: [r.update(source="texts.jsonl") for r in rows if r["input"] == k])
+    reseal(packed_copy, lambda m: m["inputs"][k].update(name="texts.jsonl"))
+    caught(packed_copy, "reconstruction", f"inputs[{k}].name is 'texts.jsonl', but the source is text.jsonl")
+
+
+def test_a_template_origin_renamed(corpus_files, tokenizer_dir, tmp_path):
+    """A file template's origin renamed; the file is still found where pack read it (provenance) and hashes as pinned."""
+    import shutil
+
+    from packcli.config import PackConfig
+    from packcli.job.run import pack_corpus
+
+    template = tmp_path / "mine.jinja"
+    shutil.copy(Path(forge.__file__).parent.parent / "templates" / "chatml.jinja", template)
+    out = tmp_path / "packed"
+    pack_corpus(PackConfig(inputs=tuple(corpus_files[:1]), tokenizer=str(tokenizer_dir), out=out, capacity=1024,
+                           template=str(template)))
+    assert manifest_of(out)["template"]["origin"] == "file:mine.jinja" and verify_artifact(out).ok
+    reseal(out, lambda m: m["template"].update(origin="file:reviewed.jinja"))
+    caught(out, "contract_drift", "template.origin is 'file:reviewed.jinja', but the template was read from mine.jinja")

@@ -373,7 +373,7 @@ FAULTS = (
     Fault("conventions-shifted", "the manifest's conventions say labels are shifted", "manifest",
           "conventions.labels", _conventions_shifted),
     Fault("capacity-raised", "config.capacity doubled in the manifest", "plan", "config.capacity", _capacity_raised),
-    Fault("rejects-edited", "a made-up reject added to rejects.jsonl", "global", "rejects.jsonl row", _rejects_edited),
+    Fault("rejects-edited", "a made-up reject added to rejects.jsonl", "global", "rejects.jsonl line", _rejects_edited),
     Fault("labels-short", "a labels row one shorter than its input_ids", "integrity", "malformed row",
           _labels_short),
     Fault("cu-merged", "cu_seqlens merge two examples across a seam (positions still restart)", "pack_layout",
@@ -411,7 +411,7 @@ def prepare_workspace(artifact: Path, workspace: Path, *, source_root: Path | No
         where["tokenizer"] = str(tok_dir / tok_src.name)
         where["inputs"] = [str(p.absolute()) if p is not None else None for p in sources]  # read, never written
         if template_file is not None:
-            target = workspace / "template.jinja"
+            target = workspace / template_file.name  # its name is its origin (file:NAME), which verify proves
             shutil.copyfile(template_file, target)
             where["template"] = str(target)
     _reseal(copy, edit)

@@ -35,11 +35,12 @@ from packcli.verify.report import CheckResult, Violation
 @dataclass
 class Artifact:
     """What integrity could read, for the checks after it: the readable shards' segments and totals
-    (the unreadable ones named in ``unreadable``), the seam table and the rejects (None when unreadable)."""
+    (the unreadable ones named in ``unreadable``), the seam table and the lines of rejects.jsonl (None when
+    unreadable)."""
 
     packs: PackIndex
     seam: pa.Table | None
-    rejects: list[dict] | None
+    rejects: list[str] | None
     unreadable: set[str] = field(default_factory=set)
 
 
@@ -171,16 +172,23 @@ def _read_seam_table(path: Path, info: dict, result: CheckResult) -> pa.Table | 
     return table
 
 
-def _read_rejects(path: Path, info: dict, result: CheckResult) -> list[dict] | None:
-    rows = []
-    lines = path.read_text(encoding="utf-8", errors="replace").split("\n")  # not splitlines: U+2028 is text
-    for number, text in enumerate(lines[:-1] if lines[-1] == "" else lines, start=1):
+def _read_rejects(path: Path, info: dict, result: CheckResult) -> list[str] | None:
+    """The lines of rejects.jsonl as text (global compares them with what pack writes), each a JSON object."""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    lines = text.split("\n")  # not splitlines: U+2028 is text
+    if lines[-1] != "":
+        result.fail(Violation(f"{path.name}: the last line does not end with a newline (pack ends every line with one)",
+                              field="rejects"))
+    lines = lines[:-1] if lines[-1] == "" else lines
+    for number, line in enumerate(lines, start=1):
         try:
-            row = json.loads(text)
+            row = json.loads(line)
         except json.JSONDecodeError as exc:
             result.fail(Violation(f"{path.name}:{number}: not a JSON object ({exc.msg})"))
             return None
-        rows.append(row)
-    if len(rows) != info["rows"]:
-        result.fail(Violation(f"{path.name}: {len(rows)} rows != rejects.rows {info['rows']}", field="rejects.rows"))
-    return rows
+        if not isinstance(row, dict):
+            result.fail(Violation(f"{path.name}:{number}: not a JSON object"))
+            return None
+    if len(lines) != info["rows"]:
+        result.fail(Violation(f"{path.name}: {len(lines)} rows != rejects.rows {info['rows']}", field="rejects.rows"))
+    return lines

@@ -1,7 +1,7 @@
 """Reconstruction: re-derive every example from its source record and compare it with its pack span.
 
-Re-reads every source the manifest pins (JSONL, Parquet, ``datasets`` tables: their size and sha256,
-and as many records as ``inputs[].records`` says), runs every record through the same `Preparer` as
+Re-reads every source the manifest pins (JSONL, Parquet, ``datasets`` tables: their name, size and
+sha256, and as many records as ``inputs[].records`` says), runs every record through the same `Preparer` as
 ``pack`` (always the reference tokenizer, ``tokenizers``; the pinned column mapping), and demands
 that each record has seam-table rows (one per copy a mixture made of it) that it reproduces: its
 ``format``, ``original_length``, the tokens and labels in its pack span (the whole example, or its
@@ -191,6 +191,9 @@ def check_reconstruction(manifest: dict, rows: dict[str, list], packs: PackIndex
     files, pinned = [], []  # the sources found unchanged, with their index in the manifest's inputs
     for k, entry in enumerate(manifest["inputs"]):
         source = locate_input(manifest, k, source_root)
+        if source.name != entry["name"]:  # the name orders the inputs and names every record: proved, not trusted
+            result.fail(Violation(f"inputs[{k}].name is {entry['name']!r}, but the source is {source.name} "
+                                  f"({source.path})", source=entry["name"], field=f"inputs[{k}].name"))
         described = describe_input(source)
         if described.kind.value != entry["kind"]:
             result.fail(Violation(f"{source.path} reads as a {described.kind.value} source, inputs[{k}].kind says "
