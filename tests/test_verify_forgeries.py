@@ -659,5 +659,10 @@ def test_a_template_origin_renamed(corpus_files, tokenizer_dir, tmp_path):
     pack_corpus(PackConfig(inputs=tuple(corpus_files[:1]), tokenizer=str(tokenizer_dir), out=out, capacity=1024,
                            template=str(template)))
     assert manifest_of(out)["template"]["origin"] == "file:mine.jinja" and verify_artifact(out).ok
+    clean = tmp_path / "clean"
+    shutil.copytree(out, clean)
     reseal(out, lambda m: m["template"].update(origin="file:reviewed.jinja"))
-    caught(out, "contract_drift", "template.origin is 'file:reviewed.jinja', but the template was read from mine.jinja")
+    caught(out, "contract_drift", "template.origin is 'file:reviewed.jinja' (name None), but the template was read from")
+    reseal(clean, lambda m: m["template"].update(name="tool_use"))
+    report = caught(clean, "contract_drift", "(name 'tool_use'), but the template was read from")
+    assert any(v["field"] == "template.name" for c in report["checks"] for v in c["violations"])

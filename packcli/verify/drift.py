@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from packcli.chat import load_template
+from packcli.chat import ChatTemplate, load_template
 from packcli.chat.templates import BUILTIN_CHATML, builtin_chatml
 from packcli.choices import BackendChoice
 from packcli.errors import InputError
@@ -54,11 +54,12 @@ def check_drift(manifest: dict, result: CheckResult, *, tokenizer: str | None, t
     if hashlib.sha256(text.encode()).hexdigest() != pinned_tpl["sha256"]:
         result.fail(Violation("template.text in the manifest does not hash to template.sha256", field="template.text"))
         text = None
-    current, where, origin = _current_template(manifest, template, tok_path, source_root, loaded)
-    if origin is not None and origin != pinned_tpl["origin"]:  # where it came from is hashed: proved, not trusted
-        result.fail(Violation(f"template.origin is {pinned_tpl['origin']!r}, but the template was read from "
-                              f"{origin.removeprefix('file:')} ({where}), whose origin is {origin!r}",
-                              field="template.origin"))
+    current, where, found = _current_template(manifest, template, tok_path, source_root, loaded)
+    if found is not None and (found.origin, found.name) != (pinned_tpl["origin"], pinned_tpl["name"]):
+        # where it came from is hashed: proved, not trusted
+        result.fail(Violation(f"template.origin is {pinned_tpl['origin']!r} (name {pinned_tpl['name']!r}), but the "
+                              f"template was read from {where}: origin {found.origin!r} (name {found.name!r})",
+                              field="template.origin" if found.origin != pinned_tpl["origin"] else "template.name"))
     if current is None and require_tokenizer:  # as for the tokenizer: --no-reconstruct needs neither file
         named = f" (template.name {pinned_tpl['name']!r})" if pinned_tpl.get("name") else ""
         result.fail(Violation(f"template.origin {pinned_tpl['origin']!r}{named}: no template at {where}, so it "
@@ -71,16 +72,17 @@ def check_drift(manifest: dict, result: CheckResult, *, tokenizer: str | None, t
 
 
 def _current_template(manifest: dict, override: str | None, tok_path: Path | None, source_root: Path | None,
-                      tokenizer: LoadedTokenizer | None) -> tuple[str | None, str, str | None]:
+                      tokenizer: LoadedTokenizer | None) -> tuple[str | None, str, ChatTemplate | None]:
     """The template text as it is now where the manifest says it came from (None if not found), that place,
-    and the origin pack would pin for what was found there (None when nothing was)."""
+    and, for a template not read by its pinned origin and name (a file, the built-in, ``--template``), what
+    was found there: its origin and name are compared with the pinned ones."""
     pinned = manifest["template"]
     origin = pinned["origin"]
     if override:
         found = load_template(override, tokenizer)
-        return found.text, override, found.origin
+        return found.text, override, found
     if origin == BUILTIN_CHATML:
-        return builtin_chatml().text, origin, origin
+        return builtin_chatml().text, origin, builtin_chatml()
     if origin.startswith(TOKENIZER_SOURCE):  # one of the tokenizer's own templates, by its name there
         if tok_path is None:
             return None, origin, None
@@ -91,5 +93,5 @@ def _current_template(manifest: dict, override: str | None, tok_path: Path | Non
     path = find_template_file(manifest, source_root)
     if path is not None and path.is_file():
         found = load_template(str(path))
-        return found.text, str(path), found.origin
+        return found.text, str(path), found
     return None, origin, None
