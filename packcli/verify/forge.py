@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from packcli.artifact import manifest as mf
@@ -73,9 +74,9 @@ def reseal(directory: Path, edit: Callable[[dict], None] | None = None, *, recou
         path = directory / info["name"]
         if path.is_file():  # from the columns as stored, so a shard with malformed rows re-seals too
             table = pq.read_table(path, columns=["input_ids", "labels"])
-            labels = table["labels"].combine_chunks().flatten().to_numpy()
+            labels = table["labels"].combine_chunks().flatten()  # nulls in it are not counted (a forger's nulls)
             info.update(tokens=len(table["input_ids"].combine_chunks().flatten()),
-                        supervised=int(np.count_nonzero(labels != IGNORE_INDEX)))
+                        supervised=int(pc.sum(pc.not_equal(labels, IGNORE_INDEX)).as_py() or 0))
     manifest["manifest_sha256"] = mf.manifest_hash(manifest)
     mf.write_manifest(manifest, directory)
     return manifest

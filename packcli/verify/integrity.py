@@ -132,13 +132,22 @@ def _pinned_file(path: Path, info: dict, at: str, result: CheckResult) -> bool:
 
 
 def _rows_well_formed(table: pa.Table, name: str, result: CheckResult) -> bool:
-    """Per row, labels and position_ids as long as input_ids; example_ids and seq_lengths one shorter
-    than cu_seqlens."""
+    """No nulls; per row, labels and position_ids as long as input_ids; example_ids and seq_lengths one
+    shorter than cu_seqlens."""
     def lengths(column: str) -> np.ndarray:
         return np.diff(numpy_view(table[column].combine_chunks().offsets))
 
-    tokens = lengths("input_ids")
     well_formed = True
+    for column in table.column_names:  # a null anywhere is a value no reader can hold (the contract has none)
+        array = table[column].combine_chunks()
+        nulls = array.null_count + (array.values.null_count if pa.types.is_list(array.type) else 0)
+        if nulls:
+            result.fail(Violation(f"malformed: {column} holds {nulls} null values (the contract has none)", shard=name,
+                                  field=column))
+            well_formed = False
+    if not well_formed:
+        return False
+    tokens = lengths("input_ids")
     pairs = (("labels", tokens, "input_ids"), ("position_ids", tokens, "input_ids"),
              ("example_ids", lengths("cu_seqlens") - 1, "cu_seqlens minus one"),
              ("seq_lengths", lengths("cu_seqlens") - 1, "cu_seqlens minus one"))

@@ -39,7 +39,7 @@ from packcli.job.plan import (
 )
 from packcli.job.select import unsampled_reason
 from packcli.job.write import OVERLONG_FATES
-from packcli.mix import Mixture
+from packcli.mix import Mixture, manifest_problems
 from packcli.pack import STRATEGIES, PackPlan, check_budgets
 from packcli.verify.reconstruct import Reconstructed
 from packcli.verify.report import CheckResult, Violation
@@ -56,7 +56,7 @@ def check_plan(manifest: dict, rows: dict[str, list], facts: Reconstructed | Non
     made for it) must not choose which examples share a pack.
     """
     config = manifest["config"]
-    settings = _settings(config, result)
+    settings = _settings(config, len(manifest["inputs"]), result)
     if settings is None:
         return
     rows, facts = _in_read_order(manifest, rows, facts, result)
@@ -148,23 +148,21 @@ def _check_fates(rows: dict[str, list], fates: Fates, length: np.ndarray, kept: 
                 break
 
 
-def _settings(config: dict, result: CheckResult) -> PlanSettings | None:
-    """The plan settings, or None (each bad one named) when the planner cannot run on them."""
+def _settings(config: dict, num_inputs: int, result: CheckResult) -> PlanSettings | None:
+    """The plan settings, or None (each bad one named) when the planner cannot run on them (or on the
+    examples a malformed mixture would leave out)."""
     problems = []
+    if config["mix"] is not None:
+        problems += [("config.mix", problem) for problem in manifest_problems(config["mix"], num_inputs)]
     if config["strategy"] not in STRATEGIES:
         problems.append(("config.strategy", f"config.strategy {config['strategy']!r} is not a strategy "
                                             f"({', '.join(STRATEGIES)})"))
     if config["overlong"] not in {o.value for o in Overlong}:
         problems.append(("config.overlong", f"config.overlong {config['overlong']!r} is not a policy "
                                             f"({', '.join(o.value for o in Overlong)})"))
-    for key, low in (("capacity", 2), ("packs_per_shard", 1), ("seed", 0)):
-        if config[key] < low:
-            problems.append((f"config.{key}", f"config.{key} is {config[key]}, below {low}"))
-    if not 0 <= config["max_reject_fraction"] <= 1:
-        problems.append(("config.max_reject_fraction", f"config.max_reject_fraction {config['max_reject_fraction']} "
-                                                       "is not a fraction"))
-    if config["strategy"] == "window" and (config["window"] is None or config["window"] < 1):
-        problems.append(("config.window", f"config.window {config['window']!r} is not a window size"))
+    # (the manifest check has bounded every number: capacity, seed, the fractions)
+    if config["strategy"] == "window" and config["window"] is None:
+        problems.append(("config.window", "config.window is None, but strategy window needs a window size"))
     for field, message in problems:
         result.fail(Violation(message + ": the plan cannot be re-derived", field=field))
     return None if problems else PlanSettings.of(config)
@@ -207,7 +205,7 @@ def _unsampled(rows: dict[str, list], fates: Fates, mix: dict | None) -> Fates:
     draws the copies again and owns which records those are)."""
     if mix is None:
         return fates
-    mixture = Mixture.from_manifest(mix)
+    mixture = Mixture.from_manifest(mix)  # `_settings` has checked it
     for i in np.flatnonzero((fates.status == PACKED) | (fates.status == TRUNCATED)).tolist():
         if rows["status"][i] == STATUSES[UNSAMPLED]:
             fates.status[i], fates.used_len[i], fates.used_sup[i] = UNSAMPLED, 0, 0
