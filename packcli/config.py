@@ -14,6 +14,7 @@ from pathlib import Path
 from packcli.choices import (
     BackendChoice,
     Dedupe,
+    DroppableField,
     Format,
     LossPolicy,
     OnError,
@@ -57,6 +58,7 @@ class PackConfig:
     input_format: Format = Format.auto
     fields: FieldMap = DEFAULT_FIELDS
     dedupe: Dedupe = Dedupe.none
+    allow_dropped_fields: tuple[DroppableField, ...] = ()  # fields the template may drop (packed, counted)
     mix: MixSpec | None = None  # a `MixSpec`, or --mix as written (parsed here)
     strategy: Strategy = Strategy.window
     window: int | None = None
@@ -86,6 +88,12 @@ class PackConfig:
                 choices = ", ".join(k.value for k in kind)
                 flag = "--format" if name == "input_format" else f"--{name.replace('_', '-')}"
                 choice_problems.append(f"{flag} must be one of {choices}, got {getattr(self, name)!r}")
+        try:
+            allowed = tuple(sorted({DroppableField(f) for f in self.allow_dropped_fields}, key=lambda f: f.value))
+            object.__setattr__(self, "allow_dropped_fields", allowed)
+        except ValueError:
+            choices = ", ".join(f.value for f in DroppableField)
+            choice_problems.append(f"--allow-dropped-fields must name {choices}, got {self.allow_dropped_fields!r}")
         if isinstance(self.fields, dict):
             object.__setattr__(self, "fields", FieldMap(**self.fields))
         choice_problems += self.fields.problems()
@@ -142,4 +150,10 @@ class PackConfig:
                 "overlong", "min_density", "max_displacement", "max_reject_fraction", "packs_per_shard",
                 "template_date", "dedupe")
         settings = {k: (v.value if isinstance(v, Enum) else v) for k, v in data.items() if k in keep}
+        if self.allow_dropped_fields:  # written only when given: artifacts packed without it keep their bytes
+            settings["allow_dropped_fields"] = self.allowed_dropped()
         return dict(settings, fields=self.fields.renames())
+
+    def allowed_dropped(self) -> list[str]:
+        """``--allow-dropped-fields`` as the manifest pins it: field names, sorted."""
+        return [f.value for f in self.allow_dropped_fields]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import json
 from importlib import resources
+from pathlib import Path
 
 import pytest
 from conftest import ASSETS
@@ -215,3 +216,45 @@ def test_arguments_are_pieces_whatever_their_spelling(arguments):
         else:
             with pytest.raises(RenderError, match=r"tool_calls\[0\] \(get_weather\) arguments.unit lost"):
                 render(template, record)
+
+
+def test_allow_dropped_fields_packs_counts_and_verifies(tmp_path, tokenizer_dir):
+    """lfm2_training never prints tool calls: without the flag every tool record is a reject naming the call;
+    with --allow-dropped-fields tool_calls they are packed, counted in the manifest and the summary, and verify
+    re-renders them and recounts."""
+    import sys
+
+    from conftest import write_jsonl
+    from typer.testing import CliRunner
+
+    from packcli.cli import app
+    from packcli.verify import verify_artifact
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from chat_data import tool_conversations
+
+    template = tmp_path / "lfm2_training.jinja"
+    template.write_text(TEMPLATES["lfm2_training"], encoding="utf-8")
+    plain = [{"messages": [{"role": "user", "content": f"Question {k}?"}, {"role": "assistant", "content": f"A{k}."}]}
+             for k in range(30)]
+    tools = tool_conversations(20, reasoning=False)
+    for message in (m for r in tools for m in r["messages"] if m.get("content") is None):
+        message["content"] = ""  # lfm2 prints content | tojson: a missing one fails the template
+    data = write_jsonl(tmp_path / "tools.jsonl", tools + plain)
+    base = ["pack", str(data), "-t", str(tokenizer_dir), "--template", str(template), "-c", "2048", "--json"]
+    strict = CliRunner().invoke(app, [*base, "-o", str(tmp_path / "strict")])
+    assert strict.exit_code == 0, strict.output
+    assert json.loads(strict.stdout)["counts"]["rejected"] == 20
+    reasons = (tmp_path / "strict" / "rejects.jsonl").read_text(encoding="utf-8")
+    assert reasons.count("tool_calls[0]") == 20 and "--allow-dropped-fields tool_calls" in reasons
+    allowed = CliRunner().invoke(app, [*base, "-o", str(tmp_path / "allowed"), "--allow-dropped-fields", "tool_calls"])
+    assert allowed.exit_code == 0, allowed.output
+    counts = json.loads(allowed.stdout)["counts"]
+    assert counts["rejected"] == 0 and counts["dropped_fields"] == {"tool_calls": 20}
+    manifest = json.loads((tmp_path / "allowed" / "manifest.json").read_text())
+    assert manifest["config"]["allow_dropped_fields"] == ["tool_calls"]
+    assert "allow_dropped_fields" not in json.loads((tmp_path / "strict" / "manifest.json").read_text())["config"]
+    assert verify_artifact(tmp_path / "allowed").ok
+    shown = CliRunner().invoke(app, [*base[:-1], "-o", str(tmp_path / "shown"), "--allow-dropped-fields",
+                                     "tool_calls"])
+    assert "tool_calls dropped by the template" in shown.output and "20 records" in shown.output

@@ -666,3 +666,57 @@ def test_a_template_origin_renamed(corpus_files, tokenizer_dir, tmp_path):
     reseal(clean, lambda m: m["template"].update(name="tool_use"))
     report = caught(clean, "contract_drift", "(name 'tool_use'), but the template was read from")
     assert any(v["field"] == "template.name" for c in report["checks"] for v in c["violations"])
+
+
+# --- what the template dropped, where the user allowed it ---
+
+
+@pytest.fixture(scope="module")
+def dropped_calls(tmp_path_factory, tokenizer_dir) -> Path:
+    """Tool records under TRL's lfm2 training template, which never prints tool calls, packed with
+    --allow-dropped-fields tool_calls."""
+    from importlib import resources
+
+    pytest.importorskip("trl")
+    from chat_data import tool_conversations
+    from conftest import write_jsonl
+
+    from packcli.config import PackConfig
+    from packcli.job.run import pack_corpus
+
+    root = tmp_path_factory.mktemp("dropped")
+    template = root / "lfm2_training.jinja"
+    template.write_text((resources.files("trl") / "chat_templates" / "lfm2_training.jinja").read_text(), "utf-8")
+    records = tool_conversations(12, reasoning=False) + [
+        {"messages": [{"role": "user", "content": f"Q{k}?"}, {"role": "assistant", "content": f"A{k}."}]}
+        for k in range(12)]
+    for message in (m for r in records for m in r["messages"] if m.get("content") is None):
+        message["content"] = ""
+    out = root / "packed"
+    pack_corpus(PackConfig(inputs=(str(write_jsonl(root / "tools.jsonl", records)),), tokenizer=str(tokenizer_dir),
+                           out=out, capacity=2048, template=str(template), allow_dropped_fields=("tool_calls",)))
+    assert verify_artifact(out).ok and manifest_of(out)["counts"]["dropped_fields"] == {"tool_calls": 12}
+    return out
+
+
+@pytest.fixture()
+def dropped_copy(dropped_calls, tmp_path) -> Path:
+    import shutil
+
+    shutil.copytree(dropped_calls, tmp_path / "dropped")
+    return tmp_path / "dropped"
+
+
+def test_the_count_of_records_whose_calls_were_dropped_forged(dropped_copy):
+    reseal(dropped_copy, lambda m: m["counts"]["dropped_fields"].update(tool_calls=0))
+    caught(dropped_copy, "reconstruction", "counts.dropped_fields.tool_calls is 0, but re-rendering drops tool_calls "
+                                           "from 12 records")
+
+
+def test_the_permission_to_drop_calls_removed(dropped_copy):
+    """Without config.allow_dropped_fields the same records are rejects: the packs hold what pack refuses."""
+    def forge_it(m: dict) -> None:
+        del m["config"]["allow_dropped_fields"]
+        del m["counts"]["dropped_fields"]
+    reseal(dropped_copy, forge_it)
+    caught(dropped_copy, "reconstruction", "re-running gives rejection")

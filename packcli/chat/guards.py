@@ -41,10 +41,10 @@ import bisect
 import json
 from collections.abc import Callable, Iterator, Sequence
 
+from packcli.choices import DroppableField
 from packcli.messages import content_texts
 
-TOOL_CALLS = "tool_calls"
-DROPPABLE = (TOOL_CALLS,)  # the fields a user may let a template drop (--allow-dropped-fields)
+TOOL_CALLS = DroppableField.tool_calls.value  # the message key, and the field a user may allow a template to drop
 
 
 class Dropped(Exception):
@@ -81,7 +81,7 @@ def check_kept(messages: Sequence[dict], text: str, allowed: frozenset[str] = fr
     """Check that ``text`` (the render of ``messages``) shows every message's pieces in its own round.
 
     Args:
-        allowed: fields the template may drop (`DROPPABLE`).
+        allowed: fields the template may drop (`packcli.choices.DroppableField` values).
 
     Returns:
         The allowed fields the template dropped.

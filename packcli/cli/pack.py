@@ -11,6 +11,7 @@ from rich.markup import escape
 from packcli.choices import (
     BackendChoice,
     Dedupe,
+    DroppableField,
     EngineName,
     Format,
     LossPolicy,
@@ -80,6 +81,10 @@ def pack(
     mix: Annotated[Optional[str], typer.Option(
         help="Weigh sources: proportions (a.jsonl=0.7,b.parquet=0.3) or repeats (a.jsonl=3x,b.parquet=0.5x); "
              "seeded by --seed.", show_default=False, rich_help_panel=INPUTS)] = None,
+    allow_dropped_fields: Annotated[Optional[list[DroppableField]], typer.Option(
+        help="Pack records whose template drops this field (tool_calls: the call turn is trained as the template "
+             "renders it), counted in the summary and the manifest; without it such a record is a reject.",
+        show_default=False, rich_help_panel=INPUTS)] = None,
     template: Template = "auto",
     template_date: TemplateDate = "2024-07-26",
     loss: Loss = LossPolicy.auto,
@@ -161,7 +166,8 @@ def pack(
             inputs=paths, tokenizer=tok, out=out, capacity=capacity, template=template, template_date=template_date,
             loss=loss, input_format=input_format, fields=dict(
                 messages=messages_field, role=role_field, content=content_field, prompt=prompt_field,
-                completion=completion_field, text=text_field), dedupe=dedupe, mix=mix, strategy=strategy,
+                completion=completion_field, text=text_field), dedupe=dedupe, mix=mix,
+            allow_dropped_fields=tuple(allow_dropped_fields or ()), strategy=strategy,
             window=window, seed=seed, shuffle=shuffle,
             shuffle_packs=shuffle_packs, overlong=overlong, on_error=on_error, min_density=min_density,
             max_displacement=max_displacement, max_reject_fraction=max_reject_fraction,

@@ -63,6 +63,8 @@ def render_pack_summary(summary, *, as_json: bool) -> None:  # noqa: ANN001 - Pa
     table.add_row("dropped / rejected", f"{counts['dropped']:,} / {counts['rejected']:,}")
     if counts["duplicate"] or counts["unsampled"] or m["config"]["dedupe"] != "none" or m["config"]["mix"]:
         table.add_row("duplicate / unsampled", f"{counts['duplicate']:,} / {counts['unsampled']:,}")
+    for name, count in counts.get("dropped_fields", {}).items():
+        table.add_row(f"{name} dropped by the template", f"{count:,} records (--allow-dropped-fields)")
     table.add_row("packs (capacity)", f"{counts['packs']:,} ({m['config']['capacity']:,})")
     table.add_row("tokens / supervised", f"{counts['tokens']:,} / {counts['supervised_tokens']:,}")
     table.add_row("density", f"{metrics['density']:.4f}")

@@ -126,7 +126,8 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
     template = load_template(config.template, tokenizer)
     require_markers(template, config.loss)
     renderer = Renderer(template, config.loss, bos_token=tokenizer.bos_token, eos_token=tokenizer.eos_token,
-                        template_date=date.fromisoformat(config.template_date))
+                        template_date=date.fromisoformat(config.template_date),
+                        allow_dropped=frozenset(config.allowed_dropped()))
     if mixture is not None:  # the mixture numbers inputs as resolved; the manifest, as read
         position = {f.path: i for i, f in enumerate(files)}
         mixture = mixture.renumbered([position[s.path] for s in sources])
@@ -136,7 +137,8 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
                   tokenizer_backend_resolved=tokenizer.backend_name,
                   tokenizer_backend_version=tokenizer.backend_version, loss=config.loss.value,
                   input_format=config.input_format.value, fields=tuple(sorted(config.fields.renames().items())),
-                  keys=config.dedupe is Dedupe.exact, batch_records=config.batch_records,
+                  keys=config.dedupe is Dedupe.exact, allow_dropped=tuple(config.allowed_dropped()),
+                  batch_records=config.batch_records,
                   fail_fast=config.on_error is OnError.fail, work_dir=str(space.work),
                   config_hash=_tokenization_hash(tokenizer, template, config))
     share_preparer(job, Preparer(renderer, tokenizer, config.input_format, config.fields, keys=job.keys))
@@ -207,7 +209,7 @@ def _tokenization_hash(tokenizer: LoadedTokenizer, template: ChatTemplate, confi
     key = [code_digest(), tokenizer.sha256, template.sha256, config.loss.value, config.input_format.value,
            config.on_error.value, config.lines_per_unit, tokenizer.backend_name, tokenizer.backend_version,
            config.template_date, tokenizer.bos_token, tokenizer.eos_token, config.fields.renames(),
-           config.dedupe.value]
+           config.dedupe.value, config.allowed_dropped()]
     return hashlib.sha256(json.dumps(key).encode()).hexdigest()
 
 

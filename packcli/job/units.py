@@ -201,6 +201,7 @@ class UnitJob:
     config_hash: str
     fields: tuple[tuple[str, str], ...] = ()  # the column mapping, as `FieldMap.renames` items (hashable)
     keys: bool = False  # compute content keys (--dedupe exact)
+    allow_dropped: tuple[str, ...] = ()  # fields the template may drop (--allow-dropped-fields)
 
     def build_preparer(self) -> Preparer:
         """The tokenizer, template and renderer this job names (`packcli.prepare.preparer_for` caches it)."""
@@ -222,7 +223,8 @@ class UnitJob:
                                f"{self.tokenizer_backend_version}", "install the same version on every node")
         renderer = Renderer(ChatTemplate(self.template_text, self.template_source), LossPolicy(self.loss),
                             bos_token=tok.bos_token, eos_token=tok.eos_token,
-                            template_date=date.fromisoformat(self.template_date))
+                            template_date=date.fromisoformat(self.template_date),
+                            allow_dropped=frozenset(self.allow_dropped))
         return Preparer(renderer, tok, Format(self.input_format), FieldMap.of(dict(self.fields)), keys=self.keys)
 
 

@@ -156,7 +156,7 @@ def _check_counts(artifact: Artifact, rows: dict[str, list], manifest: dict, res
     if artifact.unreadable:
         for key in over_packs:
             actual.pop(key)  # integrity reported the shards these would be counted over
-    counts = manifest["counts"]
+    counts = {k: v for k, v in manifest["counts"].items() if k != "dropped_fields"}  # reconstruction's to recount
     pinned, derived = dict(_leaves(counts, "counts")), dict(_leaves(actual, "counts"))
     for path in sorted(set(pinned) | set(derived)):
         if path in derived and pinned.get(path) != derived[path]:

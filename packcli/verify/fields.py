@@ -35,6 +35,7 @@ class Owner:
     types: tuple[type, ...]
     against: str
     bounds: tuple[float, float] | None = None
+    optional: bool = False  # written only when an option asks for it (an artifact without it lacks nothing)
 
 
 INT64 = (-(2**63), 2**63 - 1)  # what a number must fit to be held (numpy, Arrow): any larger is forged
@@ -53,6 +54,11 @@ MANIFEST_FIELDS: dict[str, Owner] = {
     "config.fields": Owner("reconstruction", (dict,), "the column mapping every record is re-read with"),
     "config.fields.*": Owner("reconstruction", STR, "the column mapping every record is re-read with"),
     "config.dedupe": Owner("reconstruction", STR, "none or exact; exact: every record's content key recomputed"),
+    "config.allow_dropped_fields": Owner("reconstruction", (list,), "the fields every record is re-rendered "
+                                         "allowing its template to drop", optional=True),
+    "config.allow_dropped_fields[]": Owner("reconstruction", STR, "a --allow-dropped-fields field", optional=True),
+    "counts.dropped_fields.*": Owner("reconstruction", INT, "the records whose re-rendering drops each allowed field",
+                                     optional=True),
     "config.mix": Owner("copies", (dict, type(None)), "the copies of every record, drawn again"),
     "config.mix.*": Owner("copies", (str, int, float), "the copies of every record, drawn again"),
     "config.capacity": Owner("plan", INT, "the re-derived fates and plan; no pack above it", (2, MAX_INT32)),
@@ -187,6 +193,8 @@ def check_manifest(manifest: dict, result: CheckResult) -> bool:
             result.fail(Violation(f"{path} = {value!r} {problem}: pack never writes it", field=path))
             whole = False
     for pattern, owner in MANIFEST_FIELDS.items():
+        if owner.optional:
+            continue  # its owner checks it is there exactly when its option is
         if pattern.endswith(".*"):  # a subtree its owner recomputes: it must be there to compare
             parent = pattern[:-2]
             missing = [] if parent in MANIFEST_FIELDS or isinstance(_at(manifest, parent), dict) else [parent]

@@ -56,7 +56,8 @@ def reseal(directory: Path, edit: Callable[[dict], None] | None = None, *, recou
         for name in dict.fromkeys(info["name"] for info in manifest["shards"]):
             packs.add(load_flat(pq.read_table(directory / name), name))
         rows = pq.read_table(directory / SEAM_TABLE_NAME).to_pydict()
-        manifest["counts"] = recount(packs.totals.values(), rows, len(manifest["inputs"]))
+        kept = {k: v for k, v in manifest["counts"].items() if k == "dropped_fields"}  # not in the seam table
+        manifest["counts"] = dict(recount(packs.totals.values(), rows, len(manifest["inputs"])), **kept)
         per_input = Counter(k for k, copy in zip(rows["input"], rows["copy"]) if copy == 0)  # records, not copies
         for k, entry in enumerate(manifest["inputs"]):
             entry["records"] = per_input.get(k, 0)

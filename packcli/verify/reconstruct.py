@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import date
@@ -34,7 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 from packcli.chat import ChatTemplate, Renderer
-from packcli.choices import BackendChoice, Format, LossPolicy
+from packcli.choices import BackendChoice, DroppableField, Format, LossPolicy
 from packcli.contract import IGNORE_INDEX, token_hash
 from packcli.engine import Engine
 from packcli.engine.pool import SharedPool, auto_processes, usable_cpus
@@ -64,6 +65,7 @@ class Fresh(NamedTuple):
     kept_supervised: int
     kept_ids: str
     kept_labels: str
+    dropped: tuple[str, ...] = ()  # the fields the template dropped, as --allow-dropped-fields allows
 
 
 # A line's outcome: the format it was read as ("" when not recognised), and its rejection reason or its
@@ -99,6 +101,7 @@ class ReconstructJob:
     bos_token: str | None
     eos_token: str | None
     capacity: int
+    allow_dropped: tuple[str, ...] = ()  # config.allow_dropped_fields (absent: none)
 
     @classmethod
     def of(cls, manifest: dict, tokenizer: str, template_text: str) -> ReconstructJob:
@@ -108,7 +111,8 @@ class ReconstructJob:
                    template_source=manifest["template"]["origin"], template_date=config["template_date"],
                    loss=manifest["loss_policy"], input_format=config["input_format"],
                    fields=tuple(sorted(config["fields"].items())), keys=config["dedupe"] == "exact",
-                   bos_token=pinned["bos_token"], eos_token=pinned["eos_token"], capacity=config["capacity"])
+                   bos_token=pinned["bos_token"], eos_token=pinned["eos_token"], capacity=config["capacity"],
+                   allow_dropped=tuple(config.get("allow_dropped_fields") or ()))
 
     def build_preparer(self, tokenizer: LoadedTokenizer | None = None) -> Preparer:
         """The reference tokenizer (always: a fast-path fault cannot verify itself), template, renderer."""
@@ -117,7 +121,8 @@ class ReconstructJob:
             raise InputError(f"tokenizer {self.tokenizer} changed while verify ran", "run verify again")
         renderer = Renderer(ChatTemplate(self.template_text, self.template_source), LossPolicy(self.loss),
                             bos_token=self.bos_token, eos_token=self.eos_token,
-                            template_date=date.fromisoformat(self.template_date))
+                            template_date=date.fromisoformat(self.template_date),
+                            allow_dropped=frozenset(self.allow_dropped))
         return Preparer(renderer, tok, Format(self.input_format), FieldMap.of(dict(self.fields)), keys=self.keys)
 
 
@@ -170,6 +175,7 @@ def check_reconstruction(manifest: dict, rows: dict[str, list], packs: PackIndex
         problems.append(("loss_policy", f"loss_policy {manifest['loss_policy']!r} is not a loss policy"))
     if config["dedupe"] not in ("none", "exact"):
         problems.append(("config.dedupe", f"config.dedupe {config['dedupe']!r} is not none or exact"))
+    problems += _dropped_problems(manifest)
     try:
         date.fromisoformat(config["template_date"])
     except ValueError:
@@ -215,6 +221,7 @@ def check_reconstruction(manifest: dict, rows: dict[str, list], packs: PackIndex
 
     read = [0] * len(pinned)
     first: dict[bytes, str] = {}  # each content key's first record, as a duplicate's reason names it
+    dropped: Counter[str] = Counter()  # records made into examples whose template dropped an allowed field
 
     def compare_unit(spec: UnitSpec, outcomes: list) -> None:
         k, entry = pinned[spec.file_index]
@@ -222,6 +229,8 @@ def check_reconstruction(manifest: dict, rows: dict[str, list], packs: PackIndex
         differing: dict[int, list[tuple]] = {}
         for line, key, outcome in outcomes:
             result.checked += 1
+            if not isinstance(outcome[1], str):
+                dropped.update(outcome[1].dropped)
             found = by_record.pop((k, line), None)
             if found is None:
                 result.fail(Violation("record has no seam-table row (dropped without a record)", source=entry["name"],
@@ -258,12 +267,41 @@ def check_reconstruction(manifest: dict, rows: dict[str, list], packs: PackIndex
         if count != entry["records"]:
             result.fail(Violation(f"{count} records read from the source, inputs[{k}].records says {entry['records']}",
                                   source=entry["name"], field=f"inputs[{k}].records"))
+    if len(pinned) == len(manifest["inputs"]):  # every source read: the count is whole
+        _check_dropped(manifest, dropped, result)
     read_inputs = {k for k, _ in pinned}
     for (k, line) in by_record:
         if k in read_inputs:
             result.fail(Violation("seam table names a line that is not a record in the source",
                                   source=manifest["inputs"][k]["name"], line=line, field="line"))
     return facts
+
+
+def _dropped_problems(manifest: dict) -> list[tuple[str, str]]:
+    """What makes ``config.allow_dropped_fields`` and ``counts.dropped_fields`` other than pack writes them:
+    both absent, or the sorted fields --allow-dropped-fields names and a count for each."""
+    allowed = manifest["config"].get("allow_dropped_fields")
+    counts = manifest["counts"].get("dropped_fields")
+    names = [f.value for f in DroppableField]
+    if allowed is None:
+        return [] if counts is None else [("counts.dropped_fields", "counts.dropped_fields without "
+                                                                    "config.allow_dropped_fields")]
+    if not allowed or allowed != sorted(set(allowed)) or not set(allowed) <= set(names):
+        return [("config.allow_dropped_fields", f"config.allow_dropped_fields {allowed!r} is not a sorted list of "
+                                                f"{', '.join(names)}")]
+    if not isinstance(counts, dict) or sorted(counts) != allowed:
+        return [("counts.dropped_fields", f"counts.dropped_fields {counts!r} does not count each of "
+                                          f"config.allow_dropped_fields {allowed}")]
+    return []
+
+
+def _check_dropped(manifest: dict, dropped: Counter[str], result: CheckResult) -> None:
+    """``counts.dropped_fields``: the records whose re-rendering dropped each allowed field."""
+    for name, count in sorted((manifest["counts"].get("dropped_fields") or {}).items()):
+        if dropped.get(name, 0) != count:
+            result.fail(Violation(f"counts.dropped_fields.{name} is {count}, but re-rendering drops {name} from "
+                                  f"{dropped.get(name, 0)} records (config.allow_dropped_fields lets it)",
+                                  field=f"counts.dropped_fields.{name}"))
 
 
 def _check_duplicate(rows: dict, found: list[int], key: bytes | None, first: dict[bytes, str], reason: str,
@@ -311,8 +349,10 @@ def unit_outcomes(job: ReconstructJob, spec: UnitSpec) -> list[tuple[int, bytes 
     for batch in unit_batches(spec, BATCH):
         prepared = preparer.prepare(batch, source=spec.path)
         keys = prepared.keys or [None] * len(batch)
-        for (_, line, _), key, enc, fmt in zip(batch, keys, prepared, prepared.formats):
+        for (_, line, _), key, enc, fmt, dropped in zip(batch, keys, prepared, prepared.formats, prepared.dropped):
             fresh = enc if isinstance(enc, str) else fresh_of(enc.input_ids, enc.labels, job.capacity)
+            if dropped:
+                fresh = fresh._replace(dropped=tuple(sorted(dropped)))
             out.append((line, key, (fmt, fresh)))
     return out
 
