@@ -40,13 +40,13 @@ from packcli.contract import IGNORE_INDEX, token_hash
 from packcli.engine import Engine
 from packcli.engine.pool import SharedPool, auto_processes, usable_cpus
 from packcli.errors import InputError
-from packcli.ingest import HUB_PREFIX, FieldMap, Source, describe_input, source_of
+from packcli.ingest import FieldMap, describe_input
 from packcli.job.select import duplicate_reason
 from packcli.job.units import UnitSpec, iter_unit_lines, plan_units, unit_batches
 from packcli.prepare import Preparer, preparer_for, share_preparer
 from packcli.progress import NO_PROGRESS, Progress
 from packcli.tokenizer.load import LoadedTokenizer, cached_tokenizer
-from packcli.verify.locate import find_source
+from packcli.verify.locate import locate_input
 from packcli.verify.packs import PackIndex
 from packcli.verify.report import CheckResult, Violation
 
@@ -124,26 +124,6 @@ class ReconstructJob:
                             template_date=date.fromisoformat(self.template_date),
                             allow_dropped=frozenset(self.allow_dropped))
         return Preparer(renderer, tok, Format(self.input_format), FieldMap.of(dict(self.fields)), keys=self.keys)
-
-
-def locate_input(manifest: dict, k: int, source_root: Path | None) -> Source:
-    """Input ``k`` of a manifest, found where verify runs (`packcli.verify.locate.find_source`; a
-    ``hf:`` name from the local cache).
-
-    Raises:
-        InputError: it is not there (or, for ``hf:``, not in the local cache).
-    """
-    pinned = manifest["inputs"][k]
-    if pinned["name"].startswith(HUB_PREFIX):
-        from packcli.ingest.hf import hub_source
-
-        return hub_source(pinned["name"])
-    path = find_source(manifest, k, source_root)
-    if path is None or not path.exists():
-        raise InputError(f"source {path or pinned['name']}: no such file (input {k} of the manifest, "
-                         f"{pinned['name']}, sha256 {pinned['sha256'][:16]})",
-                         "run verify from the directory pack ran in, or pass --source-root (searched by name)")
-    return source_of(path)
 
 
 def check_reconstruction(manifest: dict, rows: dict[str, list], packs: PackIndex,
