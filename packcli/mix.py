@@ -108,7 +108,7 @@ def manifest_problems(data: object, num_inputs: int) -> list[str]:
         if type(weight) not in (int, float) or not math.isfinite(weight) or weight < 0 or \
                 (by == REPEAT and weight > MAX_REPEAT):
             problems.append(f"{where}.weight {weight!r} is not a weight --mix accepts (finite, >= 0"
-                            f"{f', at most {MAX_REPEAT:g}x' if by == REPEAT else ''})")
+                            f"{f', at most {MAX_REPEAT:,.0f}x' if by == REPEAT else ''})")
     left = sorted(set(range(num_inputs)) - set(owner))
     if left:
         problems.append(f"inputs {left[:6]} are in no source of config.mix (pack puts every input in one)")
@@ -141,7 +141,7 @@ def parse_mix(text: str) -> tuple[MixSpec | None, list[str]]:
             problems.append(f"--mix: {key}={value}: the weight does not parse; write a number (0.7) or a repeat (3x)")
             continue
         if not math.isfinite(weight) or weight < 0 or (repeat and weight > MAX_REPEAT):
-            most = f" and at most {MAX_REPEAT:g}x" if repeat else ""
+            most = f" and at most {MAX_REPEAT:,.0f}x" if repeat else ""
             problems.append(f"--mix: {key}={value}: the weight must be a finite number >= 0{most}")
             continue
         if any(key == k for k, _ in pairs):

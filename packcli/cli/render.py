@@ -109,6 +109,9 @@ def input_warning_lines(warnings: dict) -> list[str]:
     if warnings["ignored_fields"]:
         fields = ", ".join(f"{name} ({count:,} records)" for name, count in warnings["ignored_fields"].items())
         lines.append(f"fields the template never reads: {fields}")
+    for path, columns in warnings.get("column_types", {}).items():
+        lines.append(f"{path}: columns whose type cannot hold the JSON they came from, so a template that prints "
+                     f"them renders other text (store them as JSON strings to keep them exact): {'; '.join(columns)}")
     return lines
 
 

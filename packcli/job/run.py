@@ -243,15 +243,20 @@ def _tokenization_facts(tokenizer: LoadedTokenizer, units: list[UnitIndex]) -> d
     return facts
 
 
-def _warning_facts(index: ExampleIndex, files: list) -> dict:
-    """Records used with a warning: read by precedence (ambiguous), or carrying fields the template never reads.
+def _warning_facts(index: ExampleIndex, files: list[InputFile]) -> dict:
+    """Records used with a warning: read by precedence (ambiguous), or carrying fields the template never reads;
+    and the table columns whose type cannot hold the JSON they came from (`packcli.ingest.columnar.type_warnings`).
 
     Unhashed, like the other run facts: they describe the input, and the seam table and counts already pin
     what was made of it.
     """
+    from packcli.ingest import reader
+    from packcli.ingest.columnar import type_warnings
+
     warnings = index.warnings
     first = warnings.first_ambiguous
+    tables = {f.path: type_warnings(schema) for f in files if (schema := reader(f.kind).schema(f)) is not None}
     return {"ambiguous_records": warnings.ambiguous,
             "first_ambiguous": f"{files[first[0]].path}:{first[1]}" if first else None,
-            "ignored_fields": warnings.ignored}
+            "ignored_fields": warnings.ignored, "column_types": {path: lines for path, lines in tables.items() if lines}}
 

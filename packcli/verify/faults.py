@@ -95,6 +95,18 @@ def _card_edited(d: Path, ws: Path) -> dict:
     return {}
 
 
+def _yaml_beside_the_card(d: Path, ws: Path) -> dict:
+    """What load_dataset(OUT) merges into the card's YAML: the train split narrowed to columns without labels."""
+    (d / ".huggingface.yaml").write_text('configs:\n- config_name: default\n  data_files:\n  - split: train\n'
+                                         '    path: "shard-*.parquet"\n  columns: [input_ids, seq_lengths]\n')
+    return {}
+
+
+def _seam_rows_replanned(d: Path, ws: Path) -> dict:
+    forge.replan(d, lambda rows: rows[::-1])
+    return {}
+
+
 def _byte_flip(d: Path, ws: Path) -> dict:
     path = d / "shard-00000.parquet"
     data = bytearray(path.read_bytes())
@@ -358,6 +370,10 @@ FAULTS = (
     Fault("template-edited", "the chat template edited after packing", "contract_drift", "template changed",
           _template_edited),
     Fault("card-edited", "the dataset card's TRL settings edited", "integrity", "dataset card", _card_edited),
+    Fault("yaml-beside-the-card", "a .huggingface.yaml that makes load_dataset drop the labels", "integrity",
+          "is not part of the artifact", _yaml_beside_the_card),
+    Fault("seam-rows-replanned", "the seam table reversed and the packs re-made for that order", "plan",
+          "not in input order", _seam_rows_replanned),
     Fault("manifest-edited", "a count in manifest.json edited", "integrity", "manifest.json was edited",
           _manifest_edited),
     Fault("line-repeated", "a made-up supervised segment whose seam row repeats a real line", "global",
