@@ -73,15 +73,6 @@ def _values(value: object) -> list[object]:
     return ["x", -1, {"x": 5}]
 
 
-def _set(manifest: dict, path: str, value: object) -> None:
-    parts = path.replace("[", ".[").split(".")
-    node = manifest
-    for part in parts[:-1]:
-        node = node[int(part[1:-1])] if part.startswith("[") else node[part]
-    last = parts[-1]
-    node[int(last[1:-1]) if last.startswith("[") else last] = value
-
-
 def _leaves(directory: Path) -> list[tuple[str, object]]:
     """One path per pattern, and every path of the mixture (its weights and inputs are where arithmetic is)."""
     seen, out = set(), []
@@ -119,7 +110,7 @@ def test_every_manifest_value_malformed(tiny, tmp_path):
     for path, value in _leaves(tiny):
         for bad in _values(value):
             manifest = json.loads(clean)
-            _set(manifest, path, bad)
+            forge.set_field(manifest, path, bad)
             manifest["manifest_sha256"] = mf.manifest_hash(manifest)
             mf.write_manifest(manifest, scratch.path)  # the manifest only: nothing else is touched
             try:

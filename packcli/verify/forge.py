@@ -83,6 +83,17 @@ def reseal(directory: Path, edit: Callable[[dict], None] | None = None, *, recou
     return manifest
 
 
+def set_field(manifest: dict, path: str, value: object) -> None:
+    """Set the manifest field at ``path`` (``config.capacity``, ``inputs[2].name``: `packcli.verify.fields`'
+    paths) to ``value``, as a forger editing one field does."""
+    parts = path.replace("[", ".[").split(".")
+    node = manifest
+    for part in parts[:-1]:
+        node = node[int(part[1:-1])] if part.startswith("[") else node[part]
+    last = parts[-1]
+    node[int(last[1:-1]) if last.startswith("[") else last] = value
+
+
 def _pinned_files(manifest: dict) -> list[dict]:
     """Every manifest entry that pins a file by name, bytes and sha256 (shards, seam table, rejects, ...)."""
     entries = [v for v in manifest.values() if isinstance(v, dict) and {"name", "bytes", "sha256"} <= set(v)]
