@@ -344,7 +344,7 @@ def check_consumer(directory: str | Path, consumer: str, *, batch_packs: int = 2
     columns = None
     with ExitStack() as stack:
         try:
-            reading = _RUNNERS[consumer](directory, batch_packs, stack)
+            reading = _consumer_side(consumer, directory, batch_packs, stack)
             report.runs, report.versions, columns = reading.runs, reading.versions, reading.columns
             pinned = sum(info["rows"] for info in manifest["shards"])
             if reading.rows is not None and reading.rows != pinned:  # first: the batches below can fill the report
@@ -352,12 +352,32 @@ def check_consumer(directory: str | Path, consumer: str, *, batch_packs: int = 2
                                       f"{pinned} packs: it reads other files, or filters rows"))
             _compare_batches(reading.batches, _batched(pinned_packs(directory, manifest), batch_packs), max_packs,
                              result)
-        except Exception as exc:  # noqa: BLE001 - the consumer failing to read or collate the artifact is the finding
-            result.fail(Violation(f"{consumer} cannot read the artifact: {type(exc).__name__}: {exc}"))
+        except ConsumerFailed as failed:
+            result.fail(Violation(f"{consumer} cannot read the artifact: {failed}"))
     report.seconds = time.perf_counter() - started
     if not report.ok:
         report.advice = advice(consumer, directory, manifest, columns)
     return report
+
+
+class ConsumerFailed(Exception):
+    """The consumer's own code failed on the artifact (loading, narrowing or collating it): that is the finding."""
+
+
+def _consumer_side(consumer: str, directory: Path, batch_packs: int, stack: ExitStack) -> Reading:
+    """The consumer's reading, its failures (and only its: a bug of this check is no finding) as `ConsumerFailed`."""
+    def guarded(batches: Iterator[Seen]) -> Iterator[Seen]:
+        try:
+            yield from batches
+        except Exception as exc:  # noqa: BLE001 - any failure of the consumer's own code is the finding
+            raise ConsumerFailed(f"{type(exc).__name__}: {exc}") from exc
+
+    try:
+        reading = _RUNNERS[consumer](directory, batch_packs, stack)
+    except Exception as exc:  # noqa: BLE001 - as above: load_dataset or the loader refusing the folder
+        raise ConsumerFailed(f"{type(exc).__name__}: {exc}") from exc
+    reading.batches = guarded(reading.batches)
+    return reading
 
 
 def _compare_batches(batches: Iterator[Seen], expected: Iterator[list[Pack]], max_packs: int | None,
