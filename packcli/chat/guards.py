@@ -27,8 +27,9 @@ line in order (templates strip content and split ``<think>`` from the answer).
 
 Cost: one pass over the text, no extra render (the turns are bounded by what the record says, not by
 rendering its prefixes, so templates that render a turn differently once another follows, as gpt-oss
-and Qwen3 drop earlier reasoning, are judged alike). A record of string contents found in order and no
-tool calls, nearly every record, is settled by a first pass as cheap as a search for each content.
+and Qwen3 drop earlier reasoning, are judged alike). A first pass settles nearly every record with a
+search for each content in order and for each tool call whole between the contents around it; rounds
+are built only when that fails (a drop, or a template that reorders a round).
 
 What is missing is a rejection naming the message and the piece (`Dropped`, the reject reason), except
 a field the user allows the template to drop (``--allow-dropped-fields tool_calls``): then the record is
@@ -90,18 +91,10 @@ def check_kept(messages: Sequence[dict], text: str, allowed: frozenset[str] = fr
         Dropped: a piece missing from its round (not allowed), or a list of parts printed as text.
     """
     if _in_order(messages, text):
-        return frozenset()  # every content found in order, and nothing else to look for
+        return frozenset()  # every content found in order, and what else each says between its neighbours'
     anchors, rounds = _anchors(messages, text)  # every content in its round, or Dropped
     others = sorted(a for a in anchors if a is not None)  # anchors never overlap: sorted by start, by end too
-    before, after, end = [], [], 0  # per message: where the anchor before it ends, and the one after it starts
-    for anchor in anchors:
-        before.append(end)
-        end = anchor[1] if anchor is not None else end
-    start = len(text)
-    for anchor in reversed(anchors):
-        after.append(start)
-        start = anchor[0] if anchor is not None else start
-    after.reverse()
+    before, after = _neighbours(anchors, len(text))
     dropped: set[str] = set()
     for k, message in enumerate(messages):
         if not message.get(TOOL_CALLS) and not isinstance(message.get("content"), list):
@@ -160,18 +153,53 @@ Span = tuple[int, int]
 
 
 def _in_order(messages: Sequence[dict], text: str) -> bool:
-    """Whether every message's content is a string found after the one before it, and no message has tool calls:
-    nearly every record, settled without rounds (their result is the same when this holds)."""
-    at = 0
+    """Whether every message's content is found after the one before it, and every tool call whole (its name and
+    its arguments as JSON or as the record's string) and no printed list between the contents around its
+    message: nearly every record, settled without rounds (the verdict of rounds is the same when this holds)."""
+    anchors, at = [], 0
     for message in messages:
-        content = message.get("content")
-        if not isinstance(content, str) or TOOL_CALLS in message:
+        pieces = [t for t in content_texts(message.get("content")) if t.strip()]
+        if not pieces:
+            anchors.append(None)
+            continue
+        start = -1
+        for piece in pieces:
+            found = _find(piece, text, at)
+            if found < 0:
+                return False
+            start = found if start < 0 else start
+            at = found + len(piece.strip())
+        anchors.append((start, at))
+    before, after = _neighbours(anchors, len(text))
+    for k, message in enumerate(messages):
+        calls, forms = message.get(TOOL_CALLS) or (), printed_lists(message.get("content"))
+        if not calls and not forms:
+            continue
+        a, b = before[k], after[k]
+        if a > b or any(form in text[a:b] for form in forms):
             return False
-        found = _find(content, text, at)
-        if found < 0:
-            return False
-        at = found + len(content.strip())
+        for call in calls:
+            pieces = tool_call_pieces(call)
+            name, _ = next(pieces)
+            if _find(name, text, a, b) < 0 or not any(what == " arguments" and _find(whole, text, a, b) >= 0
+                                                     for whole, what in pieces):
+                return False
     return True
+
+
+def _neighbours(anchors: list[Span | None], length: int) -> tuple[list[int], list[int]]:
+    """Per message, where the anchor before it ends and where the one after it starts (0 and ``length`` at the
+    ends)."""
+    before, after, end = [], [], 0
+    for anchor in anchors:
+        before.append(end)
+        end = anchor[1] if anchor is not None else end
+    start = length
+    for anchor in reversed(anchors):
+        after.append(start)
+        start = anchor[0] if anchor is not None else start
+    after.reverse()
+    return before, after
 
 
 def _anchors(messages: Sequence[dict], text: str) -> tuple[list[Span | None], list[Span]]:
