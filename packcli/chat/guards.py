@@ -162,14 +162,11 @@ def _in_order(messages: Sequence[dict], text: str) -> bool:
         if not pieces:
             anchors.append(None)
             continue
-        start = -1
-        for piece in pieces:
-            found = _find(piece, text, at)
-            if found < 0:
-                return False
-            start = found if start < 0 else start
-            at = found + len(piece.strip())
-        anchors.append((start, at))
+        anchor = _in_sequence(pieces, text, at)
+        if anchor is None:
+            return False
+        anchors.append(anchor)
+        at = anchor[1]
     before, after = _neighbours(anchors, len(text))
     for k, message in enumerate(messages):
         calls, forms = message.get(TOOL_CALLS) or (), printed_lists(message.get("content"))
@@ -246,18 +243,24 @@ def _place(pieces: list[str], text: str, floor: int, placed: list[Span]) -> Span
     """The first place at or after ``floor`` where ``pieces`` appear in order without overlapping ``placed``
     (sorted)."""
     at = floor
-    while True:
-        start, end = -1, at
-        for piece in pieces:
-            found = _find(piece, text, end)
-            if found < 0:
-                return None
-            start = found if start < 0 else start
-            end = found + len(piece.strip())
-        clash = _overlap(placed, start, end)
+    while (span := _in_sequence(pieces, text, at)) is not None:
+        clash = _overlap(placed, *span)
         if clash is None:
-            return start, end
-        at = max(start + 1, clash[1])
+            return span
+        at = max(span[0] + 1, clash[1])
+    return None
+
+
+def _in_sequence(pieces: list[str], text: str, at: int) -> Span | None:
+    """Where ``pieces`` (a message's content: a string, or its parts) appear one after another from ``at``."""
+    start, end = -1, at
+    for piece in pieces:
+        found = _find(piece, text, end)
+        if found < 0:
+            return None
+        start = found if start < 0 else start
+        end = found + len(piece.strip())
+    return start, end
 
 
 def _overlap(spans: list[Span], start: int, end: int) -> Span | None:
