@@ -244,10 +244,10 @@ def output_file_problems(flag: str, path: str | Path | None, suffixes: Iterable[
 @_path_errors_are_problems
 def output_dir_problems(flag: str, path: str | Path, *, force: bool, inputs: Sequence[str | Path] = ()) -> list[str]:
     """A directory packcli will create, or replace: an empty folder, or with ``force`` a packcli artifact
-    (`packcli.artifact.files.not_an_artifact`). Never a link, a file, a folder that holds any of
+    (`packcli.artifact.listing.not_an_artifact`). Never a link, a file, a folder that holds any of
     ``inputs``, the current directory or one above it, the home directory or ``/``. The nearest
     existing ancestor must be a folder packcli can write in."""
-    from packcli.artifact.files import not_an_artifact
+    from packcli.artifact.listing import not_an_artifact
 
     p = Path(path)
     if p.is_symlink():

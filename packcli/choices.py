@@ -27,6 +27,13 @@ class Dedupe(str, Enum):
     exact = "exact"
 
 
+class DroppableField(str, Enum):
+    """A field a user may let the chat template drop (``--allow-dropped-fields``): such a record is packed
+    as the template renders it, and counted (docs/chat-data.md); any other drop is a reject."""
+
+    tool_calls = "tool_calls"
+
+
 class LossPolicy(str, Enum):
     """Which tokens carry loss. ``auto``: assistant for chat, completion for prompt/completion, all for text."""
 

@@ -15,6 +15,7 @@ from packcli.choices import (
     AddToken,
     BackendChoice,
     Dedupe,
+    DroppableField,
     Format,
     LossPolicy,
     OnError,
@@ -59,6 +60,7 @@ class PackConfig:
     text_bos: AddToken = AddToken.auto  # a text document's BOS (`packcli.tokenizer.ends`)
     text_eos: AddToken = AddToken.auto
     dedupe: Dedupe = Dedupe.none
+    allow_dropped_fields: tuple[DroppableField, ...] = ()  # fields the template may drop (packed, counted)
     mix: MixSpec | None = None  # a `MixSpec`, or --mix as written (parsed here)
     strategy: Strategy = Strategy.window
     window: int | None = None
@@ -91,6 +93,12 @@ class PackConfig:
                 choices = ", ".join(k.value for k in kind)
                 flag = "--format" if name == "input_format" else f"--{name.replace('_', '-')}"
                 choice_problems.append(f"{flag} must be one of {choices}, got {getattr(self, name)!r}")
+        try:
+            allowed = tuple(sorted({DroppableField(f) for f in self.allow_dropped_fields}, key=lambda f: f.value))
+            object.__setattr__(self, "allow_dropped_fields", allowed)
+        except ValueError:
+            choices = ", ".join(f.value for f in DroppableField)
+            choice_problems.append(f"--allow-dropped-fields must name {choices}, got {self.allow_dropped_fields!r}")
         if isinstance(self.fields, dict):
             object.__setattr__(self, "fields", FieldMap(**self.fields))
         choice_problems += self.fields.problems()
@@ -167,4 +175,10 @@ class PackConfig:
                 "overlong", "split_overlap", "split_min_last", "min_density", "max_displacement",
                 "max_reject_fraction", "packs_per_shard", "template_date", "dedupe", "text_bos", "text_eos")
         settings = {k: (v.value if isinstance(v, Enum) else v) for k, v in data.items() if k in keep}
+        if self.allow_dropped_fields:  # written only when given: artifacts packed without it keep their bytes
+            settings["allow_dropped_fields"] = self.allowed_dropped()
         return dict(settings, fields=self.fields.renames())
+
+    def allowed_dropped(self) -> list[str]:
+        """``--allow-dropped-fields`` as the manifest pins it: field names, sorted."""
+        return [f.value for f in self.allow_dropped_fields]

@@ -35,6 +35,7 @@ from packcli.errors import InputError
 
 PROPORTION, REPEAT = "proportion", "repeat"
 SEED_SALT = 0x6D6978  # "mix": keeps these draws apart from the packer's shuffles of the same --seed
+MAX_REPEAT = 1_000_000.0  # a repeat above this is no training set (and its count would overflow the arithmetic)
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,46 @@ class Mixture:
 
     @classmethod
     def from_manifest(cls, data: dict) -> Mixture:
+        """From the manifest's ``config.mix`` (check it with `manifest_problems` first: it is not trusted)."""
         return cls(data["by"], tuple(MixSource(tuple(s["inputs"]), float(s["weight"]), "") for s in data["sources"]))
+
+
+def manifest_problems(data: object, num_inputs: int) -> list[str]:
+    """What makes a manifest's ``config.mix`` something ``pack`` never writes, one line each (empty: nothing):
+    the mode, each source's inputs (every input of the manifest in exactly one source) and weight (as
+    ``--mix`` accepts it: finite, >= 0, repeats at most `MAX_REPEAT`, proportions not all 0)."""
+    if not isinstance(data, dict) or set(data) != {"by", "sources"}:
+        return ["config.mix is not {by, sources}"]
+    by, sources = data["by"], data["sources"]
+    problems = [] if by in (PROPORTION, REPEAT) else [f"config.mix.by {by!r} is not {PROPORTION} or {REPEAT}"]
+    if not isinstance(sources, list) or not sources:
+        return problems + ["config.mix.sources is not a list of sources"]
+    owner: dict[int, int] = {}
+    for k, source in enumerate(sources):
+        where = f"config.mix.sources[{k}]"
+        if not isinstance(source, dict) or set(source) != {"inputs", "weight"}:
+            problems.append(f"{where} is not {{inputs, weight}}")
+            continue
+        inputs, weight = source["inputs"], source["weight"]
+        if not isinstance(inputs, list) or not inputs or not all(
+                type(i) is int and 0 <= i < num_inputs for i in inputs):
+            problems.append(f"{where}.inputs {inputs!r} is not a list of input indices (0..{num_inputs - 1})")
+            continue
+        for i in inputs:
+            if i in owner:
+                problems.append(f"input {i} is in config.mix.sources[{owner[i]}] and {where}")
+            owner[i] = k
+        if type(weight) not in (int, float) or not math.isfinite(weight) or weight < 0 or \
+                (by == REPEAT and weight > MAX_REPEAT):
+            problems.append(f"{where}.weight {weight!r} is not a weight --mix accepts (finite, >= 0"
+                            f"{f', at most {MAX_REPEAT:,.0f}x' if by == REPEAT else ''})")
+    left = sorted(set(range(num_inputs)) - set(owner))
+    if left:
+        problems.append(f"inputs {left[:6]} are in no source of config.mix (pack puts every input in one)")
+    weights = [s["weight"] for s in sources if isinstance(s, dict) and type(s.get("weight")) in (int, float)]
+    if by == PROPORTION and not problems and not sum(weights) > 0:
+        problems.append("config.mix's proportions add up to 0 (--mix refuses that)")
+    return problems
 
 
 def describe(by: str, weight: float) -> str:
@@ -100,8 +140,9 @@ def parse_mix(text: str) -> tuple[MixSpec | None, list[str]]:
         except ValueError:
             problems.append(f"--mix: {key}={value}: the weight does not parse; write a number (0.7) or a repeat (3x)")
             continue
-        if not math.isfinite(weight) or weight < 0:
-            problems.append(f"--mix: {key}={value}: the weight must be a finite number >= 0")
+        if not math.isfinite(weight) or weight < 0 or (repeat and weight > MAX_REPEAT):
+            most = f" and at most {MAX_REPEAT:,.0f}x" if repeat else ""
+            problems.append(f"--mix: {key}={value}: the weight must be a finite number >= 0{most}")
             continue
         if any(key == k for k, _ in pairs):
             problems.append(f"--mix: {key} is named twice")

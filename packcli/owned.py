@@ -5,7 +5,7 @@ packcli deletes or replaces a path only when it can show it wrote it, never beca
 - a folder it makes (the work folder beside ``--out``, a temporary artifact, a scratch folder) holds
   a marker file, `MARKER_NAME`, whose text names packcli and what the folder is for; everything
   in such a folder is packcli's;
-- an artifact is recognised by its manifest (`packcli.artifact.files.not_an_artifact`);
+- an artifact is recognised by its manifest (`packcli.artifact.listing.not_an_artifact`);
 - a file a command writes for the user names packcli inside itself: ``show --html`` a generator
   meta tag, ``stats --plot`` a PNG text chunk or a PDF/SVG creator, ``verify --seam-out`` Parquet
   metadata, or in CSV the seam table's own header (its first column and the ``verify`` column).
@@ -71,7 +71,7 @@ def make_folder(parent: Path, prefix: str, purpose: str) -> Path:
 
 def owned_folder(path: Path) -> bool:
     """May packcli remove this folder: marked, an artifact, or empty (and a real folder, not a link)?"""
-    from packcli.artifact.files import not_an_artifact
+    from packcli.artifact.listing import not_an_artifact
 
     path = Path(path)
     if path.is_symlink() or not path.is_dir():

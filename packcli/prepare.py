@@ -34,12 +34,15 @@ class InputWarnings:
 
     ``ambiguous``: records read by precedence although they hold more than one known field (the
     first as ``(file_index, line)``); ``ignored``: per field, records carrying it where the template
-    never reads it (`packcli.chat.Renderer.ignored_fields`).
+    never reads it (`packcli.chat.Renderer.ignored_fields`); ``dropped``: per field, records made into an
+    example although the template dropped that field, as ``--allow-dropped-fields`` lets it
+    (`packcli.chat.guards`; the manifest counts them).
     """
 
     ambiguous: int = 0
     first_ambiguous: tuple[int, int] | None = None
     ignored: dict[str, int] = field(default_factory=dict)
+    dropped: dict[str, int] = field(default_factory=dict)
 
     def note(self, record: Record, ignored: set[str]) -> None:
         if record.ambiguous:
@@ -53,17 +56,18 @@ class InputWarnings:
         self.ambiguous += other.ambiguous
         if other.first_ambiguous is not None:
             self.first_ambiguous = min(self.first_ambiguous or other.first_ambiguous, other.first_ambiguous)
-        for name, count in other.ignored.items():
-            self.ignored[name] = self.ignored.get(name, 0) + count
+        for counts, more in ((self.ignored, other.ignored), (self.dropped, other.dropped)):
+            for name, count in more.items():
+                counts[name] = counts.get(name, 0) + count
 
     def to_dict(self) -> dict:
         return {"ambiguous": self.ambiguous, "first_ambiguous": self.first_ambiguous,
-                "ignored": dict(sorted(self.ignored.items()))}
+                "ignored": dict(sorted(self.ignored.items())), "dropped": dict(sorted(self.dropped.items()))}
 
     @classmethod
     def from_dict(cls, data: dict) -> InputWarnings:
         first = data.get("first_ambiguous")
-        return cls(data["ambiguous"], tuple(first) if first else None, dict(data["ignored"]))
+        return cls(data["ambiguous"], tuple(first) if first else None, dict(data["ignored"]), dict(data["dropped"]))
 
 
 @dataclass(eq=False)
@@ -74,7 +78,8 @@ class Prepared(Sequence["Encoded | str"]):
     with their ``supervised`` token counts; ``rows[i]`` is record ``i``'s row in it, or its reason.
     ``formats[i]`` is the format record ``i`` was read as ("" when it was not recognised).
     ``keys[i]``: record ``i``'s `packcli.ingest.content_key` (None where it did not parse), when the
-    preparer was asked for keys (``--dedupe exact``); else None.
+    preparer was asked for keys (``--dedupe exact``); else None. ``dropped[i]``: the fields the template
+    dropped from record ``i`` that ``--allow-dropped-fields`` allows (empty for a rejected record).
     """
 
     encoded: EncodedBatch
@@ -83,6 +88,7 @@ class Prepared(Sequence["Encoded | str"]):
     formats: list[str] = field(default_factory=list)
     warnings: InputWarnings = field(default_factory=InputWarnings)
     keys: list[bytes | None] | None = None
+    dropped: list[frozenset[str]] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -152,11 +158,16 @@ class Preparer:
         if not keep.all():
             encoded, supervised = EncodedBatch.of([e for e, k in zip(encoded, keep) if k]), supervised[keep]
         rows = iter(range(len(encoded)))
-        for i, kept in zip(good, keep.tolist()):
+        dropped = [frozenset[str]()] * len(batch)
+        for i, made, kept in zip(good, rendered, keep.tolist()):
             outcomes[i] = next(rows) if kept else NO_SUPERVISED
+            if kept and made.dropped:
+                dropped[i] = made.dropped
+                for name in made.dropped:
+                    warnings.dropped[name] = warnings.dropped.get(name, 0) + 1
         self.seconds["read_render_s"] += t1 - t0
         self.seconds["tokenize_s"] += time.perf_counter() - t1
-        return Prepared(encoded, supervised, outcomes, formats, warnings, keys)  # type: ignore[arg-type]
+        return Prepared(encoded, supervised, outcomes, formats, warnings, keys, dropped)  # type: ignore[arg-type]
 
 
 class PreparerJob(Protocol):

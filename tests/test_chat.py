@@ -280,9 +280,9 @@ def test_generation_marks_that_do_not_pair_up_are_the_records_reject():
 
 
 @pytest.mark.parametrize("order", ["messages", "messages | reverse"])
-def test_content_found_in_any_order_and_lost_content_found_nowhere(order):
-    """The content check searches onward from the previous message (fast on long chats) and then from the
-    start: a template that prints turns out of order still passes, and a turn it drops is still caught."""
+def test_content_found_round_by_round_and_lost_content_found_nowhere(order):
+    """Each message is found in its round, rounds in order (packcli.chat.guards): a template that prints the
+    conversation in order passes; one that prints the rounds backwards, or drops a turn, is a rejection."""
     from packcli.chat import RenderError
     from packcli.ingest import parse_record
 
@@ -291,7 +291,11 @@ def test_content_found_in_any_order_and_lost_content_found_nowhere(order):
     body = f"{{% for m in {order} %}}{{{{ m.content }}}}|{{% endfor %}}"
     renderer = Renderer(ChatTemplate(body, "t"), LossPolicy.all, bos_token=None, eos_token=None)
     record = parse_record(json.dumps(chat).encode(), file_index=0, line=1)
-    assert "first question" in renderer.render(record).text
+    if order == "messages":
+        assert "first question" in renderer.render(record).text
+    else:
+        with pytest.raises(RenderError, match=r"message 1 \(assistant\): content lost"):
+            renderer.render(record)
     dropping = Renderer(ChatTemplate(f"{{% for m in {order} %}}{{% if m.content != 'answer' %}}{{{{ m.content }}}}"
                                      "{% endif %}|{% endfor %}", "t"), LossPolicy.all, bos_token=None, eos_token=None)
     with pytest.raises(RenderError, match=r"message 1 \(assistant\): content lost"):

@@ -70,6 +70,10 @@ def test_tool_calls_and_reasoning_equal_transformers(monkeypatch, model, name, s
     assert sum("reasoning_content" in m for r in records for m in r["messages"]) > 10
     prepared = prep.prepare([(0, i + 1, json.dumps(r).encode()) for i, r in enumerate(records)])
     for rec, enc in zip(records, prepared):
+        if name == "gptoss_training" and any(len(m.get("tool_calls") or ()) > 1 for m in rec["messages"]):
+            # gpt-oss prints one call per message and drops the others: never trained on as if printed
+            assert isinstance(enc, str) and "tool_calls[1]" in enc and "lost in rendering" in enc, enc
+            continue
         assert not isinstance(enc, str), enc
         oracle = hf.apply_chat_template(rec["messages"], tools=rec["tools"], chat_template=text, tokenize=True,
                                         return_dict=True, return_assistant_tokens_mask=True)
@@ -215,10 +219,11 @@ def test_list_content_reaches_templates_that_loop_over_parts(name):
 
 @pytest.mark.real
 @pytest.mark.parametrize("name,content,reason", [
-    ("smolvlm_training", "a string", "content lost in rendering (the template printed none of it; it may expect "
-                                     "content as a list of text parts)"),
+    ("smolvlm_training", "a string", "content lost in rendering (the template printed none of it in its turn; it "
+                                     "may expect content as a list of text parts)"),
     ("qwen3_training", [{"type": "text", "text": "some parts"}], "it may expect content as a string"),
-    ("llama3_training", None, "tool_calls[0] (get_weather) lost in rendering (the template does not print tool calls)"),
+    ("llama3_training", None, "tool_calls[0] (get_weather) lost in rendering (the template does not print tool calls in "
+                              "the turn that makes them)"),
 ])
 def test_a_render_that_loses_content_is_a_rejection(name, content, reason):
     """A template given content in a shape it does not read, or tool calls it does not print: never an empty turn."""
@@ -232,7 +237,7 @@ def test_a_render_that_loses_content_is_a_rejection(name, content, reason):
 
 def test_a_list_printed_as_python_text_is_a_rejection():
     parts = [{"type": "text", "text": "hello"}]
-    with pytest.raises(RenderError, match="printed the list of content parts as Python text"):
+    with pytest.raises(RenderError, match="printed the list of content parts as text"):
         render("{% for m in messages %}{{ m.content }}{% generation %}x{% endgeneration %}{% endfor %}",
                {"messages": [{"role": "user", "content": parts}, {"role": "assistant", "content": "x"}]})
 

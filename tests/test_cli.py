@@ -188,7 +188,7 @@ def test_summary_says_which_template_and_warns_about_ambiguous_records_and_ignor
     assert manifest["unhashed"]["template_note"] == ("packcli's built-in ChatML: the tokenizer has no chat template "
                                                      "of its own")
     assert manifest["unhashed"]["input_warnings"] == {"ambiguous_records": 1, "first_ambiguous": f"{data}:1",
-                                                      "ignored_fields": {"reasoning_content": 1}}
+                                                      "ignored_fields": {"reasoning_content": 1}, "column_types": {}}
     import pyarrow.parquet as pq
 
     assert pq.read_table(tmp_path / "o" / "examples.parquet").column("format").to_pylist() == ["messages", "messages"]

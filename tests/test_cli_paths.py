@@ -20,7 +20,7 @@ import pytest
 from conftest import FIXTURES
 from typer.testing import CliRunner
 
-from packcli.artifact.files import not_an_artifact
+from packcli.artifact.listing import not_an_artifact
 from packcli.cli import app
 from packcli.owned import is_own_output
 

@@ -53,6 +53,7 @@ def sources(tmp_path_factory):
     ("a.jsonl=0.5,b.jsonl=2x", "proportions (0.7) and repeats (3x) cannot be mixed"),
     ("a.jsonl=0,b.jsonl=0", "the proportions add up to 0"),
     ("a.jsonl=1,a.jsonl=2", "a.jsonl is named twice"),
+    ("a.jsonl=2000000x", "the weight must be a finite number >= 0 and at most 1,000,000x"),
 ])
 def test_bad_mix_is_a_configuration_error(tmp_path, text, message):
     assert parse_mix(text)[0] is None

@@ -1,4 +1,4 @@
-"""What packcli may remove or replace (`packcli.owned`, `packcli.artifact.files`): only what carries its mark.
+"""What packcli may remove or replace (`packcli.owned`, `packcli.artifact.listing`): only what carries its mark.
 
 Each recogniser is fed the look-alike it must refuse: a folder with the right name and no marker,
 an artifact with one extra file, a manifest edited by hand, a page or plot with packcli's suffix
@@ -14,7 +14,7 @@ import shutil
 import pytest
 from conftest import FIXTURES
 
-from packcli.artifact.files import listed_files, not_an_artifact, unlisted_entries
+from packcli.artifact.listing import listed_names, not_an_artifact, strangers
 from packcli.errors import PathError
 from packcli.owned import (
     MARKER_NAME,
@@ -38,7 +38,7 @@ def test_a_packcli_artifact_of_either_contract_is_recognised(name, tmp_path):
     art = shutil.copytree(FIXTURES / name, tmp_path / name)
     assert not_an_artifact(art) is None
     manifest = json.loads((art / "manifest.json").read_text())
-    assert listed_files(manifest) == {p.name for p in art.iterdir()}
+    assert listed_names(manifest) == {p.name for p in art.iterdir()}
 
 
 def test_one_file_more_makes_a_folder_the_users(artifact):
@@ -56,7 +56,7 @@ def test_a_listed_name_that_is_a_link_or_a_folder_is_not_the_artifacts(artifact,
     (tmp_path / "elsewhere.jsonl").write_text("the user's")
     (artifact / "rejects.jsonl").unlink()
     os.symlink(tmp_path / "elsewhere.jsonl", artifact / "rejects.jsonl")
-    assert unlisted_entries(artifact, json.loads((artifact / "manifest.json").read_text())) == ["rejects.jsonl"]
+    assert strangers(artifact, json.loads((artifact / "manifest.json").read_text())) == [("rejects.jsonl", "a symbolic link")]
     assert not remove_folder(artifact) and (tmp_path / "elsewhere.jsonl").exists()
 
 

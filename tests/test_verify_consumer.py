@@ -116,3 +116,66 @@ def test_cli_consumer_exit_codes(packed, tmp_path):
     assert "consumer:trl" in leak.output and "why and what to change" in leak.output
     bad = runner.invoke(app, ["verify", str(packed), "--consumer", "axolotl"])
     assert bad.exit_code == 2
+
+
+CARD_YAML = """configs:
+- config_name: default
+  data_files:
+  - split: train
+    path: "{path}"
+{extra}"""
+
+
+def _beside_the_card(packed, tmp_path, path: str = "shard-*.parquet", extra: str = "", poison: bool = False):
+    """A copy with a .huggingface.yaml beside the card (nothing pinned touched): what load_dataset(OUT) merges in."""
+    copy = tmp_path / "yaml"
+    shutil.copytree(packed, copy)
+    (copy / ".huggingface.yaml").write_text(CARD_YAML.format(path=path, extra=extra))
+    if poison:  # the first pack supervises every token
+        table = pq.read_table(copy / "shard-00000.parquet")
+        rows = table.to_pylist()
+        rows[0]["labels"] = list(rows[0]["input_ids"])
+        (copy / "data").mkdir()
+        pq.write_table(pq.read_table(copy / "shard-00000.parquet").from_pylist(rows, schema=table.schema),
+                       copy / "data" / "train.parquet")
+    return copy
+
+
+@pytest.mark.parametrize("consumer", ["trl", "hf"])
+@pytest.mark.parametrize(("options", "phrase"), [
+    (dict(path="data/*.parquet", poison=True), "labels the packs do not supervise are supervised by the consumer"),
+    (dict(extra="  columns: [input_ids, seq_lengths, position_ids]\n"),
+     "labels the packs do not supervise are supervised by the consumer"),
+    (dict(extra="  filters: [[num_tokens, '>', 1000]]\n"), "rows, the shards the manifest lists hold"),
+], ids=["redirect", "columns-without-labels", "filters"])
+def test_the_consumer_reads_what_load_dataset_reads(consumer, options, phrase, packed, tmp_path):
+    """Each file changes what load_dataset(OUT) gives a trainer; the consumer check reads it the same way."""
+    pytest.importorskip("trl" if consumer == "trl" else "transformers")
+    report = check_consumer(_beside_the_card(packed, tmp_path, **options), consumer)
+    messages = [v.message for v in report.result.violations]
+    assert not report.ok and any(phrase in m for m in messages), messages
+    if "columns" in options.get("extra", ""):
+        assert "gives no labels column" in report.advice
+
+
+def test_trl_without_labels_trains_on_every_turn(packed, tmp_path):
+    """The same collator TRL runs: with labels left out it makes labels of input_ids (more supervised labels)."""
+    pytest.importorskip("trl")
+    from trl.trainer.sft_trainer import DataCollatorForLanguageModeling
+
+    from packcli.verify.consumer import loaded_dataset, trainer_columns, trl_signature_columns
+
+    narrowed = _beside_the_card(packed, tmp_path, extra="  columns: [input_ids, seq_lengths]\n")
+    pack = next(iter_packs(packed))
+    with loaded_dataset(narrowed) as ds:
+        row = trainer_columns(ds, trl_signature_columns())[0]
+    assert sorted(row) == ["input_ids", "seq_lengths"]
+    out = DataCollatorForLanguageModeling(pad_token_id=0, padding_free=True)([row])
+    assert int((out["labels"] != -100).sum()) > pack.num_supervised
+
+
+def test_packcli_loader_refuses_what_load_dataset_would_misread(packed, tmp_path):
+    report = check_consumer(_beside_the_card(packed, tmp_path, extra="  columns: [input_ids]\n"), "packcli")
+    assert not report.ok
+    assert "packcli cannot read the artifact: ContractError" in report.result.violations[0].message
+    assert ".huggingface.yaml (a file) is not part of the artifact" in report.result.violations[0].message

@@ -18,7 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from packcli.cli import app
-from packcli.contract import IGNORE_INDEX, example_id, token_hash
+from packcli.contract import IGNORE_INDEX, example_id, file_sha256, token_hash
 from packcli.verify import forge, verify_artifact
 from packcli.verify.forge import (
     Segment,
@@ -207,7 +207,7 @@ def test_two_lines_swapped_with_their_ids_recomputed(packed_copy):
 def test_rejects_jsonl_edited_and_resealed(packed_copy):
     forge.rewrite_rejects(packed_copy, lambda rows: rows[0].update(reason="looked fine to me"))
     reseal(packed_copy)
-    caught(packed_copy, "global", "rejects.jsonl row 1")
+    caught(packed_copy, "global", "rejects.jsonl line 1 is not what pack writes")
 
 
 def test_rejects_jsonl_edited_without_resealing(packed_copy):
@@ -706,3 +706,204 @@ def test_the_self_tests_overlong_fault_on_a_split_artifact(packed_split, tmp_pat
     copy = prepare_workspace(packed_split, tmp_path)
     fault.apply(copy, tmp_path)
     caught(copy, "plan", "it must be split")
+
+
+# --- the folder is a closed set: what load_dataset(OUT) reads is what verify checks ---
+
+REDIRECT = """configs:
+- config_name: default
+  data_files:
+  - split: train
+    path: "{path}"
+{extra}"""
+
+
+def _poisoned_copy(d: Path) -> Path:
+    """A Parquet file of the shards' schema whose first pack supervises every token (what a redirect points at)."""
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(d / "shard-00000.parquet").to_pylist()
+    rows[0]["labels"] = list(rows[0]["input_ids"])
+    target = d / "data" / "train.parquet"
+    target.parent.mkdir()
+    pq.write_table(pa.Table.from_pylist(rows, schema=pq.read_schema(d / "shard-00000.parquet")), target)
+    return target
+
+
+@pytest.mark.parametrize(("make", "name", "phrase"), [
+    (lambda d: (d / ".huggingface.yaml").write_text(REDIRECT.format(path="data/*.parquet", extra="")) and
+     _poisoned_copy(d), ".huggingface.yaml", "datasets.load_dataset reads it as the dataset card's YAML"),
+    (lambda d: (d / ".huggingface.yaml").write_text(REDIRECT.format(
+        path="shard-*.parquet", extra="  columns: [input_ids, seq_lengths]\n")), ".huggingface.yaml", "remove it"),
+    (lambda d: (d / ".huggingface.yaml").write_text(REDIRECT.format(
+        path="shard-*.parquet", extra="  filters: [[num_tokens, '>', 1000]]\n")), ".huggingface.yaml", "remove it"),
+    (lambda d: (d / "shard-00099.parquet").write_bytes((d / "shard-00000.parquet").read_bytes()), "shard-00099.parquet",
+     "the manifest does not list it"),
+    (lambda d: _poisoned_copy(d), "data", "(a folder) is not part of the artifact"),
+], ids=["yaml-redirect", "yaml-columns-without-labels", "yaml-filters", "extra-shard", "data-folder"])
+def test_a_file_the_manifest_does_not_list(make, name, phrase, packed_copy):
+    """Nothing pinned is touched: every hash still holds, and load_dataset(OUT) would read something else."""
+    make(packed_copy)
+    report = caught(packed_copy, "integrity", phrase, "--no-reconstruct")
+    messages = [v["message"] for c in report["checks"] for v in c["violations"]]
+    assert any(m.startswith(name) for m in messages), messages
+
+
+def test_a_pinned_file_replaced_by_a_symlink(packed_copy, tmp_path):
+    """The link points at identical bytes today: verify passes them, then the target can change."""
+    elsewhere = tmp_path / "elsewhere.parquet"
+    (packed_copy / "shard-00001.parquet").rename(elsewhere)
+    (packed_copy / "shard-00001.parquet").symlink_to(elsewhere)
+    caught(packed_copy, "integrity", "shard-00001.parquet is a symbolic link, not a regular file", "--no-reconstruct")
+
+
+def test_the_cards_yaml_is_the_pinned_one(packed_copy):
+    """The card's configs widened to every Parquet file (the seam table too), its sha256 re-pinned."""
+    card = packed_copy / "README.md"
+    card.write_text(card.read_text().replace('path: "shard-*.parquet"', 'path: "*.parquet"'))
+    edit_manifest(packed_copy, lambda m: m["dataset_card"].update(bytes=card.stat().st_size,
+                                                                   sha256=file_sha256(card)))
+    caught(packed_copy, "integrity", "is not the card this manifest renders", "--no-reconstruct")
+
+
+def test_the_loader_refuses_a_folder_with_strangers(packed_copy):
+    from packcli.data import PackReader
+    from packcli.errors import ContractError
+
+    (packed_copy / ".huggingface.yaml").write_text(REDIRECT.format(path="data/*.parquet", extra=""))
+    with pytest.raises(ContractError, match=r"\.huggingface\.yaml \(a file\) is not part of the artifact"):
+        PackReader(packed_copy)
+
+
+# --- the plan comes from the inputs' own order, never from the table under test ---
+
+
+def test_seam_rows_reversed_and_the_packs_replanned_for_that_order(packed_copy):
+    """pack's own planner run on the reversed table: a forger chooses which examples share a pack."""
+    before = {s.example_id for p in read_segments(packed_copy, 0) for s in p}
+    forge.replan(packed_copy, lambda rows: rows[::-1])
+    assert {s.example_id for p in read_segments(packed_copy, 0) for s in p} != before  # other packs now
+    for extra in ((), ("--no-reconstruct",)):
+        report = caught(packed_copy, "plan", "not where the plan puts them", *extra)
+        messages = [v["message"] for c in report["checks"] for v in c["violations"]]
+        assert any("not in input order" in m for m in messages), messages
+
+
+def test_inputs_listed_in_another_order(packed_copy):
+    """The manifest's inputs swapped (the seam table renumbered to follow) and the packs replanned in that order."""
+    m = manifest_of(packed_copy)
+    a, b = 0, 1
+    swap = {a: b, b: a}
+
+    def reorder(rows: list[dict]) -> list[dict]:
+        for r in rows:
+            r["input"] = swap.get(r["input"], r["input"])
+        return sorted(rows, key=lambda r: (r["input"], r["line"], r["copy"]))
+    forge.replan(packed_copy, reorder)
+    def swap_inputs(m: dict) -> None:  # where each input was read, too, so each is found and hashes as pinned
+        for listing in (m["inputs"], m["unhashed"]["provenance"]["inputs"]):
+            listing[a], listing[b] = listing[b], listing[a]
+    reseal(packed_copy, swap_inputs, recount_counts=True)
+    assert manifest_of(packed_copy)["inputs"][0]["name"] == m["inputs"][1]["name"]
+    caught(packed_copy, "plan", "not in the order pack reads them")
+
+
+# --- every hashed field proved, provenance too ---
+
+
+def test_a_reject_re_encoded_with_a_duplicate_key(packed_copy):
+    """The same parsed object, other bytes: a reader that keeps the first key sees another reason."""
+    path = packed_copy / "rejects.jsonl"
+    lines = path.read_text(encoding="utf-8").split("\n")
+    first = json.loads(lines[0])
+    lines[0] = json.dumps(first)[:-1] + ', "reason": ' + json.dumps(first["reason"]) + "}"
+    lines[0] = lines[0].replace('"reason": ' + json.dumps(first["reason"]), '"reason": "looked fine to me"', 1)
+    assert json.loads(lines[0]) == first
+    path.write_text("\n".join(lines), encoding="utf-8")
+    reseal(packed_copy)
+    caught(packed_copy, "global", "rejects.jsonl line 1 is not what pack writes")
+
+
+def test_an_input_renamed_everywhere(packed_copy):
+    """inputs[].name, the seam table's source and rejects.jsonl renamed alike; the file is still found (provenance)."""
+    k = next(k for k, e in enumerate(manifest_of(packed_copy)["inputs"]) if e["name"] == "text.jsonl")
+    rewrite_seam(packed_copy, lambda rows: [r.update(source="texts.jsonl") for r in rows if r["input"] == k])
+    forge.rewrite_rejects(packed_copy, lambda rows: [r.update(source="texts.jsonl") for r in rows if r["input"] == k])
+    reseal(packed_copy, lambda m: m["inputs"][k].update(name="texts.jsonl"))
+    caught(packed_copy, "reconstruction", f"inputs[{k}].name is 'texts.jsonl', but the source is text.jsonl")
+
+
+def test_a_template_origin_renamed(corpus_files, tokenizer_dir, tmp_path):
+    """A file template's origin renamed; the file is still found where pack read it (provenance) and hashes as pinned."""
+    import shutil
+
+    from packcli.config import PackConfig
+    from packcli.job.run import pack_corpus
+
+    template = tmp_path / "mine.jinja"
+    shutil.copy(Path(forge.__file__).parent.parent / "templates" / "chatml.jinja", template)
+    out = tmp_path / "packed"
+    pack_corpus(PackConfig(inputs=tuple(corpus_files[:1]), tokenizer=str(tokenizer_dir), out=out, capacity=1024,
+                           template=str(template)))
+    assert manifest_of(out)["template"]["origin"] == "file:mine.jinja" and verify_artifact(out).ok
+    clean = tmp_path / "clean"
+    shutil.copytree(out, clean)
+    reseal(out, lambda m: m["template"].update(origin="file:reviewed.jinja"))
+    caught(out, "contract_drift", "template.origin is 'file:reviewed.jinja' (name None), but the template was read from")
+    reseal(clean, lambda m: m["template"].update(name="tool_use"))
+    report = caught(clean, "contract_drift", "(name 'tool_use'), but the template was read from")
+    assert any(v["field"] == "template.name" for c in report["checks"] for v in c["violations"])
+
+
+# --- what the template dropped, where the user allowed it ---
+
+
+@pytest.fixture(scope="module")
+def dropped_calls(tmp_path_factory, tokenizer_dir) -> Path:
+    """Tool records under TRL's lfm2 training template, which never prints tool calls, packed with
+    --allow-dropped-fields tool_calls."""
+    from importlib import resources
+
+    pytest.importorskip("trl")
+    from chat_data import tool_conversations
+    from conftest import write_jsonl
+
+    from packcli.config import PackConfig
+    from packcli.job.run import pack_corpus
+
+    root = tmp_path_factory.mktemp("dropped")
+    template = root / "lfm2_training.jinja"
+    template.write_text((resources.files("trl") / "chat_templates" / "lfm2_training.jinja").read_text(), "utf-8")
+    records = tool_conversations(12, reasoning=False) + [
+        {"messages": [{"role": "user", "content": f"Q{k}?"}, {"role": "assistant", "content": f"A{k}."}]}
+        for k in range(12)]
+    for message in (m for r in records for m in r["messages"] if m.get("content") is None):
+        message["content"] = ""
+    out = root / "packed"
+    pack_corpus(PackConfig(inputs=(str(write_jsonl(root / "tools.jsonl", records)),), tokenizer=str(tokenizer_dir),
+                           out=out, capacity=2048, template=str(template), allow_dropped_fields=("tool_calls",)))
+    assert verify_artifact(out).ok and manifest_of(out)["counts"]["dropped_fields"] == {"tool_calls": 12}
+    return out
+
+
+@pytest.fixture()
+def dropped_copy(dropped_calls, tmp_path) -> Path:
+    import shutil
+
+    shutil.copytree(dropped_calls, tmp_path / "dropped")
+    return tmp_path / "dropped"
+
+
+def test_the_count_of_records_whose_calls_were_dropped_forged(dropped_copy):
+    reseal(dropped_copy, lambda m: m["counts"]["dropped_fields"].update(tool_calls=0))
+    caught(dropped_copy, "reconstruction", "counts.dropped_fields.tool_calls is 0, but re-rendering drops tool_calls "
+                                           "from 12 records")
+
+
+def test_the_permission_to_drop_calls_removed(dropped_copy):
+    """Without config.allow_dropped_fields the same records are rejects: the packs hold what pack refuses."""
+    def forge_it(m: dict) -> None:
+        del m["config"]["allow_dropped_fields"]
+        del m["counts"]["dropped_fields"]
+    reseal(dropped_copy, forge_it)
+    caught(dropped_copy, "reconstruction", "re-running gives rejection")

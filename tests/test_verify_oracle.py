@@ -146,3 +146,171 @@ def test_tool_calling_records_with_qwen3(planted, tmp_path, monkeypatch):
     assert oracle.checked == 40 and oracle.ok is not planted, [v.message for v in oracle.violations][:3]
     if planted:
         assert "differ from transformers' rendering" in oracle.violations[0].message
+
+
+# --- the oracle reads every input kind as pack does, and renders as transformers does ---
+
+
+def _assets_templates() -> dict[str, Path]:
+    from conftest import ASSETS
+
+    return {p.stem: p for p in sorted((ASSETS / "templates").glob("*_training.jinja"))}
+
+
+def _records(conversation_key: str = "messages") -> list[dict]:
+    """Tool calls with reasoning, plain chats (content as strings and as parts), a system prompt: something every
+    training template in the assets renders (what one cannot render is a reject, not compared)."""
+    from chat_data import tool_conversations
+
+    records = tool_conversations(6, string_arguments=False)
+    for message in (m for r in records for m in r["messages"] if m.get("content") is None):
+        message["content"] = ""
+    records += [{"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": f"Q{k}?"},
+                              {"role": "assistant", "content": f"A{k}.", "reasoning_content": f"think {k}"}]}
+                for k in range(4)]
+    records += [{"messages": [{"role": "user", "content": [{"type": "text", "text": f"P{k}?"}]},
+                              {"role": "assistant", "content": [{"type": "text", "text": f"R{k}."}]}]}
+                for k in range(4)]
+    return [{conversation_key if key == "messages" else key: value for key, value in r.items()} for r in records]
+
+
+def _inputs(root: Path, records: list[dict]) -> list[str]:
+    """The records as JSONL; those with string content as Parquet (one schema, as a JSON-to-Parquet conversion
+    writes it: a column holds strings or lists, never both) and those with parts as a datasets.save_to_disk
+    directory."""
+    import datasets
+    from conftest import write_jsonl, write_parquet
+
+    def parts(r: dict) -> bool:
+        return any(isinstance(m["content"], list) for m in next(v for k, v in r.items() if k != "tools"))
+
+    write_jsonl(root / "chat.jsonl", records)
+    write_parquet(root / "chat.parquet", [r for r in records[::-1] if not parts(r)])
+    datasets.Dataset.from_list([r for r in records if parts(r)]).save_to_disk(str(root / "chat_ds"))
+    return [str(root / "chat.jsonl"), str(root / "chat.parquet"), str(root / "chat_ds")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(_assets_templates()))
+def test_every_input_kind_and_training_template_with_a_column_mapping(name, tokenizer_dir, tmp_path):
+    """JSONL, Parquet (row 0 included) and a datasets directory, read through --messages-field conversation:
+    transformers renders exactly what packcli packed, on every training template of the assets."""
+    from packcli.ingest import FieldMap
+
+    inputs = _inputs(tmp_path, _records("conversation"))
+    out = tmp_path / "packed"
+    pack_corpus(PackConfig(inputs=tuple(inputs), tokenizer=str(tokenizer_dir), out=out, capacity=4096,
+                           template=str(_assets_templates()[name]), fields=FieldMap(messages="conversation"),
+                           max_reject_fraction=1.0))
+    report = verify_artifact(out, workers=1, render_oracle="transformers")
+    checks = {c.name: c for c in report.checks}
+    oracle = checks["render_oracle"]
+    assert report.ok, [(c.name, c.skipped, [v.message for v in c.violations][:3]) for c in report.checks if not c.ok]
+    counts = json.loads((out / "manifest.json").read_text())["counts"]
+    assert oracle.checked == counts["packed"] + counts["truncated"] + counts["dropped"] > 0
+    import pyarrow.parquet as pq
+
+    parquet = next(k for k, e in enumerate(json.loads((out / "manifest.json").read_text())["inputs"])
+                   if e["kind"] == "parquet")
+    assert any(r["input"] == parquet and r["line"] == 0 for r in pq.read_table(out / "examples.parquet").to_pylist())
+
+
+def test_a_one_row_parquet_input_is_checked(tokenizer_dir, tmp_path):
+    from conftest import write_parquet
+
+    data = write_parquet(tmp_path / "one.parquet", [{"messages": [{"role": "user", "content": "Hi"},
+                                                                  {"role": "assistant", "content": "Hello."}]}])
+    out = tmp_path / "packed"
+    pack_corpus(PackConfig(inputs=(str(data),), tokenizer=str(tokenizer_dir), out=out, capacity=256))
+    oracle = next(c for c in verify_artifact(out, render_oracle="transformers").checks if c.name == "render_oracle")
+    assert oracle.ok and oracle.checked == 1
+
+
+def test_a_check_that_judged_nothing_is_not_ok(tokenizer_dir, tmp_path):
+    """Every record has a per-turn weight (packcli's convention, not transformers'): nothing judged, so not ok."""
+    from conftest import write_jsonl
+
+    data = write_jsonl(tmp_path / "weights.jsonl", [{"messages": [
+        {"role": "user", "content": f"Q{k}"}, {"role": "assistant", "content": "x", "weight": 0},
+        {"role": "user", "content": "again"}, {"role": "assistant", "content": f"A{k}"}]} for k in range(3)])
+    out = tmp_path / "packed"
+    pack_corpus(PackConfig(inputs=(str(data),), tokenizer=str(tokenizer_dir), out=out, capacity=256))
+    oracle = next(c for c in verify_artifact(out, render_oracle="transformers").checks if c.name == "render_oracle")
+    assert not oracle.ok and oracle.checked == 0 and "no record could be judged" in oracle.skipped
+
+
+@pytest.mark.real
+def test_gptoss_prints_the_pinned_date_through_transformers_own_global(tmp_path):
+    """gpt-oss calls strftime_now: the oracle gives it transformers' global on the pinned date (a callable
+    passed as a template variable reaches the template as a string, and failed)."""
+    from conftest import real_asset, write_jsonl
+
+    data = write_jsonl(tmp_path / "chat.jsonl", _records()[6:10])
+    out = tmp_path / "packed"
+    pack_corpus(PackConfig(inputs=(str(data),), tokenizer=str(real_asset("llama3_2")), out=out, capacity=2048,
+                           template=str(_assets_templates()["gptoss_training"]), template_date="2023-03-14"))
+    oracle = next(c for c in verify_artifact(out, workers=1, render_oracle="transformers").checks
+                  if c.name == "render_oracle")
+    assert oracle.ok and oracle.checked == 4, [v.message for v in oracle.violations][:2]
+    from transformers.utils.chat_template_utils import _compile_jinja_template
+
+    env = _compile_jinja_template(_assets_templates()["gptoss_training"].read_text()).environment
+    assert env.globals["strftime_now"]("%Y-%m-%d") != "2023-03-14"  # transformers' own global, given back
+
+
+def test_last_assistant_with_two_assistant_messages_in_a_row(tokenizer_dir, tmp_path):
+    """DeepSeek's training templates print consecutive assistant messages with no unmasked token between: the
+    final message alone is the last turn, as packcli masks it (the oracle once merged the two mask runs)."""
+    from importlib import resources
+
+    from conftest import write_jsonl
+
+    pytest.importorskip("trl")
+    template = tmp_path / "deepseekv3_training.jinja"
+    template.write_text((resources.files("trl") / "chat_templates" / "deepseekv3_training.jinja").read_text(),
+                        encoding="utf-8")
+    data = write_jsonl(tmp_path / "chat.jsonl", [{"messages": [
+        {"role": "user", "content": f"Q{k}?"}, {"role": "assistant", "content": f"First part {k}."},
+        {"role": "assistant", "content": f"Second part {k}."}]} for k in range(5)])
+    out = tmp_path / "packed"
+    pack_corpus(PackConfig(inputs=(str(data),), tokenizer=str(tokenizer_dir), out=out, capacity=1024,
+                           template=str(template), loss="last-assistant"))
+    report = verify_artifact(out, workers=1, render_oracle="transformers")
+    oracle = next(c for c in report.checks if c.name == "render_oracle")
+    assert report.ok and oracle.checked == 5, [v.message for v in oracle.violations][:2]
+
+
+@pytest.mark.real
+def test_empty_generation_blocks_supervise_nothing(tmp_path):
+    """DiffusionGemma's tool-call turns with empty content close an empty {% generation %} block. transformers'
+    mask marks the token straddling its position ('><' with Qwen3's tokenizer: template text, no character the
+    assistant wrote); packcli supervises what a block holds, nothing here. The oracle compares under that rule
+    (docs/chat-data.md), so the difference is named, tested, and no false alarm."""
+    from chat_data import tool_conversations
+    from conftest import real_asset, write_jsonl
+    from transformers import AutoTokenizer
+    from transformers.utils.chat_template_utils import render_jinja_template
+
+    text = _assets_templates()["diffusion_gemma_training"].read_text()
+    records = tool_conversations(8, string_arguments=False)
+    for message in (m for r in records for m in r["messages"] if m.get("content") is None):
+        message["content"] = ""
+    out = tmp_path / "packed"
+    pack_corpus(PackConfig(inputs=(str(write_jsonl(tmp_path / "tools.jsonl", records)),),
+                           tokenizer=str(real_asset("qwen3")), out=out, capacity=8192, template=str(
+                               _assets_templates()["diffusion_gemma_training"]), loss="assistant"))
+    report = verify_artifact(out, workers=1, render_oracle="transformers")
+    assert report.ok, [(c.name, [v.message for v in c.violations][:2]) for c in report.checks if not c.ok]
+    hf = AutoTokenizer.from_pretrained(str(real_asset("qwen3")))
+    straddling = []
+    for record in records:
+        mask = hf.apply_chat_template(record["messages"], tools=record["tools"], chat_template=text, tokenize=True,
+                                      return_dict=True, return_assistant_tokens_mask=True)["assistant_masks"]
+        rendered, blocks = render_jinja_template(conversations=[record["messages"]], tools=record["tools"],
+                                                 chat_template=text, return_assistant_tokens_mask=True,
+                                                 **hf.special_tokens_map)
+        offsets = hf(rendered[0], add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+        for start, end in blocks[0]:
+            straddling += [rendered[0][a:b] for t, (a, b) in enumerate(offsets)
+                           if start == end and a < start < b and mask[t]]
+    assert straddling and set(straddling) == {"><"}  # what transformers alone would train on

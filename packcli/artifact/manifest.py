@@ -143,6 +143,8 @@ def rebuild_command(manifest: dict, directory: str | Path) -> str:
     for flag, value in options.items():
         if value is not None and value != "auto" and not (flag == "--dedupe" and value == "none"):
             args += [flag, str(value)]
+    for name in config.get("allow_dropped_fields") or ():
+        args += ["--allow-dropped-fields", str(name)]
     args += [] if config.get("shuffle", True) else ["--no-shuffle"]
     args += [] if config.get("shuffle_packs", True) else ["--no-shuffle-packs"]
     return shlex.join(args) + note

@@ -105,8 +105,14 @@ def write_seam_table(path: Path, columns: dict[str, object]) -> None:
 
 
 def reject_row(index: int, source: str, line: int, reason: str) -> dict[str, object]:
-    """One line of rejects.jsonl, as written and as ``verify`` expects it from the seam table."""
+    """One line of rejects.jsonl as an object."""
     return {"input": index, "source": source, "line": line, "reason": reason}
+
+
+def reject_line(index: int, source: str, line: int, reason: str) -> str:
+    """One line of rejects.jsonl exactly as written (without its newline). ``verify`` compares the file with
+    these lines as text, so the same object spelled otherwise (a key twice, other escapes) is caught."""
+    return json.dumps(reject_row(index, source, line, reason), ensure_ascii=False)
 
 
 def _array(values: object, rows: slice, kind: pa.DataType) -> pa.Array:
@@ -121,7 +127,7 @@ def write_rejects(path: Path, rejects: Iterable[tuple[int, str, int, str]]) -> i
     count = 0
     with open(path, "w", encoding="utf-8") as handle:
         for index, source, line, reason in rejects:
-            handle.write(json.dumps(reject_row(index, source, line, reason), ensure_ascii=False) + "\n")
+            handle.write(reject_line(index, source, line, reason) + "\n")
             count += 1
     return count
 

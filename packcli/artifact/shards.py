@@ -135,7 +135,8 @@ def numpy_view(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
     if isinstance(array, pa.ChunkedArray):
         array = array.combine_chunks()
     if array.null_count:
-        raise ValueError(f"a {array.type} column holds nulls, which the contract's schema does not allow")
+        raise ContractError(f"a {array.type} column holds nulls, which the contract's schema does not allow",
+                            "run `packcli verify` on the artifact")
     dtype = np.dtype(array.type.to_pandas_dtype())
     data = array.buffers()[1]
     if data is None:  # an empty array may have no buffer

@@ -18,9 +18,11 @@ parts from the full text. That holds for any prefix-preserving template (TRL's t
 made so); a template that renders earlier turns differently inside a generation block is refused for
 that record rather than guessed at.
 
-A rendered record must still hold what the record says: a message's content that the text lost (a
-template that reads a string given parts, or parts given a string), a list of parts printed as Python
-text, or a tool call the template never printed, is a rejection, never an empty turn trained on.
+A rendered record must still hold what the record says, each message in its own turn
+(`packcli.chat.guards`): a message's content the text lost (a template that reads a string given parts,
+or parts given a string), a list of parts printed as text, a tool call or tool result the template
+never printed in its turn, is a rejection, never an empty turn trained on; a field the user allows a
+template to drop (``--allow-dropped-fields tool_calls``) is reported in ``Rendered.dropped`` instead.
 """
 
 from __future__ import annotations
@@ -37,11 +39,12 @@ from jinja2 import nodes
 from jinja2.ext import Extension
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from packcli.chat.guards import Dropped, check_kept
 from packcli.chat.templates import ChatTemplate, no_markers
 from packcli.choices import LossPolicy
 from packcli.errors import InputError
 from packcli.ingest import Kind, Record
-from packcli.messages import CONSUMED_KEYS, REASONING_FIELDS, content_texts
+from packcli.messages import CONSUMED_KEYS, REASONING_FIELDS
 from packcli.tokenizer.ends import TextEnds
 
 # Templates that print the date (Llama 3.1, gpt-oss) must render the same text on every run.
@@ -50,11 +53,13 @@ DEFAULT_TEMPLATE_DATE = date(2024, 7, 26)
 
 @dataclass(frozen=True)
 class Rendered:
-    """Text to tokenize, the half-open character spans that carry loss, and whether to add specials."""
+    """Text to tokenize, the half-open character spans that carry loss, whether to add specials, and the
+    fields the template dropped that the user allowed it to drop (`packcli.chat.guards`)."""
 
     text: str
     spans: tuple[tuple[int, int], ...]
     add_special_tokens: bool
+    dropped: frozenset[str] = frozenset()
 
 
 class RenderError(Exception):
@@ -251,7 +256,8 @@ class Renderer:
     """Renders records to text plus supervised character spans under one template and loss policy."""
 
     def __init__(self, template: ChatTemplate, policy: LossPolicy, *, bos_token: str | None, eos_token: str | None,
-                 template_date: date = DEFAULT_TEMPLATE_DATE, text_ends: TextEnds | None = None) -> None:
+                 template_date: date = DEFAULT_TEMPLATE_DATE, text_ends: TextEnds | None = None,
+                 allow_dropped: frozenset[str] = frozenset()) -> None:
         """``text_ends``: a text record's BOS and EOS (`packcli.tokenizer.ends.text_ends`; None: the text and
         ``eos_token``, the tokenizer's post-processor adding its own)."""
         try:
@@ -263,6 +269,7 @@ class Renderer:
         self._reads = template_reads(template.text)
         self.template = template
         self.policy = LossPolicy(policy)
+        self.allow_dropped = frozenset(allow_dropped)
         self.bos_token = bos_token
         self.eos_token = eos_token
         self.text_ends = text_ends if text_ends is not None else TextEnds(suffix=eos_token or "")
@@ -314,7 +321,10 @@ class Renderer:
         if supervised and not assistants:
             raise RenderError("no assistant turn to supervise; use --loss all to train on the whole text")
         text, blocks = self._run(messages, record.template_kwargs)
-        _check_content(messages, text)
+        try:
+            dropped = check_kept(messages, text, self.allow_dropped)
+        except Dropped as exc:
+            raise RenderError(str(exc)) from None
         if policy is LossPolicy.all:
             spans = [(0, len(text))]
         else:
@@ -338,7 +348,7 @@ class Renderer:
         if not spans:
             raise RenderError("nothing left to supervise: the turns that would carry loss have weight 0")
         # The template renders special tokens (BOS included) itself: adding them again would double BOS.
-        return Rendered(text, tuple(spans), add_special_tokens=False)
+        return Rendered(text, tuple(spans), add_special_tokens=False, dropped=dropped)
 
     def _run(self, messages: Sequence[dict], kwargs: dict) -> tuple[str, list[tuple[int, int]]]:
         """Render ``messages`` as transformers does; the text and its generation blocks' spans."""
@@ -398,60 +408,6 @@ def _subtract(spans: list[tuple[int, int]], a: int, b: int) -> list[tuple[int, i
         if max(s, b) < e:
             out.append((max(s, b), e))
     return out
-
-
-def _check_content(messages: Sequence[dict], text: str) -> None:
-    """Reject a render that lost what a message says: its content, or one of its tool calls.
-
-    A text counts as present when it appears stripped, as a JSON string's body (``content | tojson``),
-    or line by line in order (templates strip content, and split ``<think>`` from the answer). Jinja
-    prints a list as Python's repr: a part printed that way is content in the wrong shape, whatever
-    text it happens to contain. Each search starts where the previous message's text was found
-    (templates print messages in order) and only then, if need be, from the start: the answer is the
-    same, but a conversation of thousands of turns is searched once, not once per turn.
-    """
-    at = 0
-    for i, message in enumerate(messages):
-        content = message.get("content")
-        where = f"message {i} ({message['role']})"
-        if isinstance(content, list) and content and repr(content[0]) in text:
-            raise RenderError(f"{where}: the template printed the list of content parts as Python text; it expects "
-                              "content as a string")
-        for piece in content_texts(content):
-            found = _find(piece, text, at)
-            if found < 0 and at:
-                found = _find(piece, text, 0)
-            if found < 0:
-                shape = "a list of text parts" if isinstance(content, str) else "a string"
-                raise RenderError(f"{where}: content lost in rendering (the template printed none of it; it may "
-                                  f"expect content as {shape})")
-            at = found
-        for j, call in enumerate(message.get("tool_calls") or ()):
-            name = call.get("function", call)["name"]
-            if name not in text:
-                raise RenderError(f"{where}: tool_calls[{j}] ({name}) lost in rendering (the template does not print "
-                                  "tool calls)")
-
-
-def _find(piece: str, text: str, start: int) -> int:
-    """Where ``piece`` appears in ``text`` at or after ``start`` (see `_check_content`), or -1."""
-    stripped = piece.strip()
-    if not stripped:
-        return start
-    if (found := text.find(stripped, start)) >= 0:
-        return found
-    if (found := text.find(json.dumps(stripped, ensure_ascii=False)[1:-1], start)) >= 0:
-        return found
-    first, at = -1, start
-    for line in stripped.splitlines():
-        line = line.strip()
-        if line:
-            at = text.find(line, at)
-            if at < 0:
-                return -1
-            first = at if first < 0 else first
-            at += len(line)
-    return first if first >= 0 else start
 
 
 def effective_policy(policy: LossPolicy, kind: Kind) -> LossPolicy:

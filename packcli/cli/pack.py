@@ -12,6 +12,7 @@ from packcli.choices import (
     AddToken,
     BackendChoice,
     Dedupe,
+    DroppableField,
     EngineName,
     Format,
     LossPolicy,
@@ -86,6 +87,10 @@ def pack(
     mix: Annotated[Optional[str], typer.Option(
         help="Weigh sources: proportions (a.jsonl=0.7,b.parquet=0.3) or repeats (a.jsonl=3x,b.parquet=0.5x); "
              "seeded by --seed.", show_default=False, rich_help_panel=INPUTS)] = None,
+    allow_dropped_fields: Annotated[Optional[list[DroppableField]], typer.Option(
+        help="Pack records whose template drops this field (tool_calls: the call turn is trained as the template "
+             "renders it), counted in the summary and the manifest; without it such a record is a reject.",
+        show_default=False, rich_help_panel=INPUTS)] = None,
     template: Template = "auto",
     template_date: TemplateDate = "2024-07-26",
     loss: Loss = LossPolicy.auto,
@@ -179,7 +184,7 @@ def pack(
             loss=loss, input_format=input_format, fields=dict(
                 messages=messages_field, role=role_field, content=content_field, prompt=prompt_field,
                 completion=completion_field, text=text_field), text_bos=text_bos, text_eos=text_eos, dedupe=dedupe,
-            mix=mix, strategy=strategy,
+            mix=mix, allow_dropped_fields=tuple(allow_dropped_fields or ()), strategy=strategy,
             window=window, seed=seed, shuffle=shuffle,
             shuffle_packs=shuffle_packs, overlong=overlong, split_overlap=split_overlap,
             split_min_last=split_min_last, on_error=on_error, min_density=min_density,

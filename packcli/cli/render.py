@@ -69,6 +69,8 @@ def render_pack_summary(summary, *, as_json: bool) -> None:  # noqa: ANN001 - Pa
                                 f"{lost['examples']:,} examples)")
     if counts["duplicate"] or counts["unsampled"] or m["config"]["dedupe"] != "none" or m["config"]["mix"]:
         table.add_row("duplicate / unsampled", f"{counts['duplicate']:,} / {counts['unsampled']:,}")
+    for name, count in counts.get("dropped_fields", {}).items():
+        table.add_row(f"{name} dropped by the template", f"{count:,} records (--allow-dropped-fields)")
     table.add_row("packs (capacity)", f"{counts['packs']:,} ({m['config']['capacity']:,})")
     table.add_row("tokens / supervised", f"{counts['tokens']:,} / {counts['supervised_tokens']:,}")
     table.add_row("density", f"{metrics['density']:.4f}")
@@ -113,6 +115,9 @@ def input_warning_lines(warnings: dict) -> list[str]:
     if warnings["ignored_fields"]:
         fields = ", ".join(f"{name} ({count:,} records)" for name, count in warnings["ignored_fields"].items())
         lines.append(f"fields the template never reads: {fields}")
+    for path, columns in warnings.get("column_types", {}).items():
+        lines.append(f"{path}: columns whose type cannot hold the JSON they came from, so a template that prints "
+                     f"them renders other text (store them as JSON strings to keep them exact): {'; '.join(columns)}")
     return lines
 
 

@@ -1,8 +1,9 @@
 """Reading packs from an artifact, one Parquet row group at a time.
 
 Stands on ``packcli.artifact`` alone (never on the verifier): the manifest is read with its contract
-check, each shard's sha256 is checked the first time this process reads it (``check_hashes=False``
-skips it), and only one row group is decoded at a time, so memory follows the row-group size, not
+check, a folder holding anything its manifest does not list is refused (`packcli.artifact.listing`),
+each shard's sha256 is checked the first time this process reads it (``check_hashes=False`` skips
+it), and only one row group is decoded at a time, so memory follows the row-group size, not
 the artifact's. The trade-off: a shard is hashed whole before its first row group is used, which
 reads it twice; that is the price of never training on a byte the manifest did not pin.
 """
@@ -57,7 +58,8 @@ class PackReader:
         check_hashes: compare each shard's sha256 with the manifest before its first row group is read.
 
     Raises:
-        PackcliError: not an artifact, a contract this packcli does not read, an unreadable shard.
+        PackcliError: not an artifact, a contract this packcli does not read, a folder holding what its
+            manifest does not list, an unreadable shard.
     """
 
     def __init__(self, directory: str | Path, *, check_hashes: bool = True) -> None:
@@ -65,10 +67,17 @@ class PackReader:
         import pyarrow.parquet as pq
 
         from packcli.artifact import manifest as mf
+        from packcli.artifact.listing import describe_stranger, listed_names, strangers
         from packcli.errors import ContractError
 
         self.directory = Path(directory)
         self.manifest = mf.read_manifest(self.directory, contracts=SHARD_CONTRACTS)  # the packs are the same
+        found = strangers(self.directory, self.manifest)
+        if found:  # what else a folder holds can change what another reader of it trains on: refuse, as verify does
+            more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+            raise ContractError(f"{self.directory}: not the artifact its manifest lists: "
+                                f"{describe_stranger(*found[0], found[0][0] in listed_names(self.manifest))}{more}",
+                                "remove what packcli did not write (`packcli verify` lists every such entry)")
         self.check_hashes = check_hashes
         self.shards = [info["name"] for info in self.manifest["shards"]]
         self._verified: set[str] = set()

@@ -2,8 +2,12 @@
 
 A table converted from JSONL has one schema for all its rows, so a field that a record did not have
 is a null in that row (a struct of turns gets every key any turn had). Nulls are therefore read as
-absent fields, recursively in structs: a row then parses exactly as the JSON line it came from, and
-the same record gives the same example (and the same ``--dedupe exact`` key) from either format.
+absent fields, recursively in structs: a record's strings, lists and keys come back as its JSON line
+had them, and the same record gives the same example (and the same ``--dedupe exact`` key) from
+either format. What a table's types cannot hold does not come back (docs/inputs.md): a struct's keys
+in the table's order and without the ones whose value was null, and a whole number in a float column
+as a float (5 as 5.0). Where a template prints such a field whole (tool arguments, tools, documents,
+template variables) that changes the text: `type_warnings` names those columns.
 """
 
 from __future__ import annotations
@@ -71,3 +75,31 @@ def _turn_problems(kind: pa.DataType, fields: FieldMap) -> list[str]:
     keys = {kind.value_type.field(i).name for i in range(kind.value_type.num_fields)}
     return [f"the turns of column {fields.option('messages')} have no key {fields.option(part)}; keys: "
             f"{', '.join(sorted(keys))}" for part in ("role", "content") if getattr(fields, part) not in keys]
+
+
+PRINTED_WHOLE = ("tools", "documents", "chat_template_kwargs", "arguments")  # fields templates print as JSON
+
+
+def type_warnings(schema: pa.Schema) -> list[str]:
+    """The columns (by path) whose Arrow type cannot hold the JSON they came from where a template prints it:
+    a float field (whole numbers read back as 5.0), or a struct under a field templates print whole (keys in
+    the table's order, null members dropped). One line each; empty for a table that keeps its JSON."""
+    found: list[str] = []
+
+    def walk(kind: pa.DataType, path: str, printed: bool, named: bool) -> None:
+        if pa.types.is_floating(kind):
+            found.append(f"{path} is {kind}: a whole number the JSON had as 5 reads back as 5.0")
+        elif pa.types.is_struct(kind):
+            if printed and not named:  # the outermost such struct only: what is inside it is said with it
+                found.append(f"{path} is a struct: its keys read back in the table's order, without the ones whose "
+                             "value was null")
+                named = True
+            for i in range(kind.num_fields):
+                child = kind.field(i)
+                walk(child.type, f"{path}.{child.name}", printed or child.name in PRINTED_WHOLE, named)
+        elif pa.types.is_list(kind) or pa.types.is_large_list(kind):
+            walk(kind.value_type, f"{path}[]", printed, named)
+
+    for column in schema:
+        walk(column.type, column.name, column.name in PRINTED_WHOLE, False)
+    return found

@@ -134,7 +134,8 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
     template = resolve_template(config.template, tokenizer, config.loss)
     renderer = Renderer(template, config.loss, bos_token=tokenizer.bos_token, eos_token=tokenizer.eos_token,
                         template_date=date.fromisoformat(config.template_date),
-                        text_ends=text_ends(tokenizer, config.text_bos, config.text_eos))
+                        text_ends=text_ends(tokenizer, config.text_bos, config.text_eos),
+                        allow_dropped=frozenset(config.allowed_dropped()))
     if mixture is not None:  # the mixture numbers inputs as resolved; the manifest, as read
         position = {f.path: i for i, f in enumerate(files)}
         mixture = mixture.renumbered([position[s.path] for s in sources])
@@ -145,6 +146,7 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
                   tokenizer_backend_version=tokenizer.backend_version, loss=config.loss.value,
                   input_format=config.input_format.value, fields=tuple(sorted(config.fields.renames().items())),
                   keys=config.dedupe is Dedupe.exact, text_bos=config.text_bos.value, text_eos=config.text_eos.value,
+                  allow_dropped=tuple(config.allowed_dropped()),
                   batch_records=config.batch_records,
                   fail_fast=config.on_error is OnError.fail, work_dir=str(space.work),
                   config_hash=_tokenization_hash(tokenizer, template, config))
@@ -219,7 +221,7 @@ def _tokenization_hash(tokenizer: LoadedTokenizer, template: ChatTemplate, confi
     key = [code_digest(), tokenizer.sha256, template.sha256, config.loss.value, config.input_format.value,
            config.on_error.value, config.lines_per_unit, tokenizer.backend_name, tokenizer.backend_version,
            config.template_date, tokenizer.bos_token, tokenizer.eos_token, config.fields.renames(),
-           config.dedupe.value, config.text_bos.value, config.text_eos.value]
+           config.dedupe.value, config.text_bos.value, config.text_eos.value, config.allowed_dropped()]
     return hashlib.sha256(json.dumps(key).encode()).hexdigest()
 
 
@@ -253,15 +255,20 @@ def _tokenization_facts(tokenizer: LoadedTokenizer, units: list[UnitIndex]) -> d
     return facts
 
 
-def _warning_facts(index: ExampleIndex, files: list) -> dict:
-    """Records used with a warning: read by precedence (ambiguous), or carrying fields the template never reads.
+def _warning_facts(index: ExampleIndex, files: list[InputFile]) -> dict:
+    """Records used with a warning: read by precedence (ambiguous), or carrying fields the template never reads;
+    and the table columns whose type cannot hold the JSON they came from (`packcli.ingest.columnar.type_warnings`).
 
     Unhashed, like the other run facts: they describe the input, and the seam table and counts already pin
     what was made of it.
     """
+    from packcli.ingest import reader
+    from packcli.ingest.columnar import type_warnings
+
     warnings = index.warnings
     first = warnings.first_ambiguous
+    tables = {f.path: type_warnings(schema) for f in files if (schema := reader(f.kind).schema(f)) is not None}
     return {"ambiguous_records": warnings.ambiguous,
             "first_ambiguous": f"{files[first[0]].path}:{first[1]}" if first else None,
-            "ignored_fields": warnings.ignored}
+            "ignored_fields": warnings.ignored, "column_types": {path: lines for path, lines in tables.items() if lines}}
 

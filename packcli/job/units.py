@@ -204,6 +204,7 @@ class UnitJob:
     keys: bool = False  # compute content keys (--dedupe exact)
     text_bos: str = "auto"  # a text record's BOS and EOS (`packcli.tokenizer.ends.text_ends`)
     text_eos: str = "auto"
+    allow_dropped: tuple[str, ...] = ()  # fields the template may drop (--allow-dropped-fields)
 
     def build_preparer(self) -> Preparer:
         """The tokenizer, template and renderer this job names (`packcli.prepare.preparer_for` caches it)."""
@@ -226,7 +227,8 @@ class UnitJob:
         renderer = Renderer(ChatTemplate(self.template_text, self.template_source), LossPolicy(self.loss),
                             bos_token=tok.bos_token, eos_token=tok.eos_token,
                             template_date=date.fromisoformat(self.template_date),
-                            text_ends=text_ends(tok, self.text_bos, self.text_eos))
+                            text_ends=text_ends(tok, self.text_bos, self.text_eos),
+                            allow_dropped=frozenset(self.allow_dropped))
         return Preparer(renderer, tok, Format(self.input_format), FieldMap.of(dict(self.fields)), keys=self.keys)
 
 

@@ -9,7 +9,7 @@
         old-XXXXXXXX/               with --force, the previous OUT while the new one moves in
 
 What a run may replace or remove (`out_problems`, checked before any work and again under the lock):
-``--out`` when it is an empty folder, or with ``--force`` a packcli artifact (`packcli.artifact.files`);
+``--out`` when it is an empty folder, or with ``--force`` a packcli artifact (`packcli.artifact.listing`);
 never a file, a link, a folder holding anything else or any input, the current directory or one
 above it, home or ``/``. Beside it, only a work folder that carries packcli's marker (an empty one
 is adopted) and a lock file that reads as a packcli lock; inside the work folder, ``tmp-``/``old-``
@@ -44,7 +44,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
-from packcli.artifact.files import not_an_artifact
+from packcli.artifact.listing import not_an_artifact
 from packcli.checks import name_max, output_dir_problems, raise_all
 from packcli.errors import InputError, PackcliError, PathError, unusable_path
 from packcli.interrupts import signals_held

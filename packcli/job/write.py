@@ -162,7 +162,8 @@ def build_manifest(directory: Path, *, examples: Examples, plan: PackPlan, confi
     sha256, so the same data packed from two directories has the same hash (`provenance` has the paths).
     ``counts.records`` counts seam-table rows (a mixture's copies and a split example's chunks are rows
     of their own), and ``inputs[i].records`` the records read from input ``i``; ``counts.by_input[i]``
-    breaks the statuses, examples and tokens down by input.
+    breaks the statuses, examples and tokens down by input; with ``--allow-dropped-fields``,
+    ``counts.dropped_fields`` counts per field the records the template dropped it from.
     """
     from packcli.job.plan import plan_metrics  # here: plan.py imports this module's ShardTask
 
@@ -175,6 +176,8 @@ def build_manifest(directory: Path, *, examples: Examples, plan: PackPlan, confi
     counts.update(records=n, packs=plan.num_packs, supervised_tokens_lost=supervised_lost, tokens_lost=tokens_lost,
                   by_input=[count_examples(status[mask], used_len[mask], used_sup[mask])
                             for mask in (index.file_index == i for i in range(len(files)))])
+    if config.allow_dropped_fields:  # the records made into examples whose template dropped an allowed field
+        counts["dropped_fields"] = {name: index.warnings.dropped.get(name, 0) for name in config.allowed_dropped()}
     seam_table = directory / SEAM_TABLE_NAME
     return {
         "tokenizer": {"sha256": tokenizer.sha256, "bos_token": tokenizer.bos_token, "eos_token": tokenizer.eos_token},

@@ -6,20 +6,21 @@ line, a copy and a chunk no other row names, and carries the documented id of th
 Every segment of every pack (a cu_seqlens span: together they cover every token) belongs to exactly
 one packed, truncated or split row (a split example's chunks are segments of one id, each claimed by
 its own row), at the shard, row, offset and length the row says, and holds the tokens its
-``token_hash`` pins; every other row is in no pack. rejects.jsonl holds exactly the rejected
-rows. The manifest's ``counts`` and each input's ``records`` are recounted from the seam table and
-the packs. That every source line has a row (and no row a line that is not a record) is
+``token_hash`` pins; every other row is in no pack. rejects.jsonl is exactly what pack writes for
+the rejected rows, byte for byte. The manifest's ``counts`` and each input's ``records`` are recounted
+from the seam table and the packs. That every source line has a row (and no row a line that is not a record) is
 reconstruction's half.
 """
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Iterable
 
 import numpy as np
 
-from packcli.artifact.seams import reject_row
+from packcli.artifact.seams import reject_line
 from packcli.contract import IN_PACKS, REJECTED, STATUSES, example_id
 from packcli.job.units import occurrences
 from packcli.job.write import count_examples, overlong_losses
@@ -143,18 +144,27 @@ def _check_unclaimed(claims: _Claims, rows: dict[str, list], seen_ids: dict[tupl
 
 
 def _check_rejects(artifact: Artifact, rows: dict[str, list], result: CheckResult) -> None:
-    """rejects.jsonl lists the rejected rows of the seam table, in order, with their reasons."""
+    """rejects.jsonl is, line for line and byte for byte, what pack writes for the seam table's rejected rows."""
     if artifact.rejects is None:
         return  # integrity reported it
-    expected = [reject_row(rows["input"][i], rows["source"][i], rows["line"][i], rows["reason"][i])
+    expected = [reject_line(rows["input"][i], rows["source"][i], rows["line"][i], rows["reason"][i])
                 for i, status in enumerate(rows["status"]) if status == STATUSES[REJECTED]]
     for k in range(max(len(expected), len(artifact.rejects))):
         got = artifact.rejects[k] if k < len(artifact.rejects) else None
         want = expected[k] if k < len(expected) else None
         if got != want:
-            result.fail(Violation(f"rejects.jsonl row {k + 1} is {got}, the seam table's rejected rows say {want}",
-                                  field="rejects"))
+            same = got is not None and want is not None and _parsed(got) == _parsed(want)
+            result.fail(Violation(f"rejects.jsonl line {k + 1} is not what pack writes for the seam table's rejected "
+                                  f"rows{' (the same object, spelled otherwise)' if same else ''}: {got} instead of "
+                                  f"{want}", field="rejects"))
             return
+
+
+def _parsed(line: str) -> object:
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError:
+        return None
 
 
 def recount(totals: Iterable[ShardTotals], rows: dict[str, list], num_inputs: int) -> dict:
@@ -194,7 +204,7 @@ def _check_counts(artifact: Artifact, rows: dict[str, list], manifest: dict, res
     if artifact.unreadable:
         for key in over_packs:
             actual.pop(key)  # integrity reported the shards these would be counted over
-    counts = manifest["counts"]
+    counts = {k: v for k, v in manifest["counts"].items() if k != "dropped_fields"}  # reconstruction's to recount
     pinned, derived = dict(_leaves(counts, "counts")), dict(_leaves(actual, "counts"))
     for path in sorted(set(pinned) | set(derived)):
         if path in derived and pinned.get(path) != derived[path]:

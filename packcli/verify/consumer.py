@@ -1,25 +1,30 @@
-"""``verify --consumer``: run a trainer's own collation code on the artifact's packs and check what the
+"""``verify --consumer``: read the artifact as a trainer does, run its own collation code, and check what the
 model would receive.
 
-    trl      TRL's ``DataCollatorForLanguageModeling(padding_free=True)`` as SFTTrainer builds it, fed
-             the rows as SFTTrainer passes them: only its signature columns (input_ids, labels,
-             seq_lengths in TRL 1.16; asked of TRL itself, not copied here)
-    hf       transformers' ``DataCollatorWithFlattening(return_flash_attn_kwargs=True)`` fed the rows as
-             a ``Trainer`` passes them (one feature per row)
+    trl      ``datasets.load_dataset(OUT)`` (the card's command: it honours the card's YAML and any
+             ``.huggingface.yaml``), narrowed by transformers' ``Trainer`` to SFTTrainer's signature
+             columns (input_ids, labels, seq_lengths in TRL 1.16; asked of TRL itself, not copied here),
+             then TRL's ``DataCollatorForLanguageModeling(padding_free=True)`` as SFTTrainer builds it
+    hf       ``load_dataset(OUT)`` narrowed to a causal LM's columns, then transformers'
+             ``DataCollatorWithFlattening(return_flash_attn_kwargs=True)`` (one feature per row)
     packcli  ``packcli.data.PackDataset`` with ``collate_hf``
 
-The expected layout comes from the artifact alone (``cu_seqlens``), never from the consumer. Per
-batch of ``batch_packs`` rows, in stored order: nothing truncated or changed, positions restart at
-every seam (what sdpa/eager/flex models cut on) and no attention_mask overrides them, the varlen
-boundaries equal the seams (what flash kernels cut on), no supervised label at a seam, no
-supervised label lost. A consumer that fails is
-named with why and what to change (``advice``), and ``verify`` exits 1.
+So whatever the consumer would read is what is checked: a file that redirects, narrows or filters
+``load_dataset`` is caught here as it would act in training. The expected side is the shards the
+manifest lists, read here (``cu_seqlens``), never through the consumer. Per batch of ``batch_packs``
+rows, in stored order: the same rows and tokens, positions restart at every seam (what
+sdpa/eager/flex models cut on) and no attention_mask overrides them, the varlen boundaries equal
+the seams (what flash kernels cut on), no supervised label at a seam, every label the packs'
+(none lost, none added). A consumer that fails is named with why and what to change
+(``advice``), and ``verify`` exits 1.
 """
 
 from __future__ import annotations
 
+import tempfile
 import time
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from packcli.contract import IGNORE_INDEX, SHARD_CONTRACTS
-from packcli.data.read import Pack, PackReader
+from packcli.data.read import Pack
 from packcli.errors import InputError
 from packcli.verify.report import CheckResult, Violation
 
@@ -116,29 +121,53 @@ def check_batch(seen: Seen, packs: list[Pack], where: str) -> list[str]:
         k = int(np.flatnonzero(seam_labels != IGNORE_INDEX)[0])
         problems.append(f"{where}: the first label of example {k} of the batch is supervised "
                         f"({int(seam_labels[k])}): the previous example's last token would be trained to predict it")
-    lost = int(np.count_nonzero((labels != IGNORE_INDEX) & (seen.labels[:n] == IGNORE_INDEX)))
+    got_labels = seen.labels[:n]
+    lost = int(np.count_nonzero((labels != IGNORE_INDEX) & (got_labels == IGNORE_INDEX)))
     if lost:
         problems.append(f"{where}: {lost} supervised labels were masked by the consumer")
+    added = np.flatnonzero((labels == IGNORE_INDEX) & (got_labels != IGNORE_INDEX))
+    if len(added):
+        problems.append(f"{where}: {len(added)} labels the packs do not supervise are supervised by the consumer "
+                        f"(first at token {int(added[0])}): the model would be trained on prompts, system or user "
+                        "turns")
+    changed = np.flatnonzero((labels != IGNORE_INDEX) & (got_labels != IGNORE_INDEX) & (labels != got_labels))
+    if len(changed):
+        problems.append(f"{where}: {len(changed)} supervised labels have another target than the packs' (first at "
+                        f"token {int(changed[0])})")
     return problems
 
 
-# The consumers: each turns batches of stored rows into what its model would receive.
+# The consumers: each reads the artifact its own way and turns batches of rows into what its model receives.
 
 
-def _rows(reader: PackReader, columns: list[str] | None) -> Iterator[tuple[Pack, dict]]:
-    """Each pack (from its own columns, whatever else the shard holds) with the row a ``datasets``-backed
-    trainer passes on: the shard's columns as lists, narrowed to ``columns`` (remove_unused_columns)."""
+def pinned_packs(directory: Path, manifest: dict) -> Iterator[Pack]:
+    """The artifact's packs as its manifest pins them: the listed shards in order, read here, one row group at a
+    time (the expected side; never through a consumer's own reading, which is what is checked). The seams are
+    ``cu_seqlens``, whatever else a shard holds."""
     import pyarrow.parquet as pq
 
-    for group in reader.row_groups:
-        table = pq.ParquetFile(reader.directory / reader.shards[group.shard]).read_row_group(group.index)
-        keep = [c for c in table.column_names if columns is None or c in columns]
-        stored = table.select(["input_ids", "labels", "position_ids", "cu_seqlens", "example_ids"]).to_pylist()
-        for own, row in zip(stored, table.select(keep).to_pylist()):
-            pack = Pack(np.asarray(own["input_ids"], np.int32), np.asarray(own["labels"], np.int32),
-                        np.asarray(own["position_ids"], np.int32), np.asarray(own["cu_seqlens"], np.int32),
-                        np.asarray(own["example_ids"], np.int64))
-            yield pack, row
+    columns = ["input_ids", "labels", "position_ids", "cu_seqlens", "example_ids"]
+    for info in manifest["shards"]:
+        handle = pq.ParquetFile(directory / info["name"])
+        for group in range(handle.num_row_groups):
+            for row in handle.read_row_group(group, columns=columns).to_pylist():
+                yield Pack(*(np.asarray(row[c], np.int64 if c == "example_ids" else np.int32) for c in columns))
+
+
+@contextmanager
+def loaded_dataset(directory: Path) -> Iterator[Any]:
+    """The train split exactly as ``datasets.load_dataset(OUT)`` gives it (the command the dataset card gives:
+    it honours the card's YAML and a ``.huggingface.yaml``), built in a temporary cache that goes with it."""
+    import datasets
+
+    bars = datasets.is_progress_bar_enabled()
+    datasets.disable_progress_bars()
+    try:
+        with tempfile.TemporaryDirectory(prefix="packcli-consumer-") as cache:
+            yield datasets.load_dataset(str(directory), split="train", cache_dir=cache)
+    finally:
+        if bars:
+            datasets.enable_progress_bars()
 
 
 def _batched(items: Iterator[Any], size: int) -> Iterator[list[Any]]:
@@ -172,84 +201,105 @@ def trl_signature_columns() -> list[str]:
     return list(probe._signature_columns)
 
 
-def _trl(reader: PackReader, batch_packs: int) -> tuple[Iterator[tuple[list[Pack], Seen]], str, dict[str, str]]:
+def trainer_columns(dataset: Any, signature: list[str]) -> Any:
+    """The dataset as transformers' ``Trainer`` hands it to the collator: its own ``_remove_unused_columns``
+    (``remove_unused_columns=True``, the default) with ``signature`` as the model's columns."""
+    from types import SimpleNamespace
+
+    from transformers import Trainer
+
+    probe = SimpleNamespace(args=SimpleNamespace(remove_unused_columns=True), _signature_columns=signature,
+                            _set_signature_columns_if_needed=lambda: None, model=None)
+    return Trainer._remove_unused_columns(probe, dataset)
+
+
+@dataclass
+class Reading:
+    """A consumer's batches (what its model receives), how it read them, and what its dataset holds (rows and
+    columns; None for a loader that has no dataset of rows)."""
+
+    batches: Iterator[Seen]
+    runs: str
+    versions: dict[str, str]
+    columns: list[str] | None = None
+    rows: int | None = None
+
+
+Runner = Callable[[Path, int, ExitStack], Reading]
+
+
+def _trl(directory: Path, batch_packs: int, stack: ExitStack) -> Reading:
     import trl
     from trl.trainer.sft_trainer import DataCollatorForLanguageModeling
 
     columns = trl_signature_columns()
-    # SFTTrainer: DataCollatorForLanguageModeling(pad_token_id=..., padding_free=True, pad_to_multiple_of=None);
-    # the pad id never appears without padding.
+    # SFTTrainer with the card's settings (skip_prepare_dataset, padding_free, max_length=None) prepares nothing:
+    # Trainer narrows the rows to its signature columns, then DataCollatorForLanguageModeling(padding_free=True).
+    # The pad id never appears without padding.
+    dataset = trainer_columns(stack.enter_context(loaded_dataset(directory)), columns)
     collator = DataCollatorForLanguageModeling(pad_token_id=0, padding_free=True)
-
-    def run() -> Iterator[tuple[list[Pack], Seen]]:
-        for batch in _batched(_rows(reader, columns), batch_packs):
-            yield [p for p, _ in batch], _seen(collator([r for _, r in batch]))
-
-    runs = (f"trl.trainer.sft_trainer.DataCollatorForLanguageModeling(padding_free=True) on rows narrowed to "
-            f"SFTTrainer's columns {columns}")
-    return run(), runs, {"trl": trl.__version__}
+    batches = (_seen(collator(rows)) for rows in _batched(iter(dataset), batch_packs))
+    runs = (f"datasets.load_dataset(OUT, split='train'), narrowed by transformers' Trainer to SFTTrainer's columns "
+            f"{columns}, then trl.trainer.sft_trainer.DataCollatorForLanguageModeling(padding_free=True)")
+    return Reading(batches, runs, {"trl": trl.__version__, "datasets": _version("datasets")}, dataset.column_names,
+                   len(dataset))
 
 
-def _hf(reader: PackReader, batch_packs: int) -> tuple[Iterator[tuple[list[Pack], Seen]], str, dict[str, str]]:
+def _hf(directory: Path, batch_packs: int, stack: ExitStack) -> Reading:
     import transformers
     from transformers import DataCollatorWithFlattening
 
+    # a causal LM's forward takes these of the artifact's columns (and attention_mask, which it has not)
+    dataset = trainer_columns(stack.enter_context(loaded_dataset(directory)),
+                              ["input_ids", "attention_mask", "position_ids", "labels", "label", "label_ids"])
     collator = DataCollatorWithFlattening(return_flash_attn_kwargs=True)
-
-    def run() -> Iterator[tuple[list[Pack], Seen]]:
-        for batch in _batched(_rows(reader, ["input_ids", "labels", "position_ids"]), batch_packs):
-            yield [p for p, _ in batch], _seen(collator([r for _, r in batch]))
-
-    runs = "transformers.DataCollatorWithFlattening(return_flash_attn_kwargs=True), one feature per row"
-    return run(), runs, {"transformers": transformers.__version__}
+    batches = (_seen(collator(rows)) for rows in _batched(iter(dataset), batch_packs))
+    runs = ("datasets.load_dataset(OUT, split='train'), narrowed by transformers' Trainer to a causal LM's columns, "
+            "then transformers.DataCollatorWithFlattening(return_flash_attn_kwargs=True), one feature per row")
+    return Reading(batches, runs, {"transformers": transformers.__version__, "datasets": _version("datasets")},
+                   dataset.column_names, len(dataset))
 
 
-def _packcli(reader: PackReader, batch_packs: int) -> tuple[Iterator[tuple[list[Pack], Seen]], str, dict[str, str]]:
+def _packcli(directory: Path, batch_packs: int, stack: ExitStack) -> Reading:
     from packcli import __version__
     from packcli.data.collate import collate_hf
     from packcli.data.dataset import PackDataset
 
-    dataset = PackDataset(reader.directory, batch_packs=batch_packs, shuffle=False, rank=0, world_size=1,
+    dataset = PackDataset(directory, batch_packs=batch_packs, shuffle=False, rank=0, world_size=1,
                           collate=lambda packs: collate_hf(packs, as_torch=False))
-
-    def run() -> Iterator[tuple[list[Pack], Seen]]:
-        # the loader's own reading, against the packs read from the shards directly; a batch missing
-        # from the loader arrives as an empty one, and check_batch reports its tokens as lost
-        expected = _batched(_rows(reader, []), batch_packs)
-        empty = Seen(np.zeros(0, np.int64), np.zeros(0, np.int64), None, None)
-        for out in dataset:
-            packs = [p for p, _ in next(expected, [])]
-            if not packs:
-                raise AssertionError("packcli.data.PackDataset yielded more batches than the artifact holds")
-            yield packs, _seen(out)
-        for batch in expected:
-            yield [p for p, _ in batch], empty
-
-    return run(), "packcli.data.PackDataset(collate=collate_hf), stored order", {"packcli": __version__}
+    return Reading((_seen(out) for out in dataset), "packcli.data.PackDataset(collate=collate_hf), stored order",
+                   {"packcli": __version__})
 
 
-_RUNNERS: dict[str, Callable[[PackReader, int], tuple[Iterator[tuple[list[Pack], Seen]], str, dict[str, str]]]] = {
-    "trl": _trl, "hf": _hf, "packcli": _packcli}
+def _version(module: str) -> str:
+    from importlib.metadata import version
+
+    return version(module)
 
 
-def advice(consumer: str, reader: PackReader) -> str:
-    """Why ``consumer`` leaks on this artifact, and what to change."""
+_RUNNERS: dict[str, Runner] = {"trl": _trl, "hf": _hf, "packcli": _packcli}
+LIBRARIES = {"trl": ("trl", "datasets"), "hf": ("transformers", "datasets"), "packcli": ()}
+
+
+def advice(consumer: str, directory: Path, manifest: dict, columns: list[str] | None) -> str:
+    """Why ``consumer`` leaks on this artifact (``columns``: those the consumer's dataset has), and what to change."""
+    if columns is not None and "labels" not in columns:
+        return ("load_dataset(OUT) gives no labels column, so the trainer makes labels of every token: it trains on "
+                "system and user turns too. A file beside the card (a .huggingface.yaml) or an edited card narrows "
+                "the columns: `packcli verify` names it; remove it")
     if consumer == "trl":
         if "seq_lengths" not in trl_signature_columns():
             return ("this TRL no longer keeps a seq_lengths column in SFTTrainer; feed the packs with "
                     "packcli.data.PackDataset instead, and report it to packcli")
-        import pyarrow.parquet as pq
-
-        names = pq.read_schema(reader.directory / reader.shards[0]).names if reader.shards else []
-        if "seq_lengths" not in names:
+        if columns is not None and "seq_lengths" not in columns:
             from packcli.artifact.manifest import rebuild_command
 
             return ("TRL drops position_ids (SFTTrainer keeps input_ids, labels, seq_lengths) and builds positions and "
                     "cu_seq_lens only from seq_lengths, which these shards lack, so every example attends to the ones "
                     f"before it in its pack; rebuild with contract >= {min(SHARD_CONTRACTS)}: "
-                    f"{rebuild_command(reader.manifest, reader.directory)}")
-        return ("TRL builds positions and cu_seq_lens from seq_lengths, and these disagree with cu_seqlens: run "
-                "`packcli verify` on the artifact and rebuild it")
+                    f"{rebuild_command(manifest, directory)}")
+        return ("TRL reads other packs than the manifest pins, or builds positions and cu_seq_lens from seq_lengths "
+                "that disagree with cu_seqlens: run `packcli verify` on the artifact and rebuild it")
     if consumer == "hf":
         return ("DataCollatorWithFlattening restarts positions per feature, not per example, and a packcli row holds "
                 "several examples, so they attend to each other; feed it one example per feature "
@@ -260,39 +310,94 @@ def advice(consumer: str, reader: PackReader) -> str:
 
 def check_consumer(directory: str | Path, consumer: str, *, batch_packs: int = 2, max_packs: int | None = None,
                    max_violations: int = 20) -> ConsumerReport:
-    """Run ``consumer``'s collation on the artifact's packs (stored order) and check each batch.
+    """Read the artifact as ``consumer`` does, run its collation, and check each batch against the pinned packs.
+
+    The consumer's side is its own reading (``datasets.load_dataset(OUT)`` for TRL and transformers, the
+    loader for packcli) and its own collator, in stored order; the expected side is the shards the manifest
+    lists, read here. A consumer that cannot read the artifact, or reads other rows than the shards hold,
+    is a violation, as is every batch that differs.
 
     Args:
         batch_packs: rows per collated batch (2 by default, so seams between rows are checked too).
         max_packs: stop after this many packs (None: every pack).
 
     Raises:
-        InputError: an unknown consumer, or its library is not installed.
+        InputError: an unknown consumer, or its libraries are not installed.
         PackcliError: not an artifact, or a contract this packcli does not read.
     """
+    import importlib.util
+
+    from packcli.artifact.manifest import read_manifest
+
     if consumer not in CONSUMERS:
         raise InputError(f"unknown consumer {consumer!r}; choose from {', '.join(CONSUMERS)}")
     if batch_packs < 1:
         raise InputError(f"batch_packs must be at least 1, got {batch_packs}")
-    library = {"trl": "trl", "hf": "transformers"}.get(consumer)  # packcli's loader needs nothing more
-    import importlib.util
-
-    if library is not None and importlib.util.find_spec(library) is None:
-        raise InputError(f"--consumer {consumer} runs {library}'s own code, and {library} is not installed",
-                         "pip install 'packcli[dev]'")
-    started = time.perf_counter()
-    reader = PackReader(directory, check_hashes=False)  # integrity is verify's own check
-    batches, runs, versions = _RUNNERS[consumer](reader, batch_packs)
+    missing = [library for library in LIBRARIES[consumer] if importlib.util.find_spec(library) is None]
+    if missing:
+        raise InputError(f"--consumer {consumer} runs {' and '.join(LIBRARIES[consumer])}'s own code, and "
+                         f"{', '.join(missing)} is not installed", "pip install 'packcli[dev]'")
+    started, directory = time.perf_counter(), Path(directory)
+    manifest = read_manifest(directory, contracts=SHARD_CONTRACTS)  # the packs are what the consumer reads
     result = CheckResult(f"consumer:{consumer}", limit=max_violations)
+    report = ConsumerReport(consumer, result)
+    columns = None
+    with ExitStack() as stack:
+        try:
+            reading = _consumer_side(consumer, directory, batch_packs, stack)
+            report.runs, report.versions, columns = reading.runs, reading.versions, reading.columns
+            pinned = sum(info["rows"] for info in manifest["shards"])
+            if reading.rows is not None and reading.rows != pinned:  # first: the batches below can fill the report
+                result.fail(Violation(f"{consumer} reads {reading.rows} rows, the shards the manifest lists hold "
+                                      f"{pinned} packs: it reads other files, or filters rows"))
+            _compare_batches(reading.batches, _batched(pinned_packs(directory, manifest), batch_packs), max_packs,
+                             result)
+        except ConsumerFailed as failed:
+            result.fail(Violation(f"{consumer} cannot read the artifact: {failed}"))
+    report.seconds = time.perf_counter() - started
+    if not report.ok:
+        report.advice = advice(consumer, directory, manifest, columns)
+    return report
+
+
+class ConsumerFailed(Exception):
+    """The consumer's own code failed on the artifact (loading, narrowing or collating it): that is the finding."""
+
+
+def _consumer_side(consumer: str, directory: Path, batch_packs: int, stack: ExitStack) -> Reading:
+    """The consumer's reading, its failures (and only its: a bug of this check is no finding) as `ConsumerFailed`."""
+    def guarded(batches: Iterator[Seen]) -> Iterator[Seen]:
+        try:
+            yield from batches
+        except Exception as exc:  # noqa: BLE001 - any failure of the consumer's own code is the finding
+            raise ConsumerFailed(f"{type(exc).__name__}: {exc}") from exc
+
+    try:
+        reading = _RUNNERS[consumer](directory, batch_packs, stack)
+    except Exception as exc:  # noqa: BLE001 - as above: load_dataset or the loader refusing the folder
+        raise ConsumerFailed(f"{type(exc).__name__}: {exc}") from exc
+    reading.batches = guarded(reading.batches)
+    return reading
+
+
+def _compare_batches(batches: Iterator[Seen], expected: Iterator[list[Pack]], max_packs: int | None,
+                     result: CheckResult) -> None:
+    """Each batch the consumer gives against the same packs read from the pinned shards; a consumer that gives
+    fewer or more rows than they hold (a filter, another file) is named once."""
     packs_seen = 0
-    for b, (packs, seen) in enumerate(batches):
+    for b, packs in enumerate(expected):
+        seen = next(batches, None)
+        where = f"batch {b} (packs {packs_seen}..{packs_seen + len(packs) - 1})"
+        if seen is None:
+            result.fail(Violation(f"{where}: the consumer has no more rows after {packs_seen} packs: it reads other "
+                                  "files, or filters rows"))
+            return
         result.checked += 1
-        for problem in check_batch(seen, packs, f"batch {b} (packs {packs_seen}..{packs_seen + len(packs) - 1})"):
+        for problem in check_batch(seen, packs, where):
             result.fail(Violation(problem))
         packs_seen += len(packs)
         if max_packs is not None and packs_seen >= max_packs:
-            break
-    report = ConsumerReport(consumer, result, runs=runs, versions=versions, seconds=time.perf_counter() - started)
-    if not report.ok:
-        report.advice = advice(consumer, reader)
-    return report
+            return
+    if next(batches, None) is not None:
+        result.fail(Violation(f"the consumer has more rows than the {packs_seen} packs the manifest's shards hold: "
+                              "it reads other files too"))

@@ -14,7 +14,8 @@ import numpy as np
 import pyarrow as pa
 
 from packcli.contract import IN_PACKS
-from packcli.mix import Mixture, draw_copies
+from packcli.errors import InputError
+from packcli.mix import Mixture, draw_copies, manifest_problems
 from packcli.verify.report import CheckResult, Violation
 
 USABLE = (*IN_PACKS, "unsampled")  # statuses of a record that could go into a pack
@@ -39,8 +40,17 @@ def check_copies(seam: pa.Table, manifest: dict, result: CheckResult) -> None:
     if mix is None:
         expected = usable.astype(np.int64)
     else:
+        problems = manifest_problems(mix, len(manifest["inputs"]))
         file_index = np.array([k[0] for k in keys], dtype=np.int32)
-        expected = draw_copies(Mixture.from_manifest(mix), usable, file_index, manifest["config"]["seed"])
+        try:
+            expected = None if problems else draw_copies(Mixture.from_manifest(mix), usable, file_index,
+                                                         manifest["config"]["seed"])
+        except InputError as exc:  # a source asked for examples has no usable record: pack refuses that mixture
+            problems = [f"config.mix cannot be drawn on these records: {exc.message}"]
+        if expected is None or problems:
+            for problem in problems:
+                result.fail(Violation(f"{problem}: the copies cannot be drawn again", field="config.mix"))
+            return
     found = []
     for k, st, want, ok in zip(keys, statuses, expected.tolist(), usable.tolist()):
         result.checked += 1
@@ -49,9 +59,10 @@ def check_copies(seam: pa.Table, manifest: dict, result: CheckResult) -> None:
         loc = dict(example_id=rows["example_id"][mine[0]], source=rows["source"][mine[0]], line=k[1])
         why = ("without --mix, one example per record" if mix is None else
                f"the mixture draws {want} cop{'y' if want == 1 else 'ies'} of it" if ok else "it is not usable")
-        wanted = list(range(want)) if ok and want else [0]
-        if got != wanted:
-            found.append(Violation(f"has copies {got[:6]}, expected {wanted[:6]} ({why})", field="copy", **loc))
+        wanted = want if ok and want else 1  # copies 0..wanted-1 (a count: a forged weight can make it huge)
+        if len(got) != wanted or got != list(range(wanted)):
+            found.append(Violation(f"has copies {got[:6]}, expected {list(range(min(wanted, 6)))}"
+                                   f"{'...' if wanted > 6 else ''} ({why})", field="copy", **loc))
         elif ok and want == 0 and st != ["unsampled"]:
             found.append(Violation(f"the mixture draws no copy of it, but the seam table says {st}", field="status",
                                    **loc))

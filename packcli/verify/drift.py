@@ -1,5 +1,6 @@
-"""Contract drift: the tokenizer and template that reconstruction will use still hash as pinned, and the
-tokenizer's special tokens are the ones pinned.
+"""Contract drift: the tokenizer and template that reconstruction will use still hash as pinned, the
+tokenizer's special tokens are the ones pinned, and the template found has the pinned origin (a file's
+name: ``file:NAME``).
 
 Where they are comes from `packcli.verify.locate` (the manifest pins content, not locations).
 """
@@ -9,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from packcli.chat import load_template
+from packcli.chat import ChatTemplate, load_template
 from packcli.chat.templates import BUILTIN_CHATML, builtin_chatml
 from packcli.chat.training import TRL_PREFIX, trl_template
 from packcli.choices import BackendChoice
@@ -55,7 +56,12 @@ def check_drift(manifest: dict, result: CheckResult, *, tokenizer: str | None, t
     if hashlib.sha256(text.encode()).hexdigest() != pinned_tpl["sha256"]:
         result.fail(Violation("template.text in the manifest does not hash to template.sha256", field="template.text"))
         text = None
-    current, where = _current_template(manifest, template, tok_path, source_root, loaded)
+    current, where, found = _current_template(manifest, template, tok_path, source_root, loaded)
+    if found is not None and (found.origin, found.name) != (pinned_tpl["origin"], pinned_tpl["name"]):
+        # where it came from is hashed: proved, not trusted
+        result.fail(Violation(f"template.origin is {pinned_tpl['origin']!r} (name {pinned_tpl['name']!r}), but the "
+                              f"template was read from {where}: origin {found.origin!r} (name {found.name!r})",
+                              field="template.origin" if found.origin != pinned_tpl["origin"] else "template.name"))
     if current is None and require_tokenizer:  # as for the tokenizer: --no-reconstruct needs neither file
         named = f" (template.name {pinned_tpl['name']!r})" if pinned_tpl.get("name") else ""
         result.fail(Violation(f"template.origin {pinned_tpl['origin']!r}{named}: no template at {where}, so it "
@@ -68,27 +74,32 @@ def check_drift(manifest: dict, result: CheckResult, *, tokenizer: str | None, t
 
 
 def _current_template(manifest: dict, override: str | None, tok_path: Path | None, source_root: Path | None,
-                      tokenizer: LoadedTokenizer | None) -> tuple[str | None, str]:
-    """The template text as it is now where the manifest says it came from (None if not found), and that place."""
+                      tokenizer: LoadedTokenizer | None) -> tuple[str | None, str, ChatTemplate | None]:
+    """The template text as it is now where the manifest says it came from (None if not found), that place,
+    and, for a template not read by its pinned origin and name (a file, the built-in, ``--template``), what
+    was found there: its origin and name are compared with the pinned ones."""
     pinned = manifest["template"]
     origin = pinned["origin"]
     if override:
-        return load_template(override, tokenizer).text, override
+        found = load_template(override, tokenizer)
+        return found.text, override, found
     if origin == BUILTIN_CHATML:
-        return builtin_chatml().text, origin
+        return builtin_chatml().text, origin, builtin_chatml()
     if origin.startswith(TRL_PREFIX):  # one of TRL's training templates, in the trl installed here
         try:
-            return trl_template(origin).text, origin
+            found = trl_template(origin)
         except InputError as exc:
-            return None, f"{origin} ({exc.message})"
+            return None, f"{origin} ({exc.message})", None
+        return found.text, origin, found
     if origin.startswith(TOKENIZER_SOURCE):  # one of the tokenizer's own templates, by its name there
         if tok_path is None:
-            return None, origin
+            return None, origin, None
         directory = tok_path if tok_path.is_dir() else tok_path.parent
         named = find_chat_templates(directory).get(pinned.get("name") or "default")
         here = named is not None and named[1] == origin  # the named template, and in the file the origin names
-        return (named[0] if here else None), str(directory / origin.removeprefix(TOKENIZER_SOURCE))
+        return (named[0] if here else None), str(directory / origin.removeprefix(TOKENIZER_SOURCE)), None
     path = find_template_file(manifest, source_root)
     if path is not None and path.is_file():
-        return load_template(str(path)).text, str(path)
-    return None, origin
+        found = load_template(str(path))
+        return found.text, str(path), found
+    return None, origin, None

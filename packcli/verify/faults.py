@@ -95,6 +95,18 @@ def _card_edited(d: Path, ws: Path) -> dict:
     return {}
 
 
+def _yaml_beside_the_card(d: Path, ws: Path) -> dict:
+    """What load_dataset(OUT) merges into the card's YAML: the train split narrowed to columns without labels."""
+    (d / ".huggingface.yaml").write_text('configs:\n- config_name: default\n  data_files:\n  - split: train\n'
+                                         '    path: "shard-*.parquet"\n  columns: [input_ids, seq_lengths]\n')
+    return {}
+
+
+def _seam_rows_replanned(d: Path, ws: Path) -> dict:
+    forge.replan(d, lambda rows: rows[::-1])
+    return {}
+
+
 def _byte_flip(d: Path, ws: Path) -> dict:
     path = d / "shard-00000.parquet"
     data = bytearray(path.read_bytes())
@@ -388,6 +400,10 @@ FAULTS = (
     Fault("template-edited", "the chat template edited after packing", "contract_drift", "template changed",
           _template_edited),
     Fault("card-edited", "the dataset card's TRL settings edited", "integrity", "dataset card", _card_edited),
+    Fault("yaml-beside-the-card", "a .huggingface.yaml that makes load_dataset drop the labels", "integrity",
+          "is not part of the artifact", _yaml_beside_the_card),
+    Fault("seam-rows-replanned", "the seam table reversed and the packs re-made for that order", "plan",
+          "not in input order", _seam_rows_replanned),
     Fault("manifest-edited", "a count in manifest.json edited", "integrity", "manifest.json was edited",
           _manifest_edited),
     Fault("line-repeated", "a made-up supervised segment whose seam row repeats a real line", "global",
@@ -404,7 +420,7 @@ FAULTS = (
     Fault("conventions-shifted", "the manifest's conventions say labels are shifted", "manifest",
           "conventions.labels", _conventions_shifted),
     Fault("capacity-raised", "config.capacity doubled in the manifest", "plan", "config.capacity", _capacity_raised),
-    Fault("rejects-edited", "a made-up reject added to rejects.jsonl", "global", "rejects.jsonl row", _rejects_edited),
+    Fault("rejects-edited", "a made-up reject added to rejects.jsonl", "global", "rejects.jsonl line", _rejects_edited),
     Fault("labels-short", "a labels row one shorter than its input_ids", "integrity", "malformed row",
           _labels_short),
     Fault("cu-merged", "cu_seqlens merge two examples across a seam (positions still restart)", "pack_layout",
@@ -442,7 +458,7 @@ def prepare_workspace(artifact: Path, workspace: Path, *, source_root: Path | No
         where["tokenizer"] = str(tok_dir / tok_src.name)
         where["inputs"] = [str(p.absolute()) if p is not None else None for p in sources]  # read, never written
         if template_file is not None:
-            target = workspace / "template.jinja"
+            target = workspace / template_file.name  # its name is its origin (file:NAME), which verify proves
             shutil.copyfile(template_file, target)
             where["template"] = str(target)
     _reseal(copy, edit)

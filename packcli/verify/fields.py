@@ -14,11 +14,13 @@ Paths: ``config.capacity``; ``[]`` for every element of a list (``inputs[].sha25
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from packcli.artifact.manifest import UNHASHED_KEYS
+from packcli.checks import MAX_INT32, MAX_SEED
 from packcli.choices import LossPolicy
 from packcli.contract import CONVENTIONS
 from packcli.verify.report import CheckResult, Violation
@@ -26,11 +28,17 @@ from packcli.verify.report import CheckResult, Violation
 
 @dataclass(frozen=True)
 class Owner:
-    """The check that proves a field, the JSON types it may have, and what it is checked against."""
+    """The check that proves a field, the JSON types it may have, and what it is checked against; ``bounds``:
+    the range of a number pack can write there (default: any int64, any finite float)."""
 
     check: str
     types: tuple[type, ...]
     against: str
+    bounds: tuple[float, float] | None = None
+    optional: bool = False  # written only when an option asks for it (an artifact without it lacks nothing)
+
+
+INT64 = (-(2**63), 2**63 - 1)  # what a number must fit to be held (numpy, Arrow): any larger is forged
 
 
 INT, STR, BOOL, NUMBER = (int,), (str,), (bool,), (int, float)
@@ -48,30 +56,37 @@ MANIFEST_FIELDS: dict[str, Owner] = {
     "config.text_bos": Owner("reconstruction", STR, "auto, yes or no; every text record re-rendered with it"),
     "config.text_eos": Owner("reconstruction", STR, "auto, yes or no; every text record re-rendered with it"),
     "config.dedupe": Owner("reconstruction", STR, "none or exact; exact: every record's content key recomputed"),
+    "config.allow_dropped_fields": Owner("reconstruction", (list,), "the fields every record is re-rendered "
+                                         "allowing its template to drop", optional=True),
+    "config.allow_dropped_fields[]": Owner("reconstruction", STR, "a --allow-dropped-fields field", optional=True),
+    "counts.dropped_fields.*": Owner("reconstruction", INT, "the records whose re-rendering drops each allowed field",
+                                     optional=True),
     "config.mix": Owner("copies", (dict, type(None)), "the copies of every record, drawn again"),
     "config.mix.*": Owner("copies", (str, int, float), "the copies of every record, drawn again"),
-    "config.capacity": Owner("plan", INT, "the re-derived fates and plan; no pack above it"),
+    "config.capacity": Owner("plan", INT, "the re-derived fates and plan; no pack above it", (2, MAX_INT32)),
     "config.strategy": Owner("plan", STR, "a strategy, re-run on the reconstructed lengths"),
-    "config.window": Owner("plan", OPT_INT, "the window the re-run plan used (None unless strategy=window)"),
-    "config.seed": Owner("plan", INT, "the re-run plan"),
+    "config.window": Owner("plan", OPT_INT, "the window the re-run plan used (None unless strategy=window)",
+                           (1, MAX_INT32)),
+    "config.seed": Owner("plan", INT, "the re-run plan", (0, MAX_SEED)),
     "config.shuffle": Owner("plan", BOOL, "the re-run plan"),
     "config.shuffle_packs": Owner("plan", BOOL, "the re-run plan"),
     "config.overlong": Owner("plan", STR, "the fates re-derived from the reconstructed lengths"),
-    "config.split_overlap": Owner("plan", INT, "the chunks re-cut from every reconstructed over-long example"),
-    "config.split_min_last": Owner("plan", INT, "which re-cut chunks are kept"),
-    "config.min_density": Owner("plan", OPT_NUMBER, "met by the re-run plan"),
-    "config.max_displacement": Owner("plan", OPT_NUMBER, "met by the re-run plan"),
-    "config.max_reject_fraction": Owner("plan", NUMBER, "met by the re-derived fates"),
-    "config.packs_per_shard": Owner("plan", INT, "how the re-run plan is cut into shards"),
+    "config.split_overlap": Owner("plan", INT, "the chunks re-cut from every reconstructed over-long example",
+                                  (0, MAX_INT32)),
+    "config.split_min_last": Owner("plan", INT, "which re-cut chunks are kept", (1, MAX_INT32)),
+    "config.min_density": Owner("plan", OPT_NUMBER, "met by the re-run plan", (0, 1)),
+    "config.max_displacement": Owner("plan", OPT_NUMBER, "met by the re-run plan", (0, math.inf)),
+    "config.max_reject_fraction": Owner("plan", NUMBER, "met by the re-derived fates", (0, 1)),
+    "config.packs_per_shard": Owner("plan", INT, "how the re-run plan is cut into shards", (1, MAX_INT32)),
     "metrics.*": Owner("plan", NUMBER, "the metrics of the re-run plan"),
     "tokenizer.sha256": Owner("contract_drift", STR, "sha256 of the tokenizer found"),
     "tokenizer.bos_token": Owner("contract_drift", OPT_STR, "the tokenizer's own bos_token"),
     "tokenizer.eos_token": Owner("contract_drift", OPT_STR, "the tokenizer's own eos_token"),
-    "template.origin": Owner("contract_drift", STR, "where the template came from; the one there hashes as pinned"),
+    "template.origin": Owner("contract_drift", STR, "the origin of the template found; the one there hashes as pinned"),
     "template.name": Owner("contract_drift", OPT_STR, "which of the tokenizer's templates; it hashes as pinned"),
     "template.sha256": Owner("contract_drift", STR, "sha256 of template.text and of the template found"),
     "template.text": Owner("contract_drift", STR, "hashes to template.sha256"),
-    "inputs[].name": Owner("global", STR, "the seam table's source column of the input's rows"),
+    "inputs[].name": Owner("reconstruction", STR, "the name of the source found (global: the seam table's source)"),
     "inputs[].size": Owner("reconstruction", INT, "the source's size in bytes"),
     "inputs[].sha256": Owner("reconstruction", STR, "the source's sha256"),
     "inputs[].kind": Owner("reconstruction", STR, "what the source reads as (jsonl, parquet, dataset)"),
@@ -162,17 +177,30 @@ def check_manifest(manifest: dict, result: CheckResult) -> bool:
     contract's, the loss policy stated once. Returns whether the manifest is whole enough for the
     checks that read it (a missing or mistyped field is reported here, not as a traceback there)."""
     whole = True
+    containers: set[str] = set()
     for path, value in hashed_leaves(manifest):
         result.checked += 1
         owner = owner_of(path)
-        if owner is None:
+        if owner is None and (above := _field_above(path)) is not None:
+            if above not in containers:  # an object or a list where a field's value belongs
+                containers.add(above)
+                result.fail(Violation(f"{above} holds {path.removeprefix(above)}: it is not a "
+                                      f"{' or '.join(t.__name__ for t in MANIFEST_FIELDS[pattern_of(above)].types)}",
+                                      field=above))
+            whole = False
+        elif owner is None:
             result.fail(Violation(f"hashed field {path} = {value!r} is not one this verify checks (an artifact "
                                   "of a newer packcli, or a field added without its check)", field=path))
         elif not isinstance(value, owner.types) or (isinstance(value, bool) and bool not in owner.types):
             result.fail(Violation(f"{path} = {value!r} is not a {' or '.join(t.__name__ for t in owner.types)}",
                                   field=path))
             whole = False
+        elif (problem := _out_of_bounds(value, owner)) is not None:
+            result.fail(Violation(f"{path} = {value!r} {problem}: pack never writes it", field=path))
+            whole = False
     for pattern, owner in MANIFEST_FIELDS.items():
+        if owner.optional:
+            continue  # its owner checks it is there exactly when its option is
         if pattern.endswith(".*"):  # a subtree its owner recomputes: it must be there to compare
             parent = pattern[:-2]
             missing = [] if parent in MANIFEST_FIELDS or isinstance(_at(manifest, parent), dict) else [parent]
@@ -194,6 +222,29 @@ def check_manifest(manifest: dict, result: CheckResult) -> bool:
         result.fail(Violation(f"config.loss {config_loss!r} and loss_policy {policy!r} disagree: the manifest "
                               "states the policy twice", field="config.loss"))
     return whole
+
+
+def _field_above(path: str) -> str | None:
+    """The nearest enclosing path that is a field of its own (not a ``.*`` subtree), or None."""
+    head = path
+    while (cut := max(head.rfind("."), head.rfind("["))) > 0:
+        head = head[:cut]
+        if pattern_of(head) in MANIFEST_FIELDS:
+            return head
+    return None
+
+
+def _out_of_bounds(value: object, owner: Owner) -> str | None:
+    """Why a number is outside what pack writes there (None: it is not, or it is no number). Checked here, once,
+    so that no later check meets a number its arithmetic cannot hold."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return "is not a finite number"
+    low, high = owner.bounds or INT64
+    if not low <= value <= high:
+        return f"is outside {low:,}..{high:,}" if owner.bounds else "does not fit 64 bits"
+    return None
 
 
 def _at(manifest: dict, path: str) -> object:

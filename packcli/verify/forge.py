@@ -17,13 +17,23 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from packcli.artifact import manifest as mf
 from packcli.artifact.card import write_card
-from packcli.artifact.seams import SEAM_TABLE_SCHEMA, write_seam_table
+from packcli.artifact.seams import SEAM_TABLE_SCHEMA, reject_row, write_seam_table
 from packcli.artifact.shards import SCHEMA, load_flat, write_shard
-from packcli.contract import IGNORE_INDEX, IN_PACKS, MANIFEST_NAME, SEAM_TABLE_NAME, file_sha256, shard_name, token_hash
+from packcli.contract import (
+    IGNORE_INDEX,
+    IN_PACKS,
+    MANIFEST_NAME,
+    SEAM_TABLE_NAME,
+    STATUSES,
+    file_sha256,
+    shard_name,
+    token_hash,
+)
 from packcli.ingest import read_lines
 from packcli.tokenizer import Encoded
 from packcli.verify.bookkeeping import recount
@@ -47,7 +57,8 @@ def reseal(directory: Path, edit: Callable[[dict], None] | None = None, *, recou
         for name in dict.fromkeys(info["name"] for info in manifest["shards"]):
             packs.add(load_flat(pq.read_table(directory / name), name))
         rows = pq.read_table(directory / SEAM_TABLE_NAME).to_pydict()
-        manifest["counts"] = recount(packs.totals.values(), rows, len(manifest["inputs"]))
+        kept = {k: v for k, v in manifest["counts"].items() if k == "dropped_fields"}  # not in the seam table
+        manifest["counts"] = dict(recount(packs.totals.values(), rows, len(manifest["inputs"])), **kept)
         per_input = Counter(k for k, copy, chunk in zip(rows["input"], rows["copy"], rows["chunk"])
                             if copy == 0 and chunk == 0)  # records, not copies or chunks
         for k, entry in enumerate(manifest["inputs"]):
@@ -66,12 +77,23 @@ def reseal(directory: Path, edit: Callable[[dict], None] | None = None, *, recou
         path = directory / info["name"]
         if path.is_file():  # from the columns as stored, so a shard with malformed rows re-seals too
             table = pq.read_table(path, columns=["input_ids", "labels"])
-            labels = table["labels"].combine_chunks().flatten().to_numpy()
+            labels = table["labels"].combine_chunks().flatten()  # nulls in it are not counted (a forger's nulls)
             info.update(tokens=len(table["input_ids"].combine_chunks().flatten()),
-                        supervised=int(np.count_nonzero(labels != IGNORE_INDEX)))
+                        supervised=int(pc.sum(pc.not_equal(labels, IGNORE_INDEX)).as_py() or 0))
     manifest["manifest_sha256"] = mf.manifest_hash(manifest)
     mf.write_manifest(manifest, directory)
     return manifest
+
+
+def set_field(manifest: dict, path: str, value: object) -> None:
+    """Set the manifest field at ``path`` (``config.capacity``, ``inputs[2].name``: `packcli.verify.fields`'
+    paths) to ``value``, as a forger editing one field does."""
+    parts = path.replace("[", ".[").split(".")
+    node = manifest
+    for part in parts[:-1]:
+        node = node[int(part[1:-1])] if part.startswith("[") else node[part]
+    last = parts[-1]
+    node[int(last[1:-1]) if last.startswith("[") else last] = value
 
 
 def _pinned_files(manifest: dict) -> list[dict]:
@@ -190,3 +212,39 @@ def fresh_example(directory: Path, index: int, line: int) -> Encoded:
     if isinstance(encoded, str):
         raise ValueError(f"input {index} line {line} is rejected ({encoded})")
     return encoded
+
+
+def replan(directory: Path, reorder: Callable[[list[dict]], list[dict]]) -> None:
+    """Re-make the packs with pack's own planner for the seam-table rows as ``reorder`` lists them, and write
+    the rows in that order, as a forger who chooses which examples share a pack (and the training order) would:
+    every example keeps its tokens and fate, the shards, seam table, metrics and counts all agree again."""
+    from packcli.job.plan import Fates, PlanSettings, place_examples, plan_examples, plan_metrics
+
+    manifest = json.loads((directory / MANIFEST_NAME).read_text(encoding="utf-8"))
+    segments = {s.example_id: s for k in range(len(manifest["shards"])) for pack in read_segments(directory, k)
+                for s in pack}
+    rows = reorder(pq.read_table(directory / SEAM_TABLE_NAME).to_pylist())
+    fates = Fates(np.array([STATUSES.index(r["status"]) for r in rows], np.int8),
+                  np.array([r["length"] for r in rows], np.int64), np.array([r["supervised"] for r in rows], np.int64),
+                  [r["reason"] for r in rows])
+    settings = PlanSettings.of(manifest["config"])
+    plan = plan_examples(fates, settings)
+    placement = place_examples(plan, fates, settings.packs_per_shard)
+    packs = [[segments[rows[i]["example_id"]] for i in placement.ordered[a:b].tolist()]
+             for a, b in zip(plan.pack_offsets[:-1].tolist(), plan.pack_offsets[1:].tolist())]
+    for info in manifest["shards"]:
+        (directory / info["name"]).unlink()
+    per = settings.packs_per_shard
+    for k in range(placement.num_shards):
+        write_segments(directory, k, packs[k * per:(k + 1) * per])
+    for i, row in enumerate(rows):
+        k = int(placement.shard[i])
+        row.update(shard=shard_name(k) if k >= 0 else None, row=int(placement.row[i]), offset=int(placement.offset[i]))
+    rewrite_seam(directory, lambda table: table.__setitem__(slice(None), rows))
+    rejected = [reject_row(r["input"], r["source"], r["line"], r["reason"]) for r in rows if r["status"] == "rejected"]
+    rewrite_rejects(directory, lambda table: table.__setitem__(slice(None), rejected))
+
+    def edit(m: dict) -> None:
+        m["shards"] = [dict(m["shards"][0], name=shard_name(k)) for k in range(placement.num_shards)]
+        m["metrics"] = plan_metrics(plan, fates)
+    reseal(directory, edit, recount_counts=True)

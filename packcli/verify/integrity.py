@@ -1,7 +1,8 @@
 """Integrity: the artifact is what its manifest says, byte for byte, and every file is well formed.
 
 The manifest hash over its own fields; the shard list (``shard-00000.parquet``, ``shard-00001...``,
-each exactly once, none unlisted); every pinned file's bytes, sha256 and rows (shards, the seam
+each exactly once); the folder a closed set (every entry a file the manifest lists, each a regular
+file: `packcli.artifact.listing`); every pinned file's bytes, sha256 and rows (shards, the seam
 table, rejects.jsonl, the dataset card); every shard's schema, its rows' lists of equal length, its
 tokens and supervised labels; the seam table's schema; the dataset card is the one this manifest
 renders (`packcli.artifact.card.render_card`). A shard that fails its hash is still read when it can
@@ -23,6 +24,7 @@ import pyarrow as pa
 
 from packcli.artifact import manifest as mf
 from packcli.artifact.card import render_card
+from packcli.artifact.listing import describe_stranger, listed_names, strangers
 from packcli.artifact.seams import NULLABLE_COLUMNS, SEAM_TABLE_SCHEMA
 from packcli.artifact.shards import SCHEMA, FlatShard, load_flat, numpy_view, read_parquet
 from packcli.contract import CARD_NAME, REJECTS_NAME, SEAM_TABLE_NAME, file_sha256, shard_name
@@ -33,17 +35,19 @@ from packcli.verify.report import CheckResult, Violation
 @dataclass
 class Artifact:
     """What integrity could read, for the checks after it: the readable shards' segments and totals
-    (the unreadable ones named in ``unreadable``), the seam table and the rejects (None when unreadable)."""
+    (the unreadable ones named in ``unreadable``), the seam table and the lines of rejects.jsonl (None when
+    unreadable)."""
 
     packs: PackIndex
     seam: pa.Table | None
-    rejects: list[dict] | None
+    rejects: list[str] | None
     unreadable: set[str] = field(default_factory=set)
 
 
 def check_integrity(directory: Path, manifest: dict, result: CheckResult,
                     on_shard: Callable[[FlatShard], None]) -> Artifact:
-    """Manifest hash, the shard list, every pinned file, shard rows, the seam table's schema, no stray shards.
+    """Manifest hash, the shard list, every pinned file, shard rows, the seam table's schema, nothing else in
+    the folder (`packcli.artifact.listing`).
 
     Each well-formed shard goes to ``on_shard`` (the layout check) and into the artifact's `PackIndex`
     as it is read, and is not kept.
@@ -91,8 +95,10 @@ def check_integrity(directory: Path, manifest: dict, result: CheckResult,
                 result.fail(Violation(f"{at}.{key} is {info[key]}, the shard holds {actual}", shard=name,
                                       field=f"{at}.{key}"))
         del flat  # before the next shard is read: one in memory at a time
-    for stray in sorted(p.name for p in directory.glob("shard-*.parquet") if p.name not in listed):
-        result.fail(Violation("shard not listed in the manifest", shard=stray))
+    names = listed_names(manifest)
+    for name, kind in strangers(directory, manifest):
+        shard = name if name.startswith("shard-") else None
+        result.fail(Violation(describe_stranger(name, kind, name in names), shard=shard))
     for key, name in (("seam_table", SEAM_TABLE_NAME), ("rejects", REJECTS_NAME), ("dataset_card", CARD_NAME)):
         result.checked += 1
         if manifest[key]["name"] != name:
@@ -126,13 +132,22 @@ def _pinned_file(path: Path, info: dict, at: str, result: CheckResult) -> bool:
 
 
 def _rows_well_formed(table: pa.Table, name: str, result: CheckResult) -> bool:
-    """Per row, labels and position_ids as long as input_ids; example_ids and seq_lengths one shorter
-    than cu_seqlens."""
+    """No nulls; per row, labels and position_ids as long as input_ids; example_ids and seq_lengths one
+    shorter than cu_seqlens."""
     def lengths(column: str) -> np.ndarray:
         return np.diff(numpy_view(table[column].combine_chunks().offsets))
 
-    tokens = lengths("input_ids")
     well_formed = True
+    for column in table.column_names:  # a null anywhere is a value no reader can hold (the contract has none)
+        array = table[column].combine_chunks()
+        nulls = array.null_count + (array.values.null_count if pa.types.is_list(array.type) else 0)
+        if nulls:
+            result.fail(Violation(f"malformed: {column} holds {nulls} null values (the contract has none)", shard=name,
+                                  field=column))
+            well_formed = False
+    if not well_formed:
+        return False
+    tokens = lengths("input_ids")
     pairs = (("labels", tokens, "input_ids"), ("position_ids", tokens, "input_ids"),
              ("example_ids", lengths("cu_seqlens") - 1, "cu_seqlens minus one"),
              ("seq_lengths", lengths("cu_seqlens") - 1, "cu_seqlens minus one"))
@@ -166,16 +181,23 @@ def _read_seam_table(path: Path, info: dict, result: CheckResult) -> pa.Table | 
     return table
 
 
-def _read_rejects(path: Path, info: dict, result: CheckResult) -> list[dict] | None:
-    rows = []
-    lines = path.read_text(encoding="utf-8", errors="replace").split("\n")  # not splitlines: U+2028 is text
-    for number, text in enumerate(lines[:-1] if lines[-1] == "" else lines, start=1):
+def _read_rejects(path: Path, info: dict, result: CheckResult) -> list[str] | None:
+    """The lines of rejects.jsonl as text (global compares them with what pack writes), each a JSON object."""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    lines = text.split("\n")  # not splitlines: U+2028 is text
+    if lines[-1] != "":
+        result.fail(Violation(f"{path.name}: the last line does not end with a newline (pack ends every line with one)",
+                              field="rejects"))
+    lines = lines[:-1] if lines[-1] == "" else lines
+    for number, line in enumerate(lines, start=1):
         try:
-            row = json.loads(text)
+            row = json.loads(line)
         except json.JSONDecodeError as exc:
             result.fail(Violation(f"{path.name}:{number}: not a JSON object ({exc.msg})"))
             return None
-        rows.append(row)
-    if len(rows) != info["rows"]:
-        result.fail(Violation(f"{path.name}: {len(rows)} rows != rejects.rows {info['rows']}", field="rejects.rows"))
-    return rows
+        if not isinstance(row, dict):
+            result.fail(Violation(f"{path.name}:{number}: not a JSON object"))
+            return None
+    if len(lines) != info["rows"]:
+        result.fail(Violation(f"{path.name}: {len(lines)} rows != rejects.rows {info['rows']}", field="rejects.rows"))
+    return lines

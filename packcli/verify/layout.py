@@ -33,7 +33,7 @@ def check_packs(shards: Iterable[FlatShard], capacity: int, result: CheckResult)
             ids, labels, pos, cu = shard.ids[a:b], shard.labels[a:b], shard.positions[a:b], shard.cu[r]
             n = b - a
             at = dict(shard=shard.name, row=r)
-            bad = _check_cu(cu, n, len(shard.example_ids[r]))
+            bad = cu_problem(cu, n, len(shard.example_ids[r]))
             if bad:
                 result.fail(Violation(f"cu_seqlens {bad}", field="cu_seqlens", **at))
                 continue
@@ -68,7 +68,8 @@ def check_packs(shards: Iterable[FlatShard], capacity: int, result: CheckResult)
                                       field="num_tokens" if shard.num_tokens[r] != n else "num_supervised", **at))
 
 
-def _check_cu(cu: np.ndarray, n: int, num_examples: int) -> str | None:
+def cu_problem(cu: np.ndarray, n: int, num_examples: int) -> str | None:
+    """What is wrong with a row's cu_seqlens (None: they tile its ``n`` tokens into ``num_examples`` segments)."""
     if len(cu) < 2 or cu[0] != 0:
         return f"must start at 0 and name at least one example, got {cu[:4].tolist()}"
     if np.any(np.diff(cu) <= 0):

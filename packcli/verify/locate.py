@@ -12,8 +12,12 @@ from __future__ import annotations
 import gzip
 import hashlib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from packcli.tokenizer.hub import TOKENIZER_FILES
+
+if TYPE_CHECKING:
+    from packcli.ingest import Source
 
 
 def provenance(manifest: dict) -> dict:
@@ -42,6 +46,29 @@ def find_source(manifest: dict, index: int, root: Path | None) -> Path | None:
             if _holds(candidate, pinned):
                 return candidate
     return here
+
+
+def locate_input(manifest: dict, k: int, source_root: Path | None) -> Source:
+    """Input ``k`` of a manifest, found where verify runs (`find_source`; a
+    ``hf:`` name from the local cache).
+
+    Raises:
+        InputError: it is not there (or, for ``hf:``, not in the local cache).
+    """
+    from packcli.errors import InputError
+    from packcli.ingest import HUB_PREFIX, source_of
+
+    pinned = manifest["inputs"][k]
+    if pinned["name"].startswith(HUB_PREFIX):
+        from packcli.ingest.hf import hub_source
+
+        return hub_source(pinned["name"])
+    path = find_source(manifest, k, source_root)
+    if path is None or not path.exists():
+        raise InputError(f"source {path or pinned['name']}: no such file (input {k} of the manifest, "
+                         f"{pinned['name']}, sha256 {pinned['sha256'][:16]})",
+                         "run verify from the directory pack ran in, or pass --source-root (searched by name)")
+    return source_of(path)
 
 
 def _holds(candidate: Path, pinned: dict) -> bool:

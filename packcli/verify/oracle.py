@@ -2,20 +2,27 @@
 
 Reconstruction re-runs packcli's own parser and renderer, so a rendering bug (a message field dropped,
 list content flattened where the template wanted the list, a system prompt lost) reproduces itself
-and passes. The oracle reads each record's JSON line itself and hands it to transformers as a user's
-training code would: chat records to ``apply_chat_template(messages, tools=...,
-chat_template=<pinned text>, return_assistant_tokens_mask=True)`` with the messages exactly as the
-record has them, the record's ``tools`` and ``documents`` (a JSON string of tools parsed, as TRL
-does) and its ``chat_template_kwargs``, ``strftime_now`` on the pinned ``template_date``; other
-records to the tokenizer itself with its offsets; both on a fresh ``PreTrainedTokenizerFast`` of
-the pinned tokenizer file. Its own reading of a record is deliberately small: ShareGPT turns are
-renamed (``from``/``value`` to ``role``/``content``, a top-level ``system`` prepended), and records
-that need packcli's own conventions to mean anything (a per-turn ``weight``, LLaMA-Factory's
-``function_call``/``observation`` turns) are not judged: the check's note counts them. The tokens
-and labels (the assistant mask under the loss policy, the first label ignored as the contract says)
-must equal the pack span token for token; a dropped example's length and token hash must equal the
-seam table's. A difference names the record and the first
-differing token.
+and passes. The oracle reads each record as pack reads it (pack's own reader for every input kind,
+JSONL, Parquet and ``datasets`` tables, and the pinned column mapping: reading is not rendering) and
+hands it to transformers as a user's training code would: chat records to ``apply_chat_template(
+messages, tools=..., chat_template=<pinned text>, return_assistant_tokens_mask=True)`` with the
+messages exactly as the record has them, the record's ``tools`` and ``documents`` (a JSON string of
+tools parsed, as TRL does) and its ``chat_template_kwargs``, the template seeing transformers' own
+globals with ``strftime_now`` on the pinned ``template_date``; other records to the tokenizer itself
+with its offsets; both on a fresh ``PreTrainedTokenizerFast`` of the pinned tokenizer file. Its own
+reading of a record is deliberately small: ShareGPT turns are renamed (``from``/``value`` to
+``role``/``content``, a top-level ``system`` prepended), and records that need packcli's own
+conventions to mean anything (a per-turn ``weight``, LLaMA-Factory's ``function_call``/``observation``
+turns) are not judged: the check's note counts them, and a check that judged no record is not ok.
+
+The tokens and labels must equal the pack span token for token (a dropped example's length and token
+hash the seam table's), under the contract's rules applied to transformers' output: the assistant mask
+under the loss policy, the first label ignored; ``last-assistant`` keeps the final assistant message's
+tokens, from where transformers' own render of the messages before it parts from the full text (two
+assistant messages in a row are two turns, however their masks touch); a token is supervised for the
+characters of a generation block it holds, so an empty block supervises nothing, where transformers'
+mask also marks a token that straddles an empty block's position (docs/chat-data.md, "Empty
+generation blocks"). A difference names the record and the first differing token.
 
 Sampling (``--sample N``) draws records with a fixed seed, so a re-run checks the same ones.
 """
@@ -23,7 +30,10 @@ Sampling (``--sample N``) draws records with a fixed seed, so a re-run checks th
 from __future__ import annotations
 
 import json
+import os
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import date, datetime, time
 from pathlib import Path
 
@@ -31,12 +41,12 @@ import numpy as np
 
 from packcli.contract import IGNORE_INDEX, IN_PACKS, token_hash
 from packcli.errors import InputError
-from packcli.ingest import read_source, source_of
-from packcli.messages import SHAREGPT_ROLES
+from packcli.ingest import FieldMap, read_source
 from packcli.job.chunks import SplitRule, chunk_labels, pinned_rule
+from packcli.messages import SHAREGPT_ROLES
 from packcli.tokenizer.ends import text_ends
 from packcli.tokenizer.load import LoadedTokenizer
-from packcli.verify.locate import find_source
+from packcli.verify.locate import locate_input
 from packcli.verify.packs import PackIndex
 from packcli.verify.report import CheckResult, Violation
 
@@ -84,40 +94,53 @@ def check_render_oracle(manifest: dict, rows: dict[str, list], packs: PackIndex,
     for i in chosen:
         by_input[rows["input"][i]].setdefault(rows["line"][i], []).append(i)  # its copies and chunks
     rule = pinned_rule(manifest["config"])
+    fields = FieldMap.of(manifest["config"]["fields"])
     not_judged: dict[str, int] = defaultdict(int)
-    for k, wanted in sorted(by_input.items()):
-        path = find_source(manifest, k, source_root)
-        if path is None or not path.is_file():
-            raise InputError(f"source {manifest['inputs'][k]['name']}: not found (the render oracle reads it)",
-                             "run verify from the directory pack ran in, or pass --source-root")
-        for line, raw in read_source(source_of(path)):  # JSONL lines, or a JSON array's elements
-            mine = wanted.get(line)
-            if mine is None:
-                continue
-            i = mine[0]
-            loc = dict(example_id=rows["example_id"][i], source=rows["source"][i], line=line)
-            try:
-                ids, labels = oracle.render(raw)
-            except NotJudged as why:
-                not_judged[str(why)] += 1
-                continue
-            except Exception as exc:  # noqa: BLE001 - any failure of transformers' rendering is the finding
+    with oracle.on_pinned_date():
+        for k, wanted in sorted(by_input.items()):
+            for line, payload in read_source(locate_input(manifest, k, source_root)):  # as pack reads it
+                mine = wanted.get(line)
+                if mine is None:
+                    continue
+                i = mine[0]
+                loc = dict(example_id=rows["example_id"][i], source=rows["source"][i], line=line)
+                try:
+                    ids, labels = oracle.render(fields.apply(_record(payload)))
+                except NotJudged as why:
+                    not_judged[str(why)] += 1
+                    continue
+                except Exception as exc:  # noqa: BLE001 - any failure of transformers' rendering is the finding
+                    result.checked += 1
+                    result.fail(Violation(f"transformers cannot render this record ({type(exc).__name__}: {exc}); "
+                                          f"packcli made it {rows['status'][i]}", **loc))
+                    continue
                 result.checked += 1
-                result.fail(Violation(f"transformers cannot render this record ({type(exc).__name__}: {exc}); "
-                                      f"packcli made it {rows['status'][i]}", **loc))
-                continue
-            result.checked += 1
-            for i in mine:
-                chunked = sum(rows["example_id"][j] == rows["example_id"][i] for j in mine) > 1
-                _compare(rows, i, ids, labels, packs, rule, result, dict(loc, example_id=rows["example_id"][i]),
-                         chunked)
+                for i in mine:
+                    chunked = sum(rows["example_id"][j] == rows["example_id"][i] for j in mine) > 1
+                    _compare(rows, i, ids, labels, packs, rule, result, dict(loc, example_id=rows["example_id"][i]),
+                             chunked)
     if not_judged:
         result.note = "not judged (transformers has no such notion): " + ", ".join(
             f"{count} with {why}" for why, count in sorted(not_judged.items()))
+    if chosen and not result.checked:
+        result.skipped = (f"no record could be judged: {len(chosen)} chosen, none rendered by transformers "
+                          f"({result.note or 'none found in the sources'})")
+
+
+def _record(payload: bytes | dict) -> dict:
+    """A record as pack's reader hands it over: a JSONL line's bytes decoded, a table row as it is.
+
+    Raises:
+        ValueError: the line is not a JSON object (such a record is rejected, so never chosen).
+    """
+    record = payload if isinstance(payload, dict) else json.loads(payload.decode("utf-8"))
+    if not isinstance(record, dict):
+        raise ValueError(f"a JSON {type(record).__name__}, not an object")
+    return record
 
 
 class _Oracle:
-    """transformers' rendering of one raw record line under the artifact's pinned template and policy."""
+    """transformers' rendering of one record under the artifact's pinned template and policy."""
 
     def __init__(self, manifest: dict, tokenizer: LoadedTokenizer) -> None:
         require_oracle("transformers")
@@ -136,16 +159,32 @@ class _Oracle:
         # A text document's BOS and EOS are the choice packcli resolved (`packcli.tokenizer.ends`, its own
         # tests compare it with tokenizers); transformers tokenizes what they make.
         self.text_ends = text_ends(tokenizer, config["text_bos"], config["text_eos"])
-        moment = datetime.combine(date.fromisoformat(manifest["config"]["template_date"]), time())
-        self.strftime_now = moment.strftime  # transformers' strftime_now, on the pinned date instead of today
+        self.moment = datetime.combine(date.fromisoformat(manifest["config"]["template_date"]), time())
 
-    def render(self, raw: bytes | dict) -> tuple[np.ndarray, np.ndarray]:
+    @contextmanager
+    def on_pinned_date(self) -> Iterator[None]:
+        """transformers' own template globals, with ``strftime_now`` on the pinned date instead of today.
+
+        A callable passed as a template variable reaches the template as an inert string (transformers
+        rebuilds every variable from plain JSON types), so the date can only be pinned where transformers
+        defines the global: on the environment it compiles this template into, restored afterwards.
+        """
+        from transformers.utils.chat_template_utils import _compile_jinja_template
+
+        env = _compile_jinja_template(self.template).environment
+        before = env.globals["strftime_now"]
+        env.globals["strftime_now"] = self.moment.strftime
+        try:
+            yield
+        finally:
+            env.globals["strftime_now"] = before
+
+    def render(self, record: dict) -> tuple[np.ndarray, np.ndarray]:
         """(input_ids, labels) of one record, as the artifact's contract defines them.
 
         Raises:
             NotJudged: the record means something only under packcli's own conventions.
         """
-        record = raw if isinstance(raw, dict) else json.loads(raw.decode("utf-8"))
         kind = self._kind(record)
         if kind in ("messages", "sharegpt"):
             return self._chat(record, kind)
@@ -186,17 +225,35 @@ class _Oracle:
                 extra[key] = json.loads(value) if key == "tools" and isinstance(value, str) else value  # as TRL
         out = self.tokenizer.apply_chat_template(
             messages, chat_template=self.template, tokenize=True, return_dict=True,
-            return_assistant_tokens_mask=True, add_generation_prompt=False, strftime_now=self.strftime_now, **extra)
+            return_assistant_tokens_mask=True, add_generation_prompt=False, **extra)
         ids = np.asarray(out["input_ids"], dtype=np.int32)
         mask = np.asarray(out["assistant_masks"], dtype=bool)
         policy = "assistant" if self.policy == "auto" else self.policy
         if policy == "all":
-            mask[:] = True
-        elif policy == "last-assistant":
-            mask = _last_run(mask)
-        elif policy != "assistant":
+            return ids, _labels(ids, np.ones_like(mask))
+        if policy not in ("assistant", "last-assistant"):
             raise ValueError(f"loss policy {policy} does not apply to a chat record")
+        text = self.tokenizer.apply_chat_template(messages, chat_template=self.template, tokenize=False,
+                                                  add_generation_prompt=False, **extra)
+        offsets = np.asarray(self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+                             ["offset_mapping"], dtype=np.int64).reshape(-1, 2)
+        mask &= ~_only_empty_blocks(self._blocks(messages, extra), offsets)
+        if policy == "last-assistant":
+            last = max(i for i, m in enumerate(messages) if m.get("role") == "assistant")
+            before = self.tokenizer.apply_chat_template(messages[:last], chat_template=self.template, tokenize=False,
+                                                        add_generation_prompt=False, **extra) if last else ""
+            mask &= offsets[:, 1] > len(os.path.commonprefix([before, text]))  # the final assistant message on
         return ids, _labels(ids, mask)
+
+    def _blocks(self, messages: list, extra: dict) -> list[tuple[int, int]]:
+        """The generation blocks' character spans, as transformers' renderer finds them."""
+        from transformers.utils.chat_template_utils import render_jinja_template
+
+        kwargs = {**self.tokenizer.special_tokens_map, **extra}
+        tools, documents = kwargs.pop("tools", None), kwargs.pop("documents", None)
+        _, indices = render_jinja_template(conversations=[messages], tools=tools, documents=documents,
+                                           chat_template=self.template, return_assistant_tokens_mask=True, **kwargs)
+        return [tuple(span) for span in indices[0]]
 
     def _text(self, text: str, supervised_from: int, special: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """Tokens of ``text`` with special tokens added (``special``); supervised: those overlapping
@@ -212,15 +269,17 @@ class _Oracle:
         return ids, _labels(ids, mask)
 
 
-def _last_run(mask: np.ndarray) -> np.ndarray:
-    """Only the last contiguous run of True (the last generation block's tokens)."""
-    on = np.flatnonzero(mask)
-    out = np.zeros_like(mask)
-    if len(on):
-        gaps = np.flatnonzero(np.diff(on) > 1)
-        start = on[gaps[-1] + 1] if len(gaps) else on[0]
-        out[start:on[-1] + 1] = True
-    return out
+def _only_empty_blocks(blocks: list[tuple[int, int]], offsets: np.ndarray) -> np.ndarray:
+    """Tokens that hold no character of a generation block but straddle an empty one's position: transformers'
+    mask marks them, the contract's rule (the characters a block holds) does not."""
+    straddle = np.zeros(len(offsets), dtype=bool)
+    holds = np.zeros(len(offsets), dtype=bool)
+    for start, end in blocks:
+        if start == end:
+            straddle |= (offsets[:, 0] < start) & (offsets[:, 1] > start)
+        else:
+            holds |= (offsets[:, 0] < end) & (offsets[:, 1] > start)
+    return straddle & ~holds
 
 
 def _labels(ids: np.ndarray, mask: np.ndarray) -> np.ndarray:

@@ -19,6 +19,7 @@ import numpy as np
 
 from packcli.artifact.shards import FlatShard, load_flat, read_shard
 from packcli.contract import IGNORE_INDEX, token_hash
+from packcli.verify.layout import cu_problem
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,11 +63,14 @@ class PackIndex:
     _cached: FlatShard | None = field(default=None, repr=False)
 
     def add(self, shard: FlatShard) -> None:
-        """Index one shard's segments (pack_layout proves they tile each row, so no token is outside one)."""
+        """Index one shard's segments: those of every row whose cu_seqlens tile it (pack_layout reports the
+        others, which then have no segment: global names their examples as in no pack)."""
         supervised = np.concatenate([[0], np.cumsum(shard.labels != IGNORE_INDEX)])
         self.totals[shard.name] = ShardTotals(shard.rows, len(shard.ids), int(supervised[-1]))
         for r in range(shard.rows):
             cu, base = shard.cu[r], int(shard.row_offsets[r])
+            if cu_problem(cu, int(shard.row_offsets[r + 1]) - base, len(shard.example_ids[r])):
+                continue
             counts = (supervised[base + cu[1:]] - supervised[base + cu[:-1]]).tolist()
             cu = cu.tolist()
             for k, eid in enumerate(shard.example_ids[r].tolist()):

@@ -3,8 +3,10 @@ reconstructed lengths.
 
 ``pack`` promises that the same inputs and config give byte-identical shards; this check makes that
 a checked property. From each example's reconstructed length, supervised counts and cut (`Reconstructed`;
-the seam table's own columns where reconstruction did not run) it re-runs the pack job's own
-functions (`packcli.job.plan`: `decide_fates`, `split_rows`, `plan_examples`, `place_examples`,
+the seam table's own columns where reconstruction did not run), taken in the order pack reads the
+records (the inputs by name and sha256, each input's records in order, each record's copies and chunks:
+`read_order`; never the order of the table under test, which would let a forger choose which examples
+share a pack), it re-runs the pack job's own functions (`packcli.job.plan`: `decide_fates`, `split_rows`, `plan_examples`, `place_examples`,
 `plan_metrics`) under the manifest's ``config``, then demands that the seam table holds exactly those
 rows (a split example's chunks matched one for one: `packcli.verify.chunking`) and fates (status,
 reason, length, supervised, supervised_lost, chunk_start), that every row sits in the shard, row and
@@ -22,6 +24,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from packcli.choices import Overlong
 from packcli.contract import DROPPED, DUPLICATE, PACKED, REJECTED, SPLIT, STATUSES, TRUNCATED, UNSAMPLED, shard_name
@@ -39,7 +42,7 @@ from packcli.job.plan import (
     split_rows,
 )
 from packcli.job.select import unsampled_reason
-from packcli.mix import Mixture
+from packcli.mix import Mixture, manifest_problems
 from packcli.pack import STRATEGIES, PackPlan, check_budgets
 from packcli.verify.chunking import claimed_cut, match_chunks
 from packcli.verify.reconstruct import Reconstructed
@@ -50,11 +53,17 @@ FATE_COLUMNS = ("status", "chunk_start", "reason", "length", "supervised", "supe
 
 
 def check_plan(manifest: dict, rows: dict[str, list], facts: Reconstructed | None, result: CheckResult) -> None:
-    """Re-derive fates, chunks, plan, placement, shards and metrics from the lengths; compare with the artifact."""
+    """Re-derive fates, chunks, plan, placement, shards and metrics from the lengths; compare with the artifact.
+
+    The examples go to the planner in the order pack reads them (`read_order`), whatever order the seam table
+    holds: the planner's shuffle and packing depend on that order, so a table in another order (and packs
+    made for it) must not choose which examples share a pack.
+    """
     config = manifest["config"]
-    settings = _settings(config, result)
+    settings = _settings(config, len(manifest["inputs"]), result)
     if settings is None:
         return
+    rows, facts = _in_read_order(manifest, rows, facts, result)
     result.checked = len(rows["example_id"])
     starts = example_starts(rows)
     first = starts[:-1]
@@ -91,6 +100,47 @@ def check_plan(manifest: dict, rows: dict[str, list], facts: Reconstructed | Non
     _check_placement(rows, match, placement, settings, result)
 
 
+def read_order(manifest: dict, rows: dict[str, list]) -> tuple[list[int], npt.NDArray[np.int64]]:
+    """The order pack reads the inputs (by name, then sha256: `packcli.ingest.describe_inputs`), as manifest
+    indices, and the seam-table rows in the order pack made its examples: by input in that order, then record,
+    then copy, then chunk (a row naming no input of the manifest last; global reports it)."""
+    inputs = manifest["inputs"]
+    ranked = sorted(range(len(inputs)), key=lambda k: (inputs[k]["name"], inputs[k]["sha256"], k))
+    rank = np.full(len(inputs) + 1, len(inputs), dtype=np.int64)
+    rank[ranked] = np.arange(len(inputs))
+    index = np.asarray(rows["input"], dtype=np.int64)
+    index = np.where((index >= 0) & (index < len(inputs)), index, len(inputs))
+    keys = [np.asarray(rows[c], np.int64) for c in ("chunk", "copy", "line")]
+    return ranked, np.lexsort((*keys, rank[index]))
+
+
+def _in_read_order(manifest: dict, rows: dict[str, list], facts: Reconstructed | None,
+                   result: CheckResult) -> tuple[dict[str, list], Reconstructed | None]:
+    """The rows and their reconstructed facts in `read_order`: as they are when the table is in that order
+    (as pack writes it), else reordered, with the findings named."""
+    ranked, order = read_order(manifest, rows)
+    if ranked != sorted(ranked):
+        k = next(j for j, r in enumerate(ranked) if r != j)
+        names = manifest["inputs"]
+        result.fail(Violation(f"the inputs are not in the order pack reads them (by name, then sha256): inputs[{k}] is "
+                              f"{names[k]['name']!r}, but {names[ranked[k]]['name']!r} (inputs[{ranked[k]}]) comes "
+                              "first; the plan is re-derived in pack's order", field="inputs"))
+    if np.array_equal(order, np.arange(len(order))):
+        return rows, facts
+    i = int(np.flatnonzero(order != np.arange(len(order)))[0])
+    result.fail(Violation(f"the seam table is not in input order (by input, then record, copy and chunk) from row {i} "
+                          "on: the plan is re-derived in that order, never in the table's", **_loc(rows, int(order[i]))))
+    picked = order.tolist()
+    rows = {column: [values[j] for j in picked] for column, values in rows.items()}
+    if facts is not None:
+        moved = np.empty_like(order)
+        moved[order] = np.arange(len(order))  # where each row of the table went
+        facts = Reconstructed(facts.length[order], facts.supervised[order],
+                              {int(moved[i]): cut for i, cut in facts.cuts.items()},
+                              [facts.rejection[j] for j in picked])
+    return rows, facts
+
+
 def _check_fates(rows: dict[str, list], match: np.ndarray, expected: Chunked, facts: ExampleFacts,
                  settings: PlanSettings, result: CheckResult) -> None:
     """Every row's status, reason, length, supervised counts and chunk start are its re-derived fate's."""
@@ -116,21 +166,19 @@ def _check_fates(rows: dict[str, list], match: np.ndarray, expected: Chunked, fa
                 break
 
 
-def _settings(config: dict, result: CheckResult) -> PlanSettings | None:
-    """The plan settings, or None (each bad one named) when the planner cannot run on them."""
+def _settings(config: dict, num_inputs: int, result: CheckResult) -> PlanSettings | None:
+    """The plan settings, or None (each bad one named) when the planner cannot run on them (or on the
+    examples a malformed mixture would leave out)."""
     problems = []
+    if config["mix"] is not None:
+        problems += [("config.mix", problem) for problem in manifest_problems(config["mix"], num_inputs)]
     if config["strategy"] not in STRATEGIES:
         problems.append(("config.strategy", f"config.strategy {config['strategy']!r} is not a strategy "
                                             f"({', '.join(STRATEGIES)})"))
     if config["overlong"] not in {o.value for o in Overlong}:
         problems.append(("config.overlong", f"config.overlong {config['overlong']!r} is not a policy "
                                             f"({', '.join(o.value for o in Overlong)})"))
-    for key, low in (("capacity", 2), ("packs_per_shard", 1), ("seed", 0)):
-        if config[key] < low:
-            problems.append((f"config.{key}", f"config.{key} is {config[key]}, below {low}"))
-    if not 0 <= config["max_reject_fraction"] <= 1:
-        problems.append(("config.max_reject_fraction", f"config.max_reject_fraction {config['max_reject_fraction']} "
-                                                       "is not a fraction"))
+    # (the manifest check has bounded every number: capacity, seed, the fractions, the split settings)
     if config["overlong"] == "split" or (config["split_overlap"], config["split_min_last"]) != (0, 1):
         rule = SplitRule(config["capacity"], config["split_overlap"], config["split_min_last"])
         for problem in rule.problems() if config["capacity"] >= 2 else []:
@@ -140,8 +188,8 @@ def _settings(config: dict, result: CheckResult) -> PlanSettings | None:
             if config[key] != default:
                 problems.append((f"config.{key}", f"config.{key} is {config[key]}, but it applies only to "
                                                   f"config.overlong split (pack writes {default} otherwise)"))
-    if config["strategy"] == "window" and (config["window"] is None or config["window"] < 1):
-        problems.append(("config.window", f"config.window {config['window']!r} is not a window size"))
+    if config["strategy"] == "window" and config["window"] is None:
+        problems.append(("config.window", "config.window is None, but strategy window needs a window size"))
     for field, message in problems:
         result.fail(Violation(message + ": the plan cannot be re-derived", field=field))
     return None if problems else PlanSettings.of(config)
@@ -213,7 +261,7 @@ def _unsampled(rows: dict[str, list], first: np.ndarray, fates: Fates, mix: dict
     the copies again and owns which records those are)."""
     if mix is None:
         return fates
-    mixture = Mixture.from_manifest(mix)
+    mixture = Mixture.from_manifest(mix)  # `_settings` has checked it
     for j in fates.packable.tolist():
         i = int(first[j])
         if rows["status"][i] == STATUSES[UNSAMPLED]:

@@ -1,7 +1,7 @@
 """Reconstruction: re-derive every example from its source record and compare it with its pack span.
 
-Re-reads every source the manifest pins (JSONL, Parquet, ``datasets`` tables: their size and sha256,
-and as many records as ``inputs[].records`` says), runs every record through the same `Preparer` as
+Re-reads every source the manifest pins (JSONL, Parquet, ``datasets`` tables: their name, size and
+sha256, and as many records as ``inputs[].records`` says), runs every record through the same `Preparer` as
 ``pack`` (always the reference tokenizer, ``tokenizers``; the pinned column mapping), and demands
 that each record has seam-table rows (one per copy a mixture made of it) that it reproduces: its
 ``format``, ``original_length``, the tokens and labels in its pack span (the whole example, or its
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import date
@@ -34,12 +35,12 @@ import numpy as np
 import numpy.typing as npt
 
 from packcli.chat import ChatTemplate, Renderer
-from packcli.choices import AddToken, BackendChoice, Format, LossPolicy, Overlong
+from packcli.choices import AddToken, BackendChoice, DroppableField, Format, LossPolicy, Overlong
 from packcli.contract import IGNORE_INDEX, token_hash
 from packcli.engine import Engine
 from packcli.engine.pool import SharedPool, auto_processes, usable_cpus
 from packcli.errors import InputError
-from packcli.ingest import HUB_PREFIX, FieldMap, Source, describe_input, source_of
+from packcli.ingest import FieldMap, describe_input
 from packcli.job.chunks import Cut, SplitRule, chunk_labels, cut_example, pinned_rule
 from packcli.job.pause import pause_at
 from packcli.job.select import duplicate_reason
@@ -48,7 +49,7 @@ from packcli.prepare import Preparer, preparer_for, share_preparer
 from packcli.progress import NO_PROGRESS, Progress
 from packcli.tokenizer.ends import text_ends
 from packcli.tokenizer.load import LoadedTokenizer, cached_tokenizer
-from packcli.verify.locate import find_source
+from packcli.verify.locate import locate_input
 from packcli.verify.packs import PackIndex
 from packcli.verify.report import CheckResult, Violation
 
@@ -68,6 +69,7 @@ class Fresh(NamedTuple):
     labels: str
     cut: Cut | None = None
     chunks: tuple[tuple[str, str], ...] = ()
+    dropped: tuple[str, ...] = ()  # the fields the template dropped, as --allow-dropped-fields allows
 
 
 # A line's outcome: the format it was read as ("" when not recognised), and its rejection reason or its
@@ -106,6 +108,7 @@ class ReconstructJob:
     text_eos: str
     rule: SplitRule  # how over-long examples are cut (`PlanSettings.rule`)
     overlong: str  # the pinned policy: under truncate or split each over-long fresh example's cut is sent back
+    allow_dropped: tuple[str, ...] = ()  # config.allow_dropped_fields (absent: none)
 
     @classmethod
     def of(cls, manifest: dict, tokenizer: str, template_text: str) -> ReconstructJob:
@@ -116,8 +119,8 @@ class ReconstructJob:
                    loss=manifest["loss_policy"], input_format=config["input_format"],
                    fields=tuple(sorted(config["fields"].items())), keys=config["dedupe"] == "exact",
                    bos_token=pinned["bos_token"], eos_token=pinned["eos_token"], text_bos=config["text_bos"],
-                   text_eos=config["text_eos"], rule=pinned_rule(config),
-                   overlong=config["overlong"])
+                   text_eos=config["text_eos"], rule=pinned_rule(config), overlong=config["overlong"],
+                   allow_dropped=tuple(config.get("allow_dropped_fields") or ()))
 
     def build_preparer(self, tokenizer: LoadedTokenizer | None = None) -> Preparer:
         """The reference tokenizer (always: a fast-path fault cannot verify itself), template, renderer."""
@@ -127,28 +130,9 @@ class ReconstructJob:
         renderer = Renderer(ChatTemplate(self.template_text, self.template_source), LossPolicy(self.loss),
                             bos_token=self.bos_token, eos_token=self.eos_token,
                             template_date=date.fromisoformat(self.template_date),
-                            text_ends=text_ends(tok, self.text_bos, self.text_eos))
+                            text_ends=text_ends(tok, self.text_bos, self.text_eos),
+                            allow_dropped=frozenset(self.allow_dropped))
         return Preparer(renderer, tok, Format(self.input_format), FieldMap.of(dict(self.fields)), keys=self.keys)
-
-
-def locate_input(manifest: dict, k: int, source_root: Path | None) -> Source:
-    """Input ``k`` of a manifest, found where verify runs (`packcli.verify.locate.find_source`; a
-    ``hf:`` name from the local cache).
-
-    Raises:
-        InputError: it is not there (or, for ``hf:``, not in the local cache).
-    """
-    pinned = manifest["inputs"][k]
-    if pinned["name"].startswith(HUB_PREFIX):
-        from packcli.ingest.hf import hub_source
-
-        return hub_source(pinned["name"])
-    path = find_source(manifest, k, source_root)
-    if path is None or not path.exists():
-        raise InputError(f"source {path or pinned['name']}: no such file (input {k} of the manifest, "
-                         f"{pinned['name']}, sha256 {pinned['sha256'][:16]})",
-                         "run verify from the directory pack ran in, or pass --source-root (searched by name)")
-    return source_of(path)
 
 
 def check_reconstruction(manifest: dict, rows: dict[str, list], packs: PackIndex,
@@ -183,6 +167,7 @@ def check_reconstruction(manifest: dict, rows: dict[str, list], packs: PackIndex
             problems.append((f"config.{key}", f"config.{key} {config[key]!r} is not one of auto, yes, no"))
     if config["dedupe"] not in ("none", "exact"):
         problems.append(("config.dedupe", f"config.dedupe {config['dedupe']!r} is not none or exact"))
+    problems += _dropped_problems(manifest)
     try:
         date.fromisoformat(config["template_date"])
     except ValueError:
@@ -204,6 +189,9 @@ def check_reconstruction(manifest: dict, rows: dict[str, list], packs: PackIndex
     files, pinned = [], []  # the sources found unchanged, with their index in the manifest's inputs
     for k, entry in enumerate(manifest["inputs"]):
         source = locate_input(manifest, k, source_root)
+        if source.name != entry["name"]:  # the name orders the inputs and names every record: proved, not trusted
+            result.fail(Violation(f"inputs[{k}].name is {entry['name']!r}, but the source is {source.name} "
+                                  f"({source.path})", source=entry["name"], field=f"inputs[{k}].name"))
         described = describe_input(source)
         if described.kind.value != entry["kind"]:
             result.fail(Violation(f"{source.path} reads as a {described.kind.value} source, inputs[{k}].kind says "
@@ -225,6 +213,7 @@ def check_reconstruction(manifest: dict, rows: dict[str, list], packs: PackIndex
 
     read = [0] * len(pinned)
     first: dict[bytes, str] = {}  # each content key's first record, as a duplicate's reason names it
+    dropped: Counter[str] = Counter()  # records made into examples whose template dropped an allowed field
 
     def compare_unit(spec: UnitSpec, outcomes: list) -> None:
         k, entry = pinned[spec.file_index]
@@ -232,6 +221,8 @@ def check_reconstruction(manifest: dict, rows: dict[str, list], packs: PackIndex
         differing: dict[int, list[tuple]] = {}
         for line, key, outcome in outcomes:
             result.checked += 1
+            if not isinstance(outcome[1], str):
+                dropped.update(outcome[1].dropped)
             found = by_record.pop((k, line), None)
             if found is None:
                 result.fail(Violation("record has no seam-table row (dropped without a record)", source=entry["name"],
@@ -269,12 +260,41 @@ def check_reconstruction(manifest: dict, rows: dict[str, list], packs: PackIndex
         if count != entry["records"]:
             result.fail(Violation(f"{count} records read from the source, inputs[{k}].records says {entry['records']}",
                                   source=entry["name"], field=f"inputs[{k}].records"))
+    if len(pinned) == len(manifest["inputs"]):  # every source read: the count is whole
+        _check_dropped(manifest, dropped, result)
     read_inputs = {k for k, _ in pinned}
     for (k, line) in by_record:
         if k in read_inputs:
             result.fail(Violation("seam table names a line that is not a record in the source",
                                   source=manifest["inputs"][k]["name"], line=line, field="line"))
     return facts
+
+
+def _dropped_problems(manifest: dict) -> list[tuple[str, str]]:
+    """What makes ``config.allow_dropped_fields`` and ``counts.dropped_fields`` other than pack writes them:
+    both absent, or the sorted fields --allow-dropped-fields names and a count for each."""
+    allowed = manifest["config"].get("allow_dropped_fields")
+    counts = manifest["counts"].get("dropped_fields")
+    names = [f.value for f in DroppableField]
+    if allowed is None:
+        return [] if counts is None else [("counts.dropped_fields", "counts.dropped_fields without "
+                                                                    "config.allow_dropped_fields")]
+    if not allowed or allowed != sorted(set(allowed)) or not set(allowed) <= set(names):
+        return [("config.allow_dropped_fields", f"config.allow_dropped_fields {allowed!r} is not a sorted list of "
+                                                f"{', '.join(names)}")]
+    if not isinstance(counts, dict) or sorted(counts) != allowed:
+        return [("counts.dropped_fields", f"counts.dropped_fields {counts!r} does not count each of "
+                                          f"config.allow_dropped_fields {allowed}")]
+    return []
+
+
+def _check_dropped(manifest: dict, dropped: Counter[str], result: CheckResult) -> None:
+    """``counts.dropped_fields``: the records whose re-rendering dropped each allowed field."""
+    for name, count in sorted((manifest["counts"].get("dropped_fields") or {}).items()):
+        if dropped.get(name, 0) != count:
+            result.fail(Violation(f"counts.dropped_fields.{name} is {count}, but re-rendering drops {name} from "
+                                  f"{dropped.get(name, 0)} records (config.allow_dropped_fields lets it)",
+                                  field=f"counts.dropped_fields.{name}"))
 
 
 def _check_duplicate(rows: dict, found: list[int], key: bytes | None, first: dict[bytes, str], reason: str,
@@ -323,8 +343,10 @@ def unit_outcomes(job: ReconstructJob, spec: UnitSpec) -> list[tuple[int, bytes 
     for batch in unit_batches(spec, BATCH):
         prepared = preparer.prepare(batch, source=spec.path)
         keys = prepared.keys or [None] * len(batch)
-        for (_, line, _), key, enc, fmt in zip(batch, keys, prepared, prepared.formats):
+        for (_, line, _), key, enc, fmt, dropped in zip(batch, keys, prepared, prepared.formats, prepared.dropped):
             fresh = enc if isinstance(enc, str) else fresh_of(enc.input_ids, enc.labels, job.rule, job.overlong)
+            if dropped:
+                fresh = fresh._replace(dropped=tuple(sorted(dropped)))
             out.append((line, key, (fmt, fresh)))
     return out
 
