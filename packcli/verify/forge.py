@@ -226,7 +226,7 @@ def replan(directory: Path, reorder: Callable[[list[dict]], list[dict]]) -> None
     rows = reorder(pq.read_table(directory / SEAM_TABLE_NAME).to_pylist())
     fates = Fates(np.array([STATUSES.index(r["status"]) for r in rows], np.int8),
                   np.array([r["length"] for r in rows], np.int64), np.array([r["supervised"] for r in rows], np.int64),
-                  [r["reason"] for r in rows])
+                  np.array([r["supervised_lost"] for r in rows], np.int64), [r["reason"] for r in rows])
     settings = PlanSettings.of(manifest["config"])
     plan = plan_examples(fates, settings)
     placement = place_examples(plan, fates, settings.packs_per_shard)
