@@ -8,7 +8,9 @@ workers do not start N thread pools the size of the machine. Results come back i
 error stops the handing out, so only the items already started are waited for. An interrupt (Ctrl-C,
 SIGTERM: a KeyboardInterrupt here) waits for nothing: the workers are terminated, so none outlives
 the command. Workers ignore SIGINT themselves (Ctrl-C reaches the whole process group): this process
-decides. A worker whose parent is gone (killed with SIGKILL, which no shutdown code sees) leaves
+decides; and since a worker only ignores it once its initializer runs, workers are started with SIGINT
+blocked (a mask the child inherits), so a Ctrl-C while one is still importing does not print its
+traceback over the command's one line. A worker whose parent is gone (killed with SIGKILL, which no shutdown code sees) leaves
 within a second.
 """
 
@@ -22,7 +24,8 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from multiprocessing import get_context
@@ -78,6 +81,26 @@ def _init_worker(threads: int, parent: int) -> None:
     threading.Thread(target=_leave_with, args=(parent,), name="packcli-parent-watch", daemon=True).start()
 
 
+def _block_sigint() -> None:
+    """Block SIGINT in the calling thread, and so in every process it starts (the mask is inherited)."""
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+
+
+@contextmanager
+def _sigint_blocked() -> Iterator[None]:
+    """SIGINT blocked in this thread within the block. A Ctrl-C that comes meanwhile goes to another
+    thread of the process or waits for the block's end; Python runs its handler in the main thread either way."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 def _leave_with(parent: int) -> None:
     """Exit once ``parent`` is no longer this process's parent. A pool worker waits for its next task
     on a queue whose write end it holds itself, so it never sees the parent die; without this, a
@@ -120,8 +143,9 @@ class SharedPool:
         if workers > 1:
             self._pool = ProcessPoolExecutor(workers - 1, mp_context=get_context("spawn"), initializer=_init_worker,
                                              initargs=(max(1, usable_cpus() // workers), os.getpid()))
-            for _ in range(workers - 1 if warm is not None else 0):
-                self._pool.submit(warm)
+            with _sigint_blocked():  # the first submit starts the workers
+                for _ in range(workers - 1 if warm is not None else 0):
+                    self._pool.submit(warm)
 
     def __enter__(self) -> SharedPool:
         return self
@@ -166,6 +190,7 @@ class SharedPool:
 
         def feed() -> None:
             handed: dict[Future, int] = {}
+            _block_sigint()  # this thread may start the workers; the main thread still takes every signal
             try:
                 while True:
                     while len(handed) < self.workers - 1 and (k := take()) is not None:
