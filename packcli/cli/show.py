@@ -50,17 +50,12 @@ def show(
     """
     from packcli.checks import output_file_problems, raise_all
     from packcli.cli import console
-    from packcli.cli.app import fail
-    from packcli.errors import PackcliError
     from packcli.owned import write_replacing
     from packcli.show import show_artifact
 
     raise_all(output_file_problems("--html", html_out))
-    try:
-        shown = show_artifact(directory, example_id=example, source=source, pack=pack, tokenizer=tokenizer,
-                              source_root=source_root)
-    except PackcliError as exc:
-        fail(exc)
+    shown = show_artifact(directory, example_id=example, source=source, pack=pack, tokenizer=tokenizer,
+                          source_root=source_root)  # a PackcliError is the command's one line (`cli.app.guarded`)
     if html_out is not None:
         page = render_html(shown)
         write_replacing(html_out, lambda partial: partial.write_text(page, encoding="utf-8"))

@@ -1,6 +1,7 @@
 """Reading inputs: where records come from, and what each record is.
 
-    sources.py   the input kinds, the `Reader` interface, expanding inputs, the checks before work
+    spans.py     the input kinds, a source, a `Span`, the `Reader` interface, read errors
+    sources.py   which reader reads each kind, expanding inputs, the checks before work
     jsonl.py     JSONL files (plain, .gz, .zst): one record per non-blank line
     jsonarray.py .json files holding one array: one record per element, streamed; a file's layout
     parquet.py   Parquet files: one record per row, read by record batch
@@ -15,21 +16,17 @@ from packcli.ingest.jsonl import open_binary, read_lines
 from packcli.ingest.records import Kind, Record, Rejection, content_key, parse_record
 from packcli.ingest.sources import (
     HUB_PREFIX,
-    InputFile,
-    Source,
-    SourceKind,
-    Span,
     check_sources,
     describe_input,
     describe_inputs,
     expand_inputs,
     is_dataset_dir,
-    read_errors,
     read_source,
     read_span,
     reader,
     source_of,
 )
+from packcli.ingest.spans import InputFile, Source, SourceKind, Span, read_errors
 
 __all__ = [
     "DEFAULT_FIELDS", "HUB_PREFIX", "FieldMap", "InputFile", "Kind", "Record", "Rejection", "Source",

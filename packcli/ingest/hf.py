@@ -19,9 +19,10 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from packcli.contract import HUB_PREFIX
 from packcli.errors import InputError
 from packcli.ingest.columnar import span_rows
-from packcli.ingest.sources import HUB_PREFIX, Source, SourceKind, Span, read_errors
+from packcli.ingest.spans import Source, SourceKind, Span, read_errors
 
 DEFAULT_SPLIT = "train"
 OFFLINE_VARIABLES = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
@@ -121,7 +122,7 @@ def _stream(path: str) -> pa.ipc.RecordBatchStreamReader:
 
 
 class DatasetReader:
-    """`packcli.ingest.sources.Reader` for the Arrow stream files of a ``datasets`` table."""
+    """`packcli.ingest.spans.Reader` for the Arrow stream files of a ``datasets`` table."""
 
     kind = SourceKind.dataset
 

@@ -24,7 +24,7 @@ from typing import IO
 
 from packcli.errors import InputError
 from packcli.ingest.jsonl import UNIT_BYTES, open_binary
-from packcli.ingest.sources import InputFile, SourceKind, Span, read_errors
+from packcli.ingest.spans import InputFile, SourceKind, Span, read_errors
 
 CHUNK = 1 << 20
 SNIFF_BYTES = 1 << 16
@@ -158,7 +158,7 @@ def iter_elements(handle: IO[bytes], path: str, *, offset: int = 0, first: int =
 
 
 class JsonArrayReader:
-    """`packcli.ingest.sources.Reader` for JSON arrays: spans are byte ranges starting at elements."""
+    """`packcli.ingest.spans.Reader` for JSON arrays: spans are byte ranges starting at elements."""
 
     kind = SourceKind.json_array
 

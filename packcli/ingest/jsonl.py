@@ -17,7 +17,7 @@ from typing import IO
 
 import numpy as np
 
-from packcli.ingest.sources import InputFile, SourceKind, Span, read_errors
+from packcli.ingest.spans import InputFile, SourceKind, Span, read_errors
 
 UNIT_BYTES = 8 << 20  # a span of a plain file ends at the first line start past this many bytes
 
@@ -48,7 +48,7 @@ def read_lines(path: str | Path, file_index: int = 0) -> Iterator[tuple[int, byt
 
 
 class JsonlReader:
-    """`packcli.ingest.sources.Reader` for JSONL: spans are byte ranges starting at line starts."""
+    """`packcli.ingest.spans.Reader` for JSONL: spans are byte ranges starting at line starts."""
 
     kind = SourceKind.jsonl
 

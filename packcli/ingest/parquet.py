@@ -15,13 +15,13 @@ from collections.abc import Iterator
 import pyarrow.parquet as pq
 
 from packcli.ingest.columnar import BATCH_ROWS, span_rows
-from packcli.ingest.sources import Source, SourceKind, Span, read_errors
+from packcli.ingest.spans import Source, SourceKind, Span, read_errors
 
 MAX_SPANS_PER_GROUP = 8
 
 
 class ParquetReader:
-    """`packcli.ingest.sources.Reader` for Parquet files."""
+    """`packcli.ingest.spans.Reader` for Parquet files."""
 
     kind = SourceKind.parquet
 

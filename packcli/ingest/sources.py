@@ -1,11 +1,10 @@
-"""Sources: what the inputs are, the one interface every reader implements, and the checks made
-before any work starts.
+"""Sources: what the inputs are, which reader reads each kind, and the checks made before any work starts.
 
 An input is a JSONL file (plain, ``.gz``, ``.zst``), a ``.json`` file holding one array of records, a
 Parquet file, or a Hugging Face ``datasets`` table: a ``save_to_disk`` directory, a single ``.arrow``
 file, or ``hf:NAME[:CONFIG][:SPLIT]`` for a dataset already in the local cache (read offline). Each
 kind has a `Reader` (`packcli.ingest.jsonl`, `packcli.ingest.jsonarray`, `packcli.ingest.parquet`,
-`packcli.ingest.hf`) that cuts a source into `Span` s (the units of work)
+`packcli.ingest.hf`, each implementing `packcli.ingest.spans.Reader`) that cuts a source into `Span` s (the units of work)
 and yields a span's records; everything after reading (parsing, column mapping, rejects, ids) is
 the same for every kind.
 
@@ -22,81 +21,15 @@ import hashlib
 import os
 import sys
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
-from enum import Enum
 from pathlib import Path
-from typing import Protocol
 
 from packcli.choices import Format
 from packcli.contract import HUB_PREFIX, file_sha256
 from packcli.errors import InputError
 from packcli.ingest.fields import FieldMap
+from packcli.ingest.spans import InputFile, Reader, Source, SourceKind, Span
 
 JSON_NAMES = (".json", ".json.gz", ".json.zst")  # read as a JSON array when the file holds one, else as JSON Lines
-
-
-class SourceKind(str, Enum):
-    """How a source is read."""
-
-    jsonl = "jsonl"
-    json_array = "json-array"  # a .json file holding one array of records
-    parquet = "parquet"
-    dataset = "dataset"  # the Arrow files of a `datasets` table (save_to_disk, a cached hub split, an .arrow file)
-
-
-@dataclass(frozen=True)
-class Source:
-    """An input as resolved: the path as given, its kind, and the files read, in record order."""
-
-    path: str
-    kind: SourceKind
-    files: tuple[str, ...]
-
-    @property
-    def name(self) -> str:
-        """The location-free name the manifest and the seam table give it: a file's or directory's
-        base name, or the ``hf:`` name as given."""
-        return self.path if self.path.startswith(HUB_PREFIX) else Path(self.path).name
-
-
-@dataclass(frozen=True)
-class InputFile(Source):
-    """A source as the manifest pins it: with its size and sha256 (of its files' bytes as stored)."""
-
-    size: int
-    sha256: str
-
-
-@dataclass(frozen=True)
-class Span:
-    """Records of one file from ``first`` on: bytes ``start``..``end`` of a JSONL file (-1: to the end),
-    or rows ``start``..``end`` (of that file) of a Parquet or Arrow file. ``first`` is the number of
-    the span's first record in its source (see the module docstring)."""
-
-    kind: SourceKind
-    path: str
-    first: int
-    start: int
-    end: int
-
-
-class Reader(Protocol):
-    """What a source kind provides. Implementations are stateless, so any process can read any span."""
-
-    kind: SourceKind
-
-    def schema(self, source: Source) -> object | None:
-        """The source's ``pyarrow.Schema`` (checked before any work), or None (JSONL: no schema)."""
-        ...
-
-    def split(self, source: Source, per_unit: int) -> list[Span]:
-        """Spans of about ``per_unit`` records each, in record order, covering the source once."""
-        ...
-
-    def read(self, span: Span) -> Iterator[tuple[int, bytes | dict]]:
-        """(record number, payload) of every record of the span: a JSONL line's bytes, or a row as a dict."""
-        ...
 
 
 def reader(kind: SourceKind) -> Reader:
@@ -221,20 +154,3 @@ def check_sources(sources: Sequence[Source], fields: FieldMap, fmt: Format) -> N
     if problems:
         raise InputError("; ".join(problems), "map the columns with --messages-field, --role-field, --content-field, "
                                               "--prompt-field, --completion-field or --text-field, or choose --format")
-
-
-@contextmanager
-def read_errors(path: str | Path) -> Iterator[None]:
-    """Turn a failure to read, decompress or decode ``path`` into an `InputError` that names it."""
-    try:
-        yield
-    except (OSError, EOFError) as exc:
-        raise InputError(f"{path}: cannot read: {exc}", "is the file complete and its extension right?") from exc
-    except Exception as exc:
-        import pyarrow as pa
-
-        if isinstance(exc, pa.ArrowException):  # a corrupt or truncated Parquet/Arrow file
-            raise InputError(f"{path}: cannot read: {exc}", "is the file complete and its extension right?") from exc
-        if type(exc).__name__ == "ZstdError":  # zstandard raises its own error for corrupt frames
-            raise InputError(f"{path}: cannot decompress: {exc}") from exc
-        raise
