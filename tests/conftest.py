@@ -16,6 +16,14 @@ FIXTURES = ROOT / "fixtures"
 ASSETS = ROOT / ".cache" / "assets"
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that start Ray run one after another in one xdist worker (``--dist loadgroup``): a cluster
+    started with ``ray start`` is found by a concurrent ``ray.init()`` on the same machine."""
+    for item in items:
+        if item.get_closest_marker("ray"):
+            item.add_marker(pytest.mark.xdist_group("ray"))
+
+
 @pytest.fixture(scope="session")
 def tokenizer_dir() -> Path:
     return FIXTURES / "tokenizer"
