@@ -181,7 +181,7 @@ def test_local_worker_processes_surface_a_bad_record(tmp_path, tokenizer_dir):
         pack_corpus(PackConfig(inputs=(str(broken),), tokenizer=str(tokenizer_dir), out=tmp_path / "o",
                                lines_per_unit=5, on_error="fail"), engine=LocalEngine(workers=2))
     assert not (tmp_path / "o").exists()
-    with pytest.raises(PackcliError, match="--workers must be from 1 to"):
+    with pytest.raises(PackcliError, match="--workers must be an integer from 1 to 1,024, got 0"):
         LocalEngine(workers=0)
 
 

@@ -166,18 +166,15 @@ def pack(
 
       packcli pack /mnt/d/*.jsonl -t tok/ --engine ray --shared-fs -o /mnt/out
     """
-    from packcli.checks import int_problems, raise_all
+    from packcli.checks import raise_all, worker_problems
     from packcli.cli import console
     from packcli.cli.render import render_pack_summary
     from packcli.config import PackConfig
     from packcli.engine import make_engine
-    from packcli.engine.pool import MAX_LOCAL_WORKERS
     from packcli.job import pack_corpus
 
     paths, tok = default_inputs(inputs, tokenizer)
-    problems = int_problems("--workers", workers, 1, MAX_LOCAL_WORKERS if engine is EngineName.local else 100_000)
-    if engine is EngineName.local and (ray_address or shared_fs):
-        problems.append("--ray-address and --shared-fs need --engine ray")
+    problems = worker_problems(workers, engine, ray_address=ray_address, shared_fs=shared_fs)
     try:
         config = PackConfig(
             inputs=paths, tokenizer=tok, out=out, capacity=capacity, template=template, template_date=template_date,

@@ -89,10 +89,10 @@ def stats(
         raise_all,
         template_problems,
         tokenizer_problems,
+        worker_problems,
     )
     from packcli.cli.pack import default_inputs
     from packcli.cli.render import render_artifact_stats, render_length_stats
-    from packcli.engine.pool import MAX_LOCAL_WORKERS
     from packcli.ingest import FieldMap, is_dataset_dir
     from packcli.plots import PLOT_SUFFIXES
     from packcli.stats import DEFAULT_CAPACITIES, artifact_stats, length_stats
@@ -128,7 +128,7 @@ def stats(
 
         split = SplitRule(min(capacity or DEFAULT_CAPACITIES), split_overlap, split_min_last).problems()
     problems += split
-    problems += int_problems("--workers", workers, 1, MAX_LOCAL_WORKERS)
+    problems += worker_problems(workers)
     problems += float_problems("--min-density", min_density, 0, 1, low_open=True)
     problems += float_problems("--max-displacement", max_displacement, 0)
     problems += input_problems(paths) + tokenizer_problems("--tokenizer", tok) + template_problems(template, tok)

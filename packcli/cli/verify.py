@@ -148,15 +148,13 @@ def _check_options(directory: Path, *, tokenizer: str | None, template: str | No
         raise_all,
         template_problems,
         tokenizer_problems,
+        worker_problems,
     )
-    from packcli.engine.pool import MAX_LOCAL_WORKERS
 
     problems = directory_problems("DIRECTORY", directory) + directory_problems("--source-root", source_root)
     problems += tokenizer_problems("--tokenizer", tokenizer) + template_problems(template, tokenizer)
     problems += int_problems("--packs", packs, 1, 1_000_000) + int_problems("--max-violations", max_violations, 0)
-    problems += int_problems("--workers", workers, 1, MAX_LOCAL_WORKERS if engine is EngineName.local else 100_000)
-    if engine is EngineName.local and (ray_address or shared_fs):
-        problems.append("--ray-address and --shared-fs need --engine ray")
+    problems += worker_problems(workers, engine, ray_address=ray_address, shared_fs=shared_fs)
     problems += int_problems("--consumer-packs", consumer_packs, 1) + int_problems("--sample", sample, 1)
     if sample is not None and render_oracle is None:
         problems.append("--sample picks the records --render-oracle checks; pass --render-oracle too")

@@ -19,9 +19,9 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TypeVar
 
+from packcli.checks import raise_all, worker_problems
 from packcli.engine import Workload
-from packcli.engine.pool import MAX_LOCAL_WORKERS, SharedPool, auto_processes
-from packcli.errors import PackcliError
+from packcli.engine.pool import SharedPool, auto_processes
 from packcli.job.spill import SpillLayout
 from packcli.job.units import UnitIndex, UnitJob, UnitSpec, run_unit
 from packcli.job.write import ShardResult, ShardTask, write_shard_task
@@ -33,8 +33,7 @@ class LocalEngine:
     name = "local"
 
     def __init__(self, workers: int | None = None, *, auto: bool = False) -> None:
-        if workers is not None and not 1 <= workers <= MAX_LOCAL_WORKERS:
-            raise PackcliError(f"--workers must be from 1 to {MAX_LOCAL_WORKERS}, got {workers}")
+        raise_all(worker_problems(workers))
         self.workers = workers or 1
         self.auto = auto
         self._pool: SharedPool | None = None

@@ -35,6 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 from packcli.chat import ChatTemplate, Renderer
+from packcli.checks import raise_all, worker_problems
 from packcli.choices import AddToken, BackendChoice, DroppableField, Format, LossPolicy, Overlong
 from packcli.contract import IGNORE_INDEX, token_hash
 from packcli.engine import Engine
@@ -152,8 +153,7 @@ def check_reconstruction(manifest: dict, rows: dict[str, list], packs: PackIndex
     Returns:
         What each seam-table row's record reproduces, for the plan check.
     """
-    if workers is not None and workers < 1:
-        raise InputError(f"--workers must be at least 1, got {workers}")
+    raise_all(worker_problems(workers), error=InputError)
     config = manifest["config"]
     n = len(rows["example_id"])
     facts = Reconstructed(np.full(n, -1, np.int64), np.full(n, -1, np.int64), {}, [None] * n)
