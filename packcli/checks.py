@@ -158,14 +158,14 @@ def tokenizer_problems(flag: str, path: str | Path | None) -> list[str]:
     sit beside tokenizer.json."""
     if path is None:
         return []
-    from packcli.tokenizer.hub import resolve_tokenizer_path
+    from packcli.tokenizer.hub import TOKENIZER_FILES, resolve_tokenizer_path
 
     try:
         p = resolve_tokenizer_path(path)
     except PackcliError as exc:
         return [f"{flag} {exc.message.removeprefix('tokenizer ')}" + (f"; {exc.hint}" if exc.hint else "")]
     if p.is_dir():
-        if not any((p / name).is_file() for name in ("tokenizer.json", "tokenizer.json.gz")):
+        if not any((p / name).is_file() for name in TOKENIZER_FILES):
             return [f"{flag} {p}: no tokenizer.json in this directory"]
         return []
     if not p.is_file():
