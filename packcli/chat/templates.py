@@ -22,7 +22,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from packcli.chat.training import TRL_PREFIX, training_hint, trl_template, trl_training_template
+from packcli.chat.training import TRL_PREFIX, TrlTemplate, training_hint, trl_template, trl_training_template
 from packcli.choices import LossPolicy
 from packcli.errors import InputError
 from packcli.tokenizer.load import TOKENIZER_SOURCE
@@ -105,7 +105,7 @@ def load_template(spec: str, tokenizer: LoadedTokenizer | None = None) -> ChatTe
                              "ChatML would be split into pieces", "pass the model's own template with --template")
         return ChatTemplate(builtin_chatml().text, BUILTIN_CHATML)
     if spec.startswith(TRL_PREFIX):
-        return trl_template(spec)
+        return _from_trl(trl_template(spec))
     path = Path(spec)
     if path.is_dir():
         from packcli.tokenizer.load import find_chat_templates
@@ -138,7 +138,8 @@ def resolve_template(spec: str, tokenizer: LoadedTokenizer, policy: LossPolicy) 
     if template.has_generation_markers or policy not in ASSISTANT_POLICIES + (LossPolicy.auto,):
         return template
     try:
-        template = trl_training_template(template, tokenizer)
+        found = trl_training_template(template.text, template.describe(), template.origin, tokenizer)
+        template = template if found is None else _from_trl(found)
     except InputError:
         if policy is LossPolicy.auto:  # text and prompt/completion records need no markers; a chat record refuses
             return template
@@ -180,6 +181,10 @@ def _pick_default(found: dict[str, tuple[str, str]], tokenizer: LoadedTokenizer 
         note = (f"the tokenizer's default template; it also has {', '.join(others)} (pick with --template NAME"
                 + ("; transformers uses tool_use for a conversation with tools" if "tool_use" in others else "") + ")")
     return ChatTemplate(text, source, "default", note)
+
+
+def _from_trl(found: TrlTemplate) -> ChatTemplate:
+    return ChatTemplate(found.text, TRL_PREFIX + found.name, note=found.note)
 
 
 def _from_file(path: Path) -> ChatTemplate:

@@ -17,17 +17,25 @@ from __future__ import annotations
 import importlib.util
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from packcli.errors import InputError
 
 if TYPE_CHECKING:
-    from packcli.chat.templates import ChatTemplate
     from packcli.tokenizer import LoadedTokenizer
 
 TRL_PREFIX = "trl:"
 TRAINING_SUFFIX = "_training.jinja"
 INSTALL_TRL = "pip install trl"
+
+
+class TrlTemplate(NamedTuple):
+    """One of TRL's training templates: its text, its name (``qwen3_training``), and why it is used, in
+    words. `packcli.chat.templates` makes it a ``ChatTemplate`` of origin ``trl:NAME``."""
+
+    text: str
+    name: str
+    note: str
 
 
 def trl_templates_dir() -> Path | None:
@@ -52,14 +60,12 @@ def training_names(folder: Path | None = None) -> list[str]:
     return sorted(p.name.removesuffix(".jinja") for p in folder.glob("*" + TRAINING_SUFFIX)) if folder else []
 
 
-def trl_template(spec: str) -> ChatTemplate:
+def trl_template(spec: str) -> TrlTemplate:
     """``trl:NAME`` (or ``trl:NAME.jinja``): one of TRL's training templates, read from the installed trl.
 
     Raises:
         InputError: trl is not installed, or has no training template of that name.
     """
-    from packcli.chat.templates import ChatTemplate
-
     name = spec.removeprefix(TRL_PREFIX).removesuffix(".jinja")
     folder = trl_templates_dir()
     if folder is None:
@@ -69,23 +75,22 @@ def trl_template(spec: str) -> ChatTemplate:
     if not name.endswith(TRAINING_SUFFIX.removesuffix(".jinja")) or not path.is_file():
         raise InputError(f"--template {spec}: trl {trl_version()} has no training template {name!r}",
                          f"TRL's training templates: {', '.join(training_names(folder))}")
-    return ChatTemplate(path.read_text(encoding="utf-8"), TRL_PREFIX + name,
-                        note=f"TRL {trl_version()}'s {path.name}")
+    return TrlTemplate(path.read_text(encoding="utf-8"), name, f"TRL {trl_version()}'s {path.name}")
 
 
-def trl_training_template(template: ChatTemplate, tokenizer: LoadedTokenizer) -> ChatTemplate:
-    """The training template TRL's ``get_training_chat_template`` maps ``template`` to, for ``tokenizer``.
+def trl_training_template(text: str, described: str, origin: str, tokenizer: LoadedTokenizer) -> TrlTemplate | None:
+    """The training template TRL's ``get_training_chat_template`` maps the template ``text`` to, for
+    ``tokenizer`` (None: TRL finds nothing to patch, the template has markers after all). ``described``
+    and ``origin`` name the template in the messages.
 
-    TRL's function is asked with a transformers tokenizer built from the same file, holding ``template``
+    TRL's function is asked with a transformers tokenizer built from the same file, holding ``text``
     as its chat template, as SFTTrainer asks it with the model's tokenizer.
 
     Raises:
         InputError: trl is not installed, or TRL has no training template for this one; the message
             says which, and what to do.
     """
-    from packcli.chat.templates import ChatTemplate
-
-    lacks = f"template {template.describe()} has no {{% generation %}} markers, so assistant-only loss masks cannot be computed"
+    lacks = f"template {described} has no {{% generation %}} markers, so assistant-only loss masks cannot be computed"
     folder = trl_templates_dir()
     if folder is None:
         raise InputError(f"{lacks}, and trl is not installed, so TRL's training template for it cannot be looked up",
@@ -98,7 +103,7 @@ def trl_training_template(template: ChatTemplate, tokenizer: LoadedTokenizer) ->
                           "transformers checks the masks), or a .jinja with the markers, or use --loss all")
     # TRL recognises a template by exact identity with one of the files it ships (trl/chat_templates/README.md):
     # none equal, no match, and importing trl (torch, transformers: seconds) is not worth it.
-    if not any(p.read_text(encoding="utf-8") == template.text for p in folder.glob("*.jinja")):
+    if not any(p.read_text(encoding="utf-8") == text for p in folder.glob("*.jinja")):
         raise no_match
     try:
         from transformers import PreTrainedTokenizerFast
@@ -108,19 +113,19 @@ def trl_training_template(template: ChatTemplate, tokenizer: LoadedTokenizer) ->
                          "repair the trl installation, or pass --template trl:NAME, or use --loss all") from exc
     hf = PreTrainedTokenizerFast(tokenizer_object=tokenizer.tokenizer, bos_token=tokenizer.bos_token,
                                  eos_token=tokenizer.eos_token)
-    hf.chat_template = template.text
+    hf.chat_template = text
     try:
-        text = get_training_chat_template(hf)
+        training = get_training_chat_template(hf)
     except ValueError:
         raise no_match from None
-    if text is None:  # TRL finds nothing to patch: the template has markers after all
-        return template
+    if training is None:
+        return None
     name = next((p.name.removesuffix(".jinja") for p in sorted(folder.glob("*" + TRAINING_SUFFIX))
-                 if p.read_text(encoding="utf-8") == text), "get_training_chat_template")
-    return ChatTemplate(text, TRL_PREFIX + name,
-                        note=f"TRL {trl_version()}'s {name}.jinja, the training template TRL maps {template.origin} to "
-                             "(get_training_chat_template): assistant-only loss needs {% generation %} markers, "
-                             "which it lacks")
+                 if p.read_text(encoding="utf-8") == training), "get_training_chat_template")
+    return TrlTemplate(training, name,
+                       f"TRL {trl_version()}'s {name}.jinja, the training template TRL maps {origin} to "
+                       "(get_training_chat_template): assistant-only loss needs {% generation %} markers, "
+                       "which it lacks")
 
 
 def training_hint() -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from packcli.chat import ChatTemplate, load_template
 from packcli.chat.templates import BUILTIN_CHATML, builtin_chatml
-from packcli.chat.training import TRL_PREFIX, trl_template
+from packcli.chat.training import TRL_PREFIX
 from packcli.choices import BackendChoice
 from packcli.errors import InputError
 from packcli.tokenizer import LoadedTokenizer, load_tokenizer
@@ -87,7 +87,7 @@ def _current_template(manifest: dict, override: str | None, tok_path: Path | Non
         return builtin_chatml().text, origin, builtin_chatml()
     if origin.startswith(TRL_PREFIX):  # one of TRL's training templates, in the trl installed here
         try:
-            found = trl_template(origin)
+            found = load_template(origin)
         except InputError as exc:
             return None, f"{origin} ({exc.message})", None
         return found.text, origin, found
