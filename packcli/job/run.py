@@ -28,9 +28,10 @@ import os
 import signal
 import time
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, datetime
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -54,6 +55,9 @@ from packcli.prepare import Preparer, share_preparer
 from packcli.progress import NO_PROGRESS, Progress
 from packcli.tokenizer.ends import text_ends
 from packcli.tokenizer.load import LoadedTokenizer, cached_tokenizer, warm_tokenizer
+
+if TYPE_CHECKING:
+    from packcli.chat.engines import EngineChoice
 
 
 @dataclass(frozen=True)
@@ -132,10 +136,11 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
     timings: dict[str, float] = {}
     tokenizer = cached_tokenizer(config.tokenizer, backend=config.tokenizer_backend, paranoid=config.paranoid_tokenizer)
     template = resolve_template(config.template, tokenizer, config.loss)
+    engine_choice = _render_engine(config, template, tokenizer)
     renderer = Renderer(template, config.loss, bos_token=tokenizer.bos_token, eos_token=tokenizer.eos_token,
                         template_date=date.fromisoformat(config.template_date),
                         text_ends=text_ends(tokenizer, config.text_bos, config.text_eos),
-                        allow_dropped=frozenset(config.allowed_dropped()))
+                        allow_dropped=frozenset(config.allowed_dropped()), engine=engine_choice.engine)
     if mixture is not None:  # the mixture numbers inputs as resolved; the manifest, as read
         position = {f.path: i for i, f in enumerate(files)}
         mixture = mixture.renumbered([position[s.path] for s in sources])
@@ -146,10 +151,10 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
                   tokenizer_backend_version=tokenizer.backend_version, loss=config.loss.value,
                   input_format=config.input_format.value, fields=tuple(sorted(config.fields.renames().items())),
                   keys=config.dedupe is Dedupe.exact, text_bos=config.text_bos.value, text_eos=config.text_eos.value,
-                  allow_dropped=tuple(config.allowed_dropped()),
+                  allow_dropped=tuple(config.allowed_dropped()), render_engine=engine_choice.engine,
                   batch_records=config.batch_records,
                   fail_fast=config.on_error is OnError.fail, work_dir=str(space.work),
-                  config_hash=_tokenization_hash(tokenizer, template, config))
+                  config_hash=_tokenization_hash(tokenizer, template, config, engine_choice.engine))
     share_preparer(job, Preparer(renderer, tokenizer, config.input_format, config.fields, keys=job.keys))
     space.units_key = job.config_hash
     tmp = space.new_artifact_dir()
@@ -164,6 +169,7 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
             records = ExampleIndex.merge(specs, units, len(files))
             spilled = [int(u.lengths.sum()) for u in units]
             tokenization, resumed = _tokenization_facts(tokenizer, units), sum(u.resumed for u in units)
+            rendering = _rendering_facts(config, engine_choice, units)
             # Every per-record fact is in ``records`` now; the units' own copies would stay alive through
             # planning and writing, the driver's peak (docs/benchmarks-pipeline.md, memory).
             del units
@@ -194,7 +200,7 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
                                       rejects=rejects, mixture=mixture)
             lost = losses_by_fate(fates.status, records.length, fates.used_len, fates.lost)
             manifest["dataset_card"] = write_card(tmp, manifest)  # pinned, so verify covers the card too
-            manifest = mf.finalize(manifest, {"tokenization": tokenization,
+            manifest = mf.finalize(manifest, {"tokenization": tokenization, "rendering": rendering,
                                               "provenance": provenance(config, files, template),
                                               "template_note": template.note,  # about the choice: unhashed
                                               "input_warnings": _warning_facts(records, files)})
@@ -209,19 +215,50 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
                        resumed_units=resumed, lost=lost)
 
 
-def _tokenization_hash(tokenizer: LoadedTokenizer, template: ChatTemplate, config: PackConfig) -> str:
+def _render_engine(config: PackConfig, template: ChatTemplate, tokenizer: LoadedTokenizer) -> EngineChoice:
+    """The engine that renders this run's template (`packcli.chat.engines.choose_engine`): decided once, here,
+    so every worker renders alike."""
+    from packcli.chat.engines import choose_engine
+
+    moment = datetime.combine(date.fromisoformat(config.template_date), datetime.min.time())
+    return choose_engine(template.text, config.render_backend.value, moment=moment, bos_token=tokenizer.bos_token,
+                         eos_token=tokenizer.eos_token)
+
+
+def _rendering_facts(config: PackConfig, choice: EngineChoice, units: list[UnitIndex]) -> dict:
+    """Which engine rendered the run, why, and what its cross-check compared (summed over units).
+
+    Unhashed, as the tokenizer backend is: both engines give the same text and spans (minijinja only where
+    that is shown, `packcli.chat.engines`), so the artifact's hashed bytes are the same under either.
+    """
+    counts = {key.removeprefix("render_"): sum(u.guard.get(key, 0) for u in units)
+              for key in ("render_minijinja", "render_jinja2", "render_checked", "render_mismatches")}
+    facts = {"asked": config.render_backend.value, "engine": choice.engine, "reason": choice.reason,
+             "records": counts}
+    if choice.version is not None:
+        facts["minijinja_version"] = choice.version
+    if counts["mismatches"]:
+        facts["note"] = ("minijinja rendered a checked record otherwise than jinja2, so jinja2 rendered that record "
+                         "and the rest of its process's records")
+    return facts
+
+
+def _tokenization_hash(tokenizer: LoadedTokenizer, template: ChatTemplate, config: PackConfig,
+                       render_engine: str) -> str:
     """Everything that decides a unit's tokens: a re-run may reuse units only when this matches.
 
     The code is in it as the digest of packcli's own source (`code_digest`), not its version
     number: a version stays the same over many commits, and units left by older code must not be
     mixed into an artifact that newer code claims to have made. The backend is in it although both
     backends must give the same tokens: after a mismatch the advice is to re-run with the
-    reference, and that re-run must not reuse the fast backend's units.
+    reference, and that re-run must not reuse the fast backend's units; so is the render engine.
     """
     key = [code_digest(), tokenizer.sha256, template.sha256, config.loss.value, config.input_format.value,
            config.on_error.value, config.lines_per_unit, tokenizer.backend_name, tokenizer.backend_version,
            config.template_date, tokenizer.bos_token, tokenizer.eos_token, config.fields.renames(),
            config.dedupe.value, config.text_bos.value, config.text_eos.value, config.allowed_dropped()]
+    if render_engine != "jinja2":  # jinja2's runs keep the key they had, so their finished units stay reusable
+        key.append(render_engine)
     return hashlib.sha256(json.dumps(key).encode()).hexdigest()
 
 
