@@ -30,18 +30,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
-from typing import TYPE_CHECKING
 
 from jinja2 import nodes
 
 from packcli.chat.render import CLOSE, OPEN, _tojson
 
-if TYPE_CHECKING:
-    import minijinja
-
-FUEL = 200_000_000
-"""minijinja's instruction budget per render: about a hundred times what the longest conversation of the
-long benchmark corpus needs (docs/render-backends.md), a few seconds of work at most."""
+FUEL = 20_000_000
+"""minijinja's instruction budget per render: 600x what qwen3_5_think_training spends on a 422-message,
+57,000-character conversation (32,000), and under half a second of an idle core when a loop burns it all."""
 
 MAX_OUTPUT_CHARS = 1 << 26
 """A rendered record longer than this (64 Mi characters, ~16M tokens) is rejected under minijinja."""
@@ -58,6 +54,12 @@ _REFUSED_METHODS = frozenset({
     "format", "format_map", "mro",
 })
 
+# Type tests minijinja answers otherwise than jinja2, and for what: a template that asks one would render a
+# record's string, or the None that ``.get`` of a missing key gives, differently record by record, which no
+# probe can rule out. (The data has no None inside: `data_literal`; an undefined value is iterable in both.)
+_TYPE_TESTS = {"sequence": "strings and dicts (jinja2: true, minijinja: false)",
+               "iterable": "the None of .get() (jinja2: false, minijinja: true)"}
+
 # Python prints a float outside [1e-4, 1e16) with an exponent, Rust never does; inside, both print the
 # shortest digits that read back as the same float, and json writes what repr() writes.
 _EXPONENT = re.compile(r"[0-9]e[-+][0-9]")  # json writes the sign
@@ -73,6 +75,7 @@ def minijinja_version() -> str | None:
         return None
 
 
+@lru_cache(maxsize=16)
 def minijinja_refusal(text: str) -> str | None:
     """Why minijinja may not render this template (None: it may, subject to the cross-check)."""
     from packcli.chat.render import _environment
@@ -85,6 +88,10 @@ def minijinja_refusal(text: str) -> str | None:
             return f"the template names {value!r}, which jinja2's sandbox refuses and minijinja would print as empty"
         if isinstance(node, nodes.Getattr) and value in _REFUSED_METHODS:
             return f"the template calls .{value}, which jinja2's sandbox refuses"
+    calls_get = any(isinstance(node.node, nodes.Getattr) and node.node.attr == "get" for node in tree.find_all(nodes.Call))
+    for node in tree.find_all(nodes.Test):
+        if node.name == "sequence" or (node.name == "iterable" and calls_get):
+            return f"the template tests 'is {node.name}', which minijinja answers otherwise for {_TYPE_TESTS[node.name]}"
     if any(isinstance(node, nodes.Name) and node.name == "null" for node in tree.find_all(nodes.Name)):
         return "the template names 'null', which packcli defines for the data it gives minijinja"
     if _FILTER in text:
@@ -110,6 +117,11 @@ def data_literal(variables: dict[str, object]) -> str | None:
         except (TypeError, ValueError):
             return None
         if ("e-" in dumped or "e+" in dumped) and _EXPONENT.search(dumped):
+            return None
+        # minijinja loops over None as over nothing and lists it as []; jinja2 raises. A None inside a value
+        # (an assistant turn's "content": null) sends the record to jinja2 (a string holding ": null" too);
+        # a variable that is None as a whole (``tools``) is alike for every record: the probe covers it.
+        if ": null" in dumped or "[null" in dumped or ", null" in dumped:
             return None
         if json.loads(dumped) != value:
             return None
@@ -162,7 +174,7 @@ class MiniJinjaTemplate:
         try:
             marked = self.env.render_str(literal + '{% include "' + _MAIN + '" %}')
         except minijinja.TemplateError as exc:
-            if "ran out of fuel" in exc.message:
+            if "engine ran out of fuel" in str(exc):  # str: the include wraps the cause
                 raise BoundExceeded(f"the template ran past minijinja's bound of {FUEL:,} instructions") from None
             return None
         except Exception:  # noqa: BLE001 - raise_exception or the template's own error: jinja2 words it
@@ -247,7 +259,7 @@ def choose_engine(text: str, asked: str, *, moment: datetime, bos_token: str | N
     Raises:
         InputError: ``minijinja`` asked for and not installed.
     """
-    from packcli.chat.render import RenderError, Renderer
+    from packcli.chat.render import Renderer, RenderError
     from packcli.chat.templates import ChatTemplate
     from packcli.choices import LossPolicy
     from packcli.errors import InputError

@@ -284,9 +284,10 @@ class Renderer:
         self._fixed = {"bos_token": bos_token or "", "eos_token": eos_token or "", "strftime_now": self._strftime_now}
         self._mini = None
         if engine == "minijinja":
-            from packcli.chat.engines import compile_minijinja
+            from packcli.chat.engines import compile_minijinja, minijinja_refusal
 
-            self._mini = compile_minijinja(template.text, moment)
+            if minijinja_refusal(template.text) is None:  # else jinja2 alone, whoever asked
+                self._mini = compile_minijinja(template.text, moment)
         self.render_counts = {"minijinja": 0, "jinja2": 0, "checked": 0, "mismatches": 0}
         self.mismatch: str | None = None  # the first cross-check difference, in words
 
