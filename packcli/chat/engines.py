@@ -1,18 +1,20 @@
 """A second template engine, minijinja, used only where it is shown to render what jinja2's sandbox renders.
 
 jinja2's ``ImmutableSandboxedEnvironment`` is the reference: it decides what a template means. minijinja
-(the Rust engine by jinja2's author) renders the same templates 1.6-2.9x faster (docs/render-backends.md),
-and it is used only under three conditions, each of which otherwise leaves the record to jinja2:
+(the Rust engine by jinja2's author) renders some templates several times faster and others slower once
+the data is handed over safely (docs/render-backends.md), and it is used only under three conditions,
+each of which otherwise leaves the record to jinja2:
 
 - The template passes a static gate (`minijinja_refusal`): no name, attribute or keyword that starts
-  with an underscore, and no method that jinja2's sandbox refuses (the mutating methods of lists and
-  dicts, ``str.format``). Where jinja2 would raise a ``SecurityError``, minijinja would print nothing,
-  so such a template is jinja2's alone.
+  with an underscore, no method that jinja2's sandbox refuses (the mutating methods of lists and
+  dicts, ``str.format``), and no type test minijinja answers otherwise. Where jinja2 would raise a
+  ``SecurityError``, minijinja would print nothing, so such a template is jinja2's alone.
 - The record's data is plain JSON that both engines print alike (`data_literal`): dicts with string
-  keys, lists, strings without lone surrogates, integers, ``None``, booleans, and floats that Python
-  and Rust print with the same digits. The data reaches minijinja as a template literal, never as Python
-  objects: minijinja holds its own copies, so a template cannot call a Python method on the record
-  (minijinja lets a template call a Python object's public methods, ``messages.append`` included).
+  keys, lists, strings without lone surrogates, integers, booleans, floats that Python and Rust print
+  with the same digits, and ``None`` only as a whole variable. The data reaches minijinja as a template
+  literal, never as Python objects: minijinja holds its own copies, so a template cannot call a Python
+  method on the record (minijinja lets a template call a Python object's public methods,
+  ``messages.append`` included).
 - minijinja renders without an error. Any error (``raise_exception``, a missing filter, a range limit)
   sends the record to jinja2, which then gives the reject reason in its own words.
 
