@@ -306,3 +306,14 @@ def test_pack_records_the_render_engine_unhashed_and_the_artifact_is_the_same(tm
     assert records["mismatches"] == 0 and records[engine] > 0
     assert records["minijinja" if engine == "jinja2" else "jinja2"] == 0
     assert (records["checked"] >= CHECK_FIRST) == (engine == "minijinja")
+
+
+def test_a_process_without_minijinja_renders_with_jinja2_alike(monkeypatch):
+    """A worker (a Ray node) told minijinja but without it renders with jinja2: the same text, counted as jinja2's."""
+    from packcli.ingest import parse_record
+
+    monkeypatch.setattr(engines, "minijinja_version", lambda: None)
+    text = "{% for m in messages %}{{ m.content }}{% endfor %}" + GEN
+    renderer = Renderer(ChatTemplate(text, "t"), LossPolicy.all, bos_token=None, eos_token=None, engine="minijinja")
+    assert renderer.render(parse_record(json.dumps(CHAT).encode(), file_index=0, line=1)).text == "abx"
+    assert renderer.render_counts["jinja2"] == 1 and renderer.render_counts["minijinja"] == 0

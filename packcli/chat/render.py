@@ -284,9 +284,11 @@ class Renderer:
         self._fixed = {"bos_token": bos_token or "", "eos_token": eos_token or "", "strftime_now": self._strftime_now}
         self._mini = None
         if engine == "minijinja":
-            from packcli.chat.engines import compile_minijinja, minijinja_refusal
+            from packcli.chat.engines import compile_minijinja, minijinja_refusal, minijinja_version
 
-            if minijinja_refusal(template.text) is None:  # else jinja2 alone, whoever asked
+            # Else jinja2 alone, whoever asked: a template the gate refuses, or a process (a Ray node) without
+            # minijinja; the text is the same, and render_counts show which engine ran.
+            if minijinja_refusal(template.text) is None and minijinja_version() is not None:
                 self._mini = compile_minijinja(template.text, moment)
         self.render_counts = {"minijinja": 0, "jinja2": 0, "checked": 0, "mismatches": 0}
         self.mismatch: str | None = None  # the first cross-check difference, in words
