@@ -317,3 +317,21 @@ def test_a_process_without_minijinja_renders_with_jinja2_alike(monkeypatch):
     renderer = Renderer(ChatTemplate(text, "t"), LossPolicy.all, bos_token=None, eos_token=None, engine="minijinja")
     assert renderer.render(parse_record(json.dumps(CHAT).encode(), file_index=0, line=1)).text == "abx"
     assert renderer.render_counts["jinja2"] == 1 and renderer.render_counts["minijinja"] == 0
+
+
+def test_a_template_minijinja_cannot_compile_is_jinja2s(monkeypatch):
+    """A template jinja2 compiles and minijinja refuses (fed as minijinja's own compile error): jinja2 renders it."""
+    from packcli.ingest import parse_record
+
+    def refuse(self, text, moment):
+        raise minijinja.TemplateError("syntax error: unexpected token")
+
+    monkeypatch.setattr(MiniJinjaTemplate, "__init__", refuse)
+    engines.compile_minijinja.cache_clear()
+    text = "{% for m in messages %}{{ m.content }}|{% endfor %}" + GEN
+    choice = choose_engine(text, "minijinja", moment=MOMENT, bos_token=None, eos_token=None)
+    assert choice.engine == "jinja2" and choice.reason == "minijinja cannot compile this template"
+    renderer = Renderer(ChatTemplate(text, "t"), LossPolicy.all, bos_token=None, eos_token=None, engine="minijinja")
+    assert renderer.render(parse_record(json.dumps(CHAT).encode(), file_index=0, line=1)).text == "a|b|x"
+    assert renderer.render_counts["jinja2"] == 1
+    engines.compile_minijinja.cache_clear()

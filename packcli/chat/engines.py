@@ -195,9 +195,15 @@ def _raise_exception(message: str) -> None:
 
 
 @lru_cache(maxsize=16)
-def compile_minijinja(text: str, moment: datetime) -> MiniJinjaTemplate:
-    """The template under minijinja, once per (text, date)."""
-    return MiniJinjaTemplate(text, moment)
+def compile_minijinja(text: str, moment: datetime) -> MiniJinjaTemplate | None:
+    """The template under minijinja, once per (text, date); None where minijinja cannot compile what jinja2
+    compiles (``{% break %}`` outside a loop): jinja2 renders it."""
+    import minijinja
+
+    try:
+        return MiniJinjaTemplate(text, moment)
+    except minijinja.TemplateError:
+        return None
 
 
 
@@ -279,6 +285,8 @@ def choose_engine(text: str, asked: str, *, moment: datetime, bos_token: str | N
     reference = Renderer(ChatTemplate(text, "probe"), LossPolicy.all, bos_token=bos_token, eos_token=eos_token,
                          template_date=moment.date())
     fast = compile_minijinja(text, moment)
+    if fast is None:
+        return EngineChoice("jinja2", "minijinja cannot compile this template", version)
     fixed = {"bos_token": bos_token or "", "eos_token": eos_token or ""}
     probes = [{**probe, **fixed} for probe in _probe_conversations()]
     expected = []
