@@ -14,18 +14,16 @@ import pytest
 from chat_data import tool_conversations
 from conftest import FIXTURES, ROOT, real_asset
 
-from packcli.chat import ChatTemplate, LossPolicy, Renderer
-from packcli.chat.render import CHECK_FIRST, RenderError
-
-minijinja = pytest.importorskip("minijinja")
-
-from packcli.chat import engines  # noqa: E402 - after the skip: the module's engine needs minijinja
-from packcli.chat.engines import (  # noqa: E402
+from packcli.chat import ChatTemplate, LossPolicy, Renderer, engines
+from packcli.chat.engines import (
     MiniJinjaTemplate,
     choose_engine,
     data_literal,
     minijinja_refusal,
 )
+from packcli.chat.render import CHECK_FIRST, RenderError
+
+minijinja = pytest.importorskip("minijinja")  # packcli.chat.engines imports it only when it renders
 
 MOMENT = datetime(2024, 7, 26)
 CHAT = {"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]}
