@@ -197,7 +197,7 @@ def _raise_exception(message: str) -> None:
 @lru_cache(maxsize=16)
 def compile_minijinja(text: str, moment: datetime) -> MiniJinjaTemplate | None:
     """The template under minijinja, once per (text, date); None where minijinja cannot compile what jinja2
-    compiles (``{% break %}`` outside a loop): jinja2 renders it."""
+    compiled (a syntax minijinja lacks): jinja2 renders it."""
     import minijinja
 
     try:
