@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import numpy as np
@@ -22,11 +23,10 @@ from packcli.errors import InputError
 from packcli.prepare import Preparer
 from packcli.tokenizer.load import load_tokenizer
 
-
 # The render engines a sandbox test runs on: jinja2's sandbox, and minijinja where installed (the render extra),
 # told to render directly, bypassing the start-up probe (docs/render-backends.md).
 ENGINES = ["jinja2", pytest.param("minijinja", marks=pytest.mark.skipif(
-    __import__("importlib").util.find_spec("minijinja") is None, reason="minijinja is not installed"))]
+    importlib.util.find_spec("minijinja") is None, reason="minijinja is not installed"))]
 
 
 def preparer(tokenizer, template: ChatTemplate, policy=LossPolicy.auto, engine: str = "jinja2") -> Preparer:
