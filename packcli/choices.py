@@ -87,6 +87,16 @@ class BackendChoice(str, Enum):
     fastokens = "fastokens"
 
 
+class RenderBackend(str, Enum):
+    """Which engine renders chat templates: ``jinja2`` (the reference, its sandbox), ``minijinja`` (where it
+    is proven to render what jinja2 renders for the template, cross-checked as it runs), or ``auto``
+    (minijinja where it is proven and measured faster, else jinja2)."""
+
+    auto = "auto"
+    jinja2 = "jinja2"
+    minijinja = "minijinja"
+
+
 class EngineName(str, Enum):
     """Where units run: this machine's processes, or a Ray cluster."""
 

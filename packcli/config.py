@@ -20,6 +20,7 @@ from packcli.choices import (
     LossPolicy,
     OnError,
     Overlong,
+    RenderBackend,
     Strategy,
 )
 from packcli.checks import (
@@ -79,6 +80,7 @@ class PackConfig:
     lines_per_unit: int = 10_000
     tokenizer_backend: BackendChoice = BackendChoice.auto
     paranoid_tokenizer: bool = False
+    render_backend: RenderBackend = RenderBackend.auto
     force: bool = False
 
     def __post_init__(self) -> None:
@@ -86,6 +88,7 @@ class PackConfig:
         # Accept plain strings from Python callers; store the enums.
         for name, kind in (("loss", LossPolicy), ("input_format", Format), ("overlong", Overlong), ("on_error", OnError),
                            ("strategy", Strategy), ("tokenizer_backend", BackendChoice), ("dedupe", Dedupe),
+                           ("render_backend", RenderBackend),
                            ("text_bos", AddToken), ("text_eos", AddToken)):
             try:
                 object.__setattr__(self, name, kind(getattr(self, name)))

@@ -204,7 +204,7 @@ def window_age_rows(shuffled: np.ndarray, capacity: int, ages: list[int], repeat
 
         kernel_s, kernel_cpu_s, kernel_best_s = median_seconds(run, repeats)
         raw, count = run()
-        grouped, offsets = kernels.group_by_pack(kernels.renumber_by_first_position(raw, count), count)
+        _, grouped, offsets = kernels.group_by_first_position(raw, count)
         rows.append(
             {"strategy": f"window age={age}", "kernel_s": kernel_s, "kernel_cpu_s": kernel_cpu_s}
             | {"kernel_best_s": kernel_best_s, "total_s": None}

@@ -7,7 +7,9 @@ To compare two versions of packcli on a shared machine, ``--compare A B`` runs o
 median over rounds of each process's median pass. Each process imports packcli from the checkout
 given (``sys.path[0]``), so the same script measures code before and after a change.
 ``--environment sandbox --environment plain`` also renders with an unsandboxed jinja2 Environment set up
-alike: what the sandbox's checks cost, measured (packcli never renders that way).
+alike: what the sandbox's checks cost, measured (packcli never renders that way). ``--environment
+minijinja`` renders as ``pack --render-backend minijinja`` does (the data handed over as a literal, the
+cross-check on its sample included) and reports how many renders minijinja took.
 
 Usage:
     python scripts/make_bench_corpus.py --n 5000 --out /tmp/render.jsonl
@@ -66,7 +68,8 @@ def measure(root: str, corpus: str, template: str, passes: int, environment: str
             if isinstance(parsed, Record):
                 records.append(parsed)
     text = Path(template).read_text(encoding="utf-8")
-    renderer = Renderer(ChatTemplate(text, template), LossPolicy.assistant, bos_token="<s>", eos_token="</s>")
+    renderer = Renderer(ChatTemplate(text, template), LossPolicy.assistant, bos_token="<s>", eos_token="</s>",
+                        engine="minijinja" if environment == "minijinja" else "jinja2")
 
     def one_pass() -> tuple[float, int]:
         rejected = 0
@@ -83,7 +86,8 @@ def measure(root: str, corpus: str, template: str, passes: int, environment: str
     import packcli.chat.render as module
 
     return {"root": root, "environment": environment, "module": module.__file__, "records": len(records),
-            "rejected": rejected, "pass_seconds": seconds, "median_pass_s": statistics.median(seconds)}
+            "rejected": rejected, "pass_seconds": seconds, "median_pass_s": statistics.median(seconds),
+            "render_counts": dict(getattr(renderer, "render_counts", {}))}
 
 
 def compare(roots: list[str], corpus: str, template: str, passes: int, rounds: int,
@@ -103,6 +107,7 @@ def compare(roots: list[str], corpus: str, template: str, passes: int, rounds: i
         median = statistics.median(per_run)
         results.append({"root": root, "environment": env, "module": done[0]["module"], "records": done[0]["records"],
                         "rejected": done[0]["rejected"], "runs_median_pass_s": per_run, "median_pass_s": median,
+                        "render_counts": done[-1].get("render_counts", {}),
                         "us_per_record": 1e6 * median / done[0]["records"]})
     return results
 
@@ -115,9 +120,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--root", help="measure once, in this process, with packcli from this checkout")
     parser.add_argument("--compare", nargs="+", metavar="ROOT", help="checkouts to alternate between")
-    parser.add_argument("--environment", choices=("sandbox", "plain"), action="append",
-                        help="sandbox (packcli's, the default) and/or plain: an unsandboxed jinja2 Environment set up "
-                        "alike, to measure what the sandbox's checks cost (never what packcli runs)")
+    parser.add_argument("--environment", choices=("sandbox", "plain", "minijinja"), action="append",
+                        help="sandbox (packcli's, the default), plain: an unsandboxed jinja2 Environment set up "
+                        "alike, to measure what the sandbox's checks cost (never what packcli runs), and/or minijinja "
+                        "(--render-backend minijinja)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     environments = tuple(args.environment or ["sandbox"])
@@ -128,12 +134,14 @@ def main(argv: list[str] | None = None) -> int:
     results = compare(args.compare or ["."], args.corpus, args.template, args.passes, args.rounds, environments)
     if args.json:
         print(json.dumps(results, indent=2))
-    print(f"{'checkout':<28} {'jinja2':<8} {'records':>8} {'rejected':>8} {'median pass s':>14} {'us/record':>10}  "
-          "runs (median pass s)")
+    print(f"{'checkout':<28} {'engine':<9} {'records':>8} {'rejected':>8} {'median pass s':>14} {'us/record':>10} "
+          f"{'minijinja took':>14}  runs (median pass s)")
     for r in results:
         runs = " ".join(f"{x:.3f}" for x in r["runs_median_pass_s"])
-        print(f"{r['root']:<28} {r['environment']:<8} {r['records']:>8} {r['rejected']:>8} {r['median_pass_s']:>14.3f} "
-              f"{r['us_per_record']:>10.1f}  {runs}")
+        counts = r["render_counts"]
+        took = f"{counts['minijinja']}/{counts['minijinja'] + counts['jinja2']}" if counts.get("minijinja") else "-"
+        print(f"{r['root']:<28} {r['environment']:<9} {r['records']:>8} {r['rejected']:>8} {r['median_pass_s']:>14.3f} "
+              f"{r['us_per_record']:>10.1f} {took:>14}  {runs}")
     return 0
 
 

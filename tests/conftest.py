@@ -24,6 +24,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group("ray"))
 
 
+@pytest.fixture(autouse=True)
+def _own_trl_mapping_cache(tmp_path_factory, monkeypatch):
+    """Each test remembers TRL's template mapping in a folder of its own, never in the user's cache."""
+    from packcli.chat import training
+
+    path = tmp_path_factory.mktemp("packcli-cache") / training.MAPPING_CACHE
+    monkeypatch.setattr(training, "mapping_cache_path", lambda: path)
+
+
 @pytest.fixture(scope="session")
 def tokenizer_dir() -> Path:
     return FIXTURES / "tokenizer"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import numpy as np
@@ -22,9 +23,15 @@ from packcli.errors import InputError
 from packcli.prepare import Preparer
 from packcli.tokenizer.load import load_tokenizer
 
+# The render engines a sandbox test runs on: jinja2's sandbox, and minijinja where installed (the render extra),
+# told to render directly, bypassing the start-up probe (docs/render-backends.md).
+ENGINES = ["jinja2", pytest.param("minijinja", marks=pytest.mark.skipif(
+    importlib.util.find_spec("minijinja") is None, reason="minijinja is not installed"))]
 
-def preparer(tokenizer, template: ChatTemplate, policy=LossPolicy.auto) -> Preparer:
-    return Preparer(Renderer(template, policy, bos_token=tokenizer.bos_token, eos_token=tokenizer.eos_token), tokenizer)
+
+def preparer(tokenizer, template: ChatTemplate, policy=LossPolicy.auto, engine: str = "jinja2") -> Preparer:
+    return Preparer(Renderer(template, policy, bos_token=tokenizer.bos_token, eos_token=tokenizer.eos_token,
+                             engine=engine), tokenizer)
 
 
 def encode(prep: Preparer, obj: dict):
@@ -137,10 +144,12 @@ CHAT = {"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "co
     ("{{ '{x.__class__.__mro__}'.format_map({'x': messages}) }}", "__class__"),
     ("{% set ns = namespace(a=1) %}{{ ns._Namespace__attrs.clear() }}", "_Namespace__attrs"),
 ])
-def test_sandbox_blocks_unsafe_templates_every_time(tokenizer, evil, blocked):
+@pytest.mark.parametrize("engine", ENGINES)
+def test_sandbox_blocks_unsafe_templates_every_time(tokenizer, evil, blocked, engine):
     """Each unsafe access is refused by jinja2's own sandbox, on every record: the record's reject, naming it,
-    and the data the template was given is untouched."""
-    prep = preparer(tokenizer, ChatTemplate(evil + "{% generation %}x{% endgeneration %}", "evil"), LossPolicy.assistant)
+    and the data the template was given is untouched; under either engine."""
+    prep = preparer(tokenizer, ChatTemplate(evil + "{% generation %}x{% endgeneration %}", "evil"), LossPolicy.assistant,
+                    engine)
     record = json.loads(json.dumps(CHAT))
     for _ in range(2):
         out = encode(prep, record)
@@ -148,14 +157,15 @@ def test_sandbox_blocks_unsafe_templates_every_time(tokenizer, evil, blocked):
     assert record == CHAT
 
 
+@pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("peek", ["''.__class__", "raise_exception.__globals__", "namespace.__init__", "messages.append"])
-def test_an_unsafe_attribute_printed_alone_prints_nothing(peek):
-    """Printing the blocked attribute itself gives the sandbox's empty undefined, never the object."""
+def test_an_unsafe_attribute_printed_alone_prints_nothing(peek, engine):
+    """Printing the blocked attribute itself gives the sandbox's empty undefined, never the object (either engine)."""
     from packcli.ingest import parse_record
 
     renderer = Renderer(ChatTemplate(f"[{{{{ {peek} }}}}]{{% for m in messages %}}{{{{ m.content }}}}{{% endfor %}}"
                                      "{% generation %}x{% endgeneration %}", "t"), LossPolicy.assistant,
-                        bos_token=None, eos_token=None)
+                        bos_token=None, eos_token=None, engine=engine)
     record = parse_record(json.dumps(CHAT).encode(), file_index=0, line=1)
     assert renderer.render(record).text == "[]abx"
     assert len(record.messages) == 2
@@ -302,17 +312,19 @@ def test_content_found_round_by_round_and_lost_content_found_nowhere(order):
         dropping.render(record)
 
 
-def test_template_errors_are_the_records_reject_never_a_traceback(tokenizer):
-    """``raise_exception``, the sandbox's range limit and any other error inside the template: a reject."""
+@pytest.mark.parametrize("engine", ENGINES)
+def test_template_errors_are_the_records_reject_never_a_traceback(tokenizer, engine):
+    """``raise_exception``, the sandbox's range limit and any other error inside the template: a reject, worded
+    by jinja2 under either engine."""
     chat = CHAT
     raising = ChatTemplate("{% if messages[0].role != 'system' %}{{ raise_exception('needs a system turn') }}{% endif %}"
                            "{% generation %}x{% endgeneration %}", "raising")
-    assert encode(preparer(tokenizer, raising, LossPolicy.assistant), chat) == "template raised: needs a system turn"
+    assert encode(preparer(tokenizer, raising, LossPolicy.assistant, engine), chat) == "template raised: needs a system turn"
     huge = ChatTemplate("{{ range(10**9) | list | length }}{% generation %}x{% endgeneration %}", "huge")
-    out = encode(preparer(tokenizer, huge, LossPolicy.assistant), chat)
+    out = encode(preparer(tokenizer, huge, LossPolicy.assistant, engine), chat)
     assert out.startswith("template raised OverflowError: Range too big"), out
     buggy = ChatTemplate("{% generation %}x{% endgeneration %}\n\n{{ 1 + messages }}", "buggy")
-    out = encode(preparer(tokenizer, buggy, LossPolicy.assistant), chat)
+    out = encode(preparer(tokenizer, buggy, LossPolicy.assistant, engine), chat)
     assert out.startswith("template raised TypeError: unsupported operand"), out
 
 

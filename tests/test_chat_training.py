@@ -138,3 +138,34 @@ def test_qwen3_gets_trls_training_template_and_masks_equal_transformers(tmp_path
     all_loss = pack_corpus(PackConfig(inputs=(str(data),), tokenizer=str(qwen3), out=tmp_path / "all", loss="all",
                                       capacity=8192))
     assert all_loss.manifest["template"]["origin"] == "tokenizer:tokenizer_config.json"
+
+
+@pytest.mark.real
+@pytest.mark.slow  # imports trl once (torch, transformers), in this process and not in the second one
+def test_trls_answer_is_remembered_so_the_next_run_does_not_import_trl(tmp_path, monkeypatch):
+    """The first resolution asks TRL (importing it) and remembers its answer per trl version and template; a
+    fresh process resolves Qwen3's template to the same training template without importing trl; an answer
+    naming a file trl no longer ships is asked again."""
+    import subprocess
+
+    from packcli.chat import training
+
+    pytest.importorskip("trl")
+    cache = tmp_path / "packcli" / training.MAPPING_CACHE
+    monkeypatch.setattr(training, "mapping_cache_path", lambda: cache)
+    qwen3 = real_asset("qwen3")
+    tok = load_tokenizer(qwen3)
+    first = resolve_template("auto", tok, LossPolicy.assistant)
+    assert first.origin == "trl:qwen3_training"
+    (key, name), = json.loads(cache.read_text()).items()
+    assert name == "qwen3_training" and key.endswith(load_template("auto", tok).sha256)
+    code = ("import sys, json; from packcli.chat import LossPolicy, resolve_template; "
+            "from packcli.tokenizer.load import load_tokenizer; "
+            f"t = resolve_template('auto', load_tokenizer({str(qwen3)!r}), LossPolicy.assistant); "
+            "print(json.dumps([t.origin, t.sha256, t.note, 'trl' in sys.modules, 'torch' in sys.modules]))")
+    env = {**__import__("os").environ, "XDG_CACHE_HOME": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
+    assert json.loads(out) == [first.origin, first.sha256, first.note, False, False]
+    cache.write_text(json.dumps({key: "gone_training"}))
+    again = resolve_template("auto", tok, LossPolicy.assistant)
+    assert again.sha256 == first.sha256 and json.loads(cache.read_text()) == {key: "qwen3_training"}

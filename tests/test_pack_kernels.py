@@ -147,18 +147,29 @@ def test_bitset_first_at_least_matches_a_set(universe):
         assert kernels._bitset_first_at_least(bits, offsets, query) == want
 
 
-def test_renumber_and_group_match_reference():
+def ref_group(pack_of, packs):
+    """Positions sorted by (pack, position) and the offsets: the grouping by definition."""
+    grouped = sorted(range(len(pack_of)), key=lambda pos: (pack_of[pos], pos))
+    return grouped, [0, *np.cumsum(np.bincount(np.asarray(pack_of, dtype=np.int64), minlength=packs)).tolist()]
+
+
+def test_group_by_first_position_and_permute_packs_match_reference():
     rng = np.random.default_rng(0)
     for n, packs in itertools.product((0, 1, 50), (1, 7)):
         pack_of = rng.integers(packs, size=n).astype(np.int32)
         used = int(pack_of.max()) + 1 if n else 0
-        renumbered = kernels.renumber_by_first_position(pack_of, used)
+        renumbered, grouped, offsets = kernels.group_by_first_position(pack_of, used)
         first_seen = list(dict.fromkeys(pack_of.tolist()))
-        assert renumbered.tolist() == [first_seen.index(p) for p in pack_of.tolist()]
-        grouped, offsets = kernels.group_by_pack(pack_of, packs)
-        want = sorted(range(n), key=lambda pos: (pack_of[pos], pos))
-        assert grouped.tolist() == want
-        assert offsets.tolist() == [0, *np.cumsum(np.bincount(pack_of, minlength=packs)).tolist()]
+        want = [first_seen.index(p) for p in pack_of.tolist()]
+        assert renumbered.tolist() == want
+        assert [grouped.tolist(), offsets.tolist()] == list(ref_group(want, used))
+        perm = rng.permutation(used)
+        shuffled_from = rng.permutation(n)
+        new_of, order, new_offsets = kernels.permute_packs(renumbered, offsets, perm, shuffled_from)
+        moved = perm[renumbered] if n else np.zeros(0, dtype=np.int64)
+        want_grouped, want_offsets = ref_group(moved.tolist(), used)
+        assert order.tolist() == shuffled_from[want_grouped].tolist() and new_offsets.tolist() == want_offsets
+        assert new_of[shuffled_from].tolist() == moved.tolist() and new_of.dtype == np.int32
 
 
 @settings(max_examples=150, deadline=None)
@@ -199,10 +210,12 @@ def test_python_and_compiled_kernels_agree(lengths, capacity, window, max_age):
         (py_of, py_n), (jit_of, jit_n) = both(name, *args)
         assert py_n == jit_n and np.array_equal(py_of, jit_of) and py_of.dtype == jit_of.dtype, name
     pack_of, packs = k["next_fit"].py(array, capacity)
-    (py_re, jit_re) = both("renumber_by_first_position", pack_of[::-1].copy(), packs)
-    assert np.array_equal(py_re, jit_re)
-    (py_grouped, py_offsets), (jit_grouped, jit_offsets) = both("group_by_pack", pack_of, packs)
-    assert np.array_equal(py_grouped, jit_grouped) and np.array_equal(py_offsets, jit_offsets)
+    py_grouping, jit_grouping = both("group_by_first_position", pack_of[::-1].copy(), packs)
+    assert all(np.array_equal(p, j) for p, j in zip(py_grouping, jit_grouping, strict=True))
+    perm = np.random.default_rng(len(lengths)).permutation(packs)
+    shuffled_from = np.random.default_rng(capacity).permutation(len(lengths))
+    py_moved, jit_moved = both("permute_packs", py_grouping[0], py_grouping[2], perm, shuffled_from)
+    assert all(np.array_equal(p, j) and p.dtype == j.dtype for p, j in zip(py_moved, jit_moved, strict=True))
     for start, stop in ((0, len(array)), (len(array) // 3, len(array))):
         (py_order, py_sorted), (jit_order, jit_sorted) = both(
             "sort_decreasing", array, start, stop, capacity, np.empty(capacity + 1, dtype=np.int64))

@@ -20,10 +20,17 @@ from packcli.tokenizer.types import (
 fastokens = pytest.importorskip("fastokens")
 
 
-def test_pack_gives_the_same_bytes_with_either_backend_and_says_which_ran(tmp_path, corpus_files):
+def test_pack_gives_the_same_bytes_with_either_backend_and_says_which_ran(tmp_path, corpus_files, monkeypatch):
+    from packcli.job import run
+
     hf = pack_with(tmp_path, corpus_files, "hf", tokenizer_backend="tokenizers")
     fast = pack_with(tmp_path, corpus_files, "fast", tokenizer_backend="fastokens", paranoid_tokenizer=True)
-    auto = pack_with(tmp_path, corpus_files, "auto")  # the default
+    small = pack_with(tmp_path, corpus_files, "small")  # the default, auto, on an input too small to pay the load
+    monkeypatch.setattr(run, "AUTO_FAST_MIN_BYTES", 0)  # as if the fixture corpus were big
+    auto = pack_with(tmp_path, corpus_files, "auto")
+    assert small.manifest["manifest_sha256"] == hf.manifest["manifest_sha256"]
+    chosen = small.manifest["unhashed"]["tokenization"]
+    assert chosen["backend"] == "tokenizers" and chosen["reason"].startswith("auto: tokenizers, because the input (")
     assert hf.manifest["manifest_sha256"] == fast.manifest["manifest_sha256"] == auto.manifest["manifest_sha256"]
     assert artifact_bytes(tmp_path / "hf", hf.manifest) == artifact_bytes(tmp_path / "fast", fast.manifest)
     ran = {k: s.manifest["unhashed"]["tokenization"] for k, s in (("hf", hf), ("fast", fast), ("auto", auto))}

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import re
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, time
@@ -49,6 +50,9 @@ from packcli.tokenizer.ends import TextEnds
 
 # Templates that print the date (Llama 3.1, gpt-oss) must render the same text on every run.
 DEFAULT_TEMPLATE_DATE = date(2024, 7, 26)
+
+CHECK_FIRST = 16  # a minijinja renderer's first renders are all rendered by jinja2 too and compared
+CHECK_PERIOD = 32  # then every render whose text's CRC-32 is 0 mod CHECK_PERIOD (deterministic per text)
 
 
 @dataclass(frozen=True)
@@ -257,9 +261,11 @@ class Renderer:
 
     def __init__(self, template: ChatTemplate, policy: LossPolicy, *, bos_token: str | None, eos_token: str | None,
                  template_date: date = DEFAULT_TEMPLATE_DATE, text_ends: TextEnds | None = None,
-                 allow_dropped: frozenset[str] = frozenset()) -> None:
+                 allow_dropped: frozenset[str] = frozenset(), engine: str = "jinja2") -> None:
         """``text_ends``: a text record's BOS and EOS (`packcli.tokenizer.ends.text_ends`; None: the text and
-        ``eos_token``, the tokenizer's post-processor adding its own)."""
+        ``eos_token``, the tokenizer's post-processor adding its own). ``engine``: ``jinja2``, or ``minijinja``
+        for a template `choose_engine` resolved to it: a record minijinja cannot take, and every render
+        after a cross-check found a difference, is rendered by jinja2 (`render_counts` says how many)."""
         try:
             self._template = compile_template(template.text)
         except jinja2.exceptions.TemplateSyntaxError as exc:
@@ -274,8 +280,22 @@ class Renderer:
         self.eos_token = eos_token
         self.text_ends = text_ends if text_ends is not None else TextEnds(suffix=eos_token or "")
         moment = datetime.combine(template_date, time())
-        self._fixed = {"bos_token": bos_token or "", "eos_token": eos_token or "",
-                       "strftime_now": lambda fmt: moment.strftime(fmt)}
+        self._strftime_now = lambda fmt: moment.strftime(fmt)
+        self._fixed = {"bos_token": bos_token or "", "eos_token": eos_token or "", "strftime_now": self._strftime_now}
+        self._mini = None
+        if engine == "minijinja":
+            from packcli.chat.engines import (
+                compile_minijinja,
+                minijinja_refusal,
+                minijinja_version,
+            )
+
+            # Else jinja2 alone, whoever asked: a template the gate refuses, or a process (a Ray node) without
+            # minijinja; the text is the same, and render_counts show which engine ran.
+            if minijinja_refusal(template.text) is None and minijinja_version() is not None:
+                self._mini = compile_minijinja(template.text, moment)
+        self.render_counts = {"minijinja": 0, "jinja2": 0, "checked": 0, "mismatches": 0}
+        self.mismatch: str | None = None  # the first cross-check difference, in words
 
     def render(self, record: Record) -> Rendered:
         """Render one record.
@@ -354,6 +374,51 @@ class Renderer:
         """Render ``messages`` as transformers does; the text and its generation blocks' spans."""
         variables = {"messages": list(messages), "tools": None, "documents": None, "add_generation_prompt": False,
                      **self._fixed, **kwargs}
+        if self._mini is not None and variables["strftime_now"] is self._strftime_now:
+            marked = self._run_minijinja(variables)
+            if marked is not None:
+                return generation_spans(*marked)
+        self.render_counts["jinja2"] += 1
+        return self._run_jinja2(variables)
+
+    def _run_minijinja(self, variables: dict) -> tuple[str, int] | None:
+        """minijinja's marked text and block count, cross-checked on a sample; None: jinja2 renders it."""
+        from packcli.chat.engines import BoundExceeded
+
+        data = {name: value for name, value in variables.items() if name != "strftime_now"}  # a global there
+        try:
+            marked = self._mini.render(data)
+        except BoundExceeded as exc:
+            raise RenderError(f"template stopped: {exc} (--render-backend jinja2 has no such bound)") from None
+        if marked is None:
+            return None
+        self.render_counts["minijinja"] += 1
+        if self.render_counts["minijinja"] > CHECK_FIRST and zlib.crc32(
+                marked[0].encode("utf-8", "surrogatepass")) % CHECK_PERIOD:
+            return marked
+        self.render_counts["checked"] += 1
+        try:
+            expected = self._run_jinja2_marked(variables)
+        except RenderError as exc:
+            self._disable_minijinja(f"jinja2 raised where minijinja rendered ({exc})")
+            raise
+        if expected != marked:
+            at = _common_prefix(expected[0], marked[0])
+            self._disable_minijinja(f"the texts differ at character {at}: jinja2 {expected[0][at:at + 40]!r}, "
+                                    f"minijinja {marked[0][at:at + 40]!r}" if expected[0] != marked[0]
+                                    else "the generation blocks differ")
+        return expected
+
+    def _disable_minijinja(self, why: str) -> None:
+        """A cross-check found a difference: jinja2 renders the rest of this renderer's records."""
+        self.render_counts["mismatches"] += 1
+        self.mismatch = self.mismatch or why
+        self._mini = None
+
+    def _run_jinja2(self, variables: dict) -> tuple[str, list[tuple[int, int]]]:
+        return generation_spans(*self._run_jinja2_marked(variables))
+
+    def _run_jinja2_marked(self, variables: dict) -> tuple[str, int]:
         self._tracker.start()
         try:
             marked = self._template.render(variables)
@@ -367,7 +432,7 @@ class Renderer:
             raise RenderError(f"template raised {type(exc).__name__}: {exc}") from exc
         finally:
             opened = self._tracker.stop()
-        return generation_spans(marked, opened)
+        return marked, opened
 
     def _turn_start(self, record: Record, k: int, text: str, blocks: list[tuple[int, int]]) -> int:
         """Where message ``k``'s part of ``text`` begins: where the render of ``messages[:k]`` parts from it."""

@@ -7,14 +7,20 @@ training versions of the common ones (``trl/chat_templates/*_training.jinja``) a
 installed trl, at run time: the mapping and the templates are TRL's, never copied here, so a TRL
 upgrade that adds or fixes one is picked up, and the manifest pins the text that was used.
 
-Only a template TRL may know imports trl (which imports torch and transformers: seconds, once a run):
-TRL recognises a template by exact identity with a file it ships, so a template equal to none of
-them is answered without the import. ``trl:NAME`` reads the file from trl's folder without importing it.
+Only a template TRL may know imports trl (which imports torch and transformers: 5-8 CPU seconds, most
+of a small job's start): TRL recognises a template by exact identity with a file it ships, so a template
+equal to none of them is answered without the import, and TRL's answer for one it knows is remembered
+per trl version and template (`MAPPING_CACHE`), so the import is paid once per machine, not per run.
+``trl:NAME`` reads the file from trl's folder without importing it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import json
+import os
+import uuid
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
@@ -24,6 +30,9 @@ from packcli.errors import InputError
 if TYPE_CHECKING:
     from packcli.tokenizer import LoadedTokenizer
 
+MAPPING_CACHE = "trl-training-templates.json"
+"""Under ``$XDG_CACHE_HOME/packcli`` (``~/.cache/packcli``): ``{"TRL_VERSION TEMPLATE_SHA256": NAME}``, the
+training template TRL's ``get_training_chat_template`` answered, by the name of the file it ships."""
 TRL_PREFIX = "trl:"
 TRAINING_SUFFIX = "_training.jinja"
 INSTALL_TRL = "pip install trl"
@@ -105,6 +114,10 @@ def trl_training_template(text: str, described: str, origin: str, tokenizer: Loa
     # none equal, no match, and importing trl (torch, transformers: seconds) is not worth it.
     if not any(p.read_text(encoding="utf-8") == text for p in folder.glob("*.jinja")):
         raise no_match
+    key = f"{trl_version()} {hashlib.sha256(text.encode('utf-8')).hexdigest()}"
+    name = _remembered().get(key)
+    if name is not None and (folder / f"{name}.jinja").is_file():
+        return _training(folder, name, origin)
     try:
         from transformers import PreTrainedTokenizerFast
         from trl.chat_template_utils import get_training_chat_template
@@ -118,14 +131,49 @@ def trl_training_template(text: str, described: str, origin: str, tokenizer: Loa
         training = get_training_chat_template(hf)
     except ValueError:
         raise no_match from None
-    if training is None:
+    if training is None:  # TRL finds nothing to patch: the template has markers after all
         return None
     name = next((p.name.removesuffix(".jinja") for p in sorted(folder.glob("*" + TRAINING_SUFFIX))
-                 if p.read_text(encoding="utf-8") == training), "get_training_chat_template")
-    return TrlTemplate(training, name,
-                       f"TRL {trl_version()}'s {name}.jinja, the training template TRL maps {origin} to "
-                       "(get_training_chat_template): assistant-only loss needs {% generation %} markers, "
-                       "which it lacks")
+                 if p.read_text(encoding="utf-8") == training), None)
+    if name is None:  # a text TRL made up rather than shipped: used as it is, never remembered
+        return TrlTemplate(training, "get_training_chat_template", _note("get_training_chat_template", origin))
+    _remember(key, name)
+    return _training(folder, name, origin)
+
+
+def _training(folder: Path, name: str, origin: str) -> TrlTemplate:
+    return TrlTemplate((folder / f"{name}.jinja").read_text(encoding="utf-8"), name, _note(name, origin))
+
+
+def _note(name: str, origin: str) -> str:
+    return (f"TRL {trl_version()}'s {name}.jinja, the training template TRL maps {origin} to "
+            "(get_training_chat_template): assistant-only loss needs {% generation %} markers, which it lacks")
+
+
+def mapping_cache_path() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "packcli" / MAPPING_CACHE
+
+
+def _remembered() -> dict[str, str]:
+    """The remembered answers; empty where the file is missing or unreadable (the answer is asked again)."""
+    try:
+        found = json.loads(mapping_cache_path().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {k: v for k, v in found.items() if isinstance(v, str)} if isinstance(found, dict) else {}
+
+
+def _remember(key: str, name: str) -> None:
+    """Add one answer, written whole or not at all; a cache that cannot be written is only a slower next run."""
+    path = mapping_cache_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{uuid.uuid4().hex}.tmp")
+        tmp.write_text(json.dumps({**_remembered(), key: name}, indent=1, sort_keys=True), encoding="utf-8")
+        tmp.replace(path)
+    except OSError:
+        pass
 
 
 def training_hint() -> str:

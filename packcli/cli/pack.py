@@ -18,6 +18,7 @@ from packcli.choices import (
     LossPolicy,
     OnError,
     Overlong,
+    RenderBackend,
     Strategy,
 )
 from packcli.cli.options import (
@@ -147,6 +148,10 @@ def pack(
         rich_help_panel=PERFORMANCE)] = BackendChoice.auto,
     paranoid_tokenizer: Annotated[bool, typer.Option(
         help="Cross-check every example against tokenizers, not a sample.", rich_help_panel=PERFORMANCE)] = False,
+    render_backend: Annotated[RenderBackend, typer.Option(
+        help="auto: minijinja where it renders this template as jinja2's sandbox does and faster "
+             f"({escape('packcli[render]')}), else jinja2. Same bytes either way.",
+        rich_help_panel=PERFORMANCE)] = RenderBackend.auto,
 ) -> None:
     """Tokenize, mask and pack chat data into Parquet shards with a hashed manifest.
 
@@ -187,7 +192,7 @@ def pack(
             split_min_last=split_min_last, on_error=on_error, min_density=min_density,
             max_displacement=max_displacement, max_reject_fraction=max_reject_fraction,
             packs_per_shard=packs_per_shard, force=force, lines_per_unit=unit_lines,
-            tokenizer_backend=tokenizer_backend, paranoid_tokenizer=paranoid_tokenizer,
+            tokenizer_backend=tokenizer_backend, paranoid_tokenizer=paranoid_tokenizer, render_backend=render_backend,
         )
     except PackcliError as exc:  # the values' problems and the engine's, at once
         raise_all([exc.message, *problems])

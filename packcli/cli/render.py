@@ -86,6 +86,9 @@ def render_pack_summary(summary, *, as_json: bool) -> None:  # noqa: ANN001 - Pa
     table.add_row("tokenizer backend", f"{tok['backend']} {tok['version']} (guard checked "
                   f"{tok['guard']['checked']:,} of {tok['guard']['examples']:,})" if tok["guard"]["examples"]
                   else f"{tok['backend']} {tok['version']}")
+    rendering = m["unhashed"].get("rendering")
+    if rendering is not None:
+        table.add_row("render engine", _rendering_line(rendering))
     table.add_row("time", " ".join(f"{k.removesuffix('_s')} {v:.2f}s" for k, v in summary.stage_seconds.items()))
     table.add_row("manifest", m["manifest_sha256"][:16])
     console.out.print(table)
@@ -97,6 +100,20 @@ def render_pack_summary(summary, *, as_json: bool) -> None:  # noqa: ANN001 - Pa
         console.err.print(f"{counts['rejected']} records rejected: see {summary.out}/rejects.jsonl", highlight=False)
     for line in input_warning_lines(m["unhashed"]["input_warnings"]):
         console.err.print(f"[yellow]warning:[/] {line}", highlight=False, soft_wrap=True)
+
+
+def _rendering_line(rendering: dict) -> str:
+    """The engine that rendered, how many renders each engine did, and a cross-check difference in words."""
+    records = rendering["records"]
+    line = rendering["engine"]
+    if records["minijinja"]:
+        line += (f" ({records['minijinja']:,} renders, jinja2 {records['jinja2']:,}; cross-checked "
+                 f"{records['checked']:,})")
+    else:
+        line += f": {rendering['reason']}"
+    if records["mismatches"]:
+        line += f" [yellow]{rendering['note']}[/]"
+    return line
 
 
 def _template_line(template: dict, note: str) -> str:

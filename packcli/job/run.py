@@ -27,17 +27,18 @@ import json
 import os
 import signal
 import time
-from dataclasses import dataclass
-from datetime import date
+from dataclasses import dataclass, replace
+from datetime import date, datetime
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from packcli.artifact import manifest as mf
 from packcli.artifact.card import write_card
 from packcli.chat import ChatTemplate, Renderer, resolve_template
-from packcli.choices import Dedupe
+from packcli.choices import BackendChoice, Dedupe
 from packcli.config import OnError, PackConfig
 from packcli.contract import IN_PACK_CODES
 from packcli.engine import Engine, Workload
@@ -54,6 +55,14 @@ from packcli.prepare import Preparer, share_preparer
 from packcli.progress import NO_PROGRESS, Progress
 from packcli.tokenizer.ends import text_ends
 from packcli.tokenizer.load import LoadedTokenizer, cached_tokenizer, warm_tokenizer
+
+if TYPE_CHECKING:
+    from packcli.chat.engines import EngineChoice
+
+AUTO_FAST_MIN_BYTES = 4 << 20
+"""Input bytes from which ``auto`` loads fastokens. Loading it takes ~2.5 CPU seconds more than tokenizers
+alone for Qwen3; tokenizing long conversations costs tokenizers ~0.6 CPU s per input MB and fastokens
+~0.04, so the load pays for itself from ~4.5 MB (docs/tokenizer-backends.md, start-up)."""
 
 
 @dataclass(frozen=True)
@@ -97,9 +106,10 @@ def pack_corpus(config: PackConfig, progress: Progress = NO_PROGRESS, engine: En
             files = describe_inputs(sources)
             specs = plan_units(files, config.lines_per_unit)
             work = Workload(units=len(specs), input_bytes=sum(f.size for f in files))
+            config, backend_reason = _small_input_backend(config, work.input_bytes)
             with engine.session(warm=partial(warm_tokenizer, config.tokenizer, config.tokenizer_backend.value,
                                              config.paranoid_tokenizer), work=work):
-                summary = _pack(config, progress, engine, space, files, specs, sources, mixture)
+                summary = _pack(config, progress, engine, space, files, specs, sources, mixture, backend_reason)
             space.discard_work()
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: say what is on disk now
         raise Interrupted(getattr(exc, "signum", signal.SIGINT), space.kept()) from None
@@ -127,15 +137,30 @@ def resolve_sources(config: PackConfig) -> tuple[list[Source], Mixture | None]:
     return sources, resolve_mix(config.mix, config.inputs, [s.path for s in sources], matched)
 
 
+def _small_input_backend(config: PackConfig, input_bytes: int) -> tuple[PackConfig, str | None]:
+    """``auto`` on an input under `AUTO_FAST_MIN_BYTES`: tokenizers, and the reason (None: the choice stands).
+
+    Loading fastokens costs seconds that tokenizing a small input never wins back (the driver and every
+    worker load it), so ``auto`` skips it there; the bytes are the same either way.
+    """
+    if config.tokenizer_backend is not BackendChoice.auto or input_bytes >= AUTO_FAST_MIN_BYTES:
+        return config, None
+    return replace(config, tokenizer_backend=BackendChoice.tokenizers), (
+        f"auto: tokenizers, because the input ({input_bytes / 2**20:.1f} MiB) is under "
+        f"{AUTO_FAST_MIN_BYTES >> 20} MiB, where loading fastokens costs more than it saves")
+
+
 def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspace, files: list[InputFile],
-          specs: list[UnitSpec], sources: list[Source], mixture: Mixture | None) -> PackSummary:
+          specs: list[UnitSpec], sources: list[Source], mixture: Mixture | None,
+          backend_reason: str | None = None) -> PackSummary:
     timings: dict[str, float] = {}
     tokenizer = cached_tokenizer(config.tokenizer, backend=config.tokenizer_backend, paranoid=config.paranoid_tokenizer)
     template = resolve_template(config.template, tokenizer, config.loss)
+    engine_choice = _render_engine(config, template, tokenizer)
     renderer = Renderer(template, config.loss, bos_token=tokenizer.bos_token, eos_token=tokenizer.eos_token,
                         template_date=date.fromisoformat(config.template_date),
                         text_ends=text_ends(tokenizer, config.text_bos, config.text_eos),
-                        allow_dropped=frozenset(config.allowed_dropped()))
+                        allow_dropped=frozenset(config.allowed_dropped()), engine=engine_choice.engine)
     if mixture is not None:  # the mixture numbers inputs as resolved; the manifest, as read
         position = {f.path: i for i, f in enumerate(files)}
         mixture = mixture.renumbered([position[s.path] for s in sources])
@@ -146,10 +171,10 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
                   tokenizer_backend_version=tokenizer.backend_version, loss=config.loss.value,
                   input_format=config.input_format.value, fields=tuple(sorted(config.fields.renames().items())),
                   keys=config.dedupe is Dedupe.exact, text_bos=config.text_bos.value, text_eos=config.text_eos.value,
-                  allow_dropped=tuple(config.allowed_dropped()),
+                  allow_dropped=tuple(config.allowed_dropped()), render_engine=engine_choice.engine,
                   batch_records=config.batch_records,
                   fail_fast=config.on_error is OnError.fail, work_dir=str(space.work),
-                  config_hash=_tokenization_hash(tokenizer, template, config))
+                  config_hash=_tokenization_hash(tokenizer, template, config, engine_choice.engine))
     share_preparer(job, Preparer(renderer, tokenizer, config.input_format, config.fields, keys=job.keys))
     space.units_key = job.config_hash
     tmp = space.new_artifact_dir()
@@ -163,7 +188,8 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
                 timings[key] = sum(u.seconds.get(key, 0.0) for u in units)
             records = ExampleIndex.merge(specs, units, len(files))
             spilled = [int(u.lengths.sum()) for u in units]
-            tokenization, resumed = _tokenization_facts(tokenizer, units), sum(u.resumed for u in units)
+            tokenization, resumed = _tokenization_facts(tokenizer, units, backend_reason), sum(u.resumed for u in units)
+            rendering = _rendering_facts(config, engine_choice, units)
             # Every per-record fact is in ``records`` now; the units' own copies would stay alive through
             # planning and writing, the driver's peak (docs/benchmarks-pipeline.md, memory).
             del units
@@ -194,7 +220,7 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
                                       rejects=rejects, mixture=mixture)
             lost = losses_by_fate(fates.status, records.length, fates.used_len, fates.lost)
             manifest["dataset_card"] = write_card(tmp, manifest)  # pinned, so verify covers the card too
-            manifest = mf.finalize(manifest, {"tokenization": tokenization,
+            manifest = mf.finalize(manifest, {"tokenization": tokenization, "rendering": rendering,
                                               "provenance": provenance(config, files, template),
                                               "template_note": template.note,  # about the choice: unhashed
                                               "input_warnings": _warning_facts(records, files)})
@@ -209,19 +235,50 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
                        resumed_units=resumed, lost=lost)
 
 
-def _tokenization_hash(tokenizer: LoadedTokenizer, template: ChatTemplate, config: PackConfig) -> str:
+def _render_engine(config: PackConfig, template: ChatTemplate, tokenizer: LoadedTokenizer) -> EngineChoice:
+    """The engine that renders this run's template (`packcli.chat.engines.choose_engine`): decided once, here,
+    so every worker renders alike."""
+    from packcli.chat.engines import choose_engine
+
+    moment = datetime.combine(date.fromisoformat(config.template_date), datetime.min.time())
+    return choose_engine(template.text, config.render_backend.value, moment=moment, bos_token=tokenizer.bos_token,
+                         eos_token=tokenizer.eos_token)
+
+
+def _rendering_facts(config: PackConfig, choice: EngineChoice, units: list[UnitIndex]) -> dict:
+    """Which engine rendered the run, why, and what its cross-check compared (summed over units).
+
+    Unhashed, as the tokenizer backend is: both engines give the same text and spans (minijinja only where
+    that is shown, `packcli.chat.engines`), so the artifact's hashed bytes are the same under either.
+    """
+    counts = {key.removeprefix("render_"): sum(u.guard.get(key, 0) for u in units)
+              for key in ("render_minijinja", "render_jinja2", "render_checked", "render_mismatches")}
+    facts = {"asked": config.render_backend.value, "engine": choice.engine, "reason": choice.reason,
+             "records": counts}
+    if choice.version is not None:
+        facts["minijinja_version"] = choice.version
+    if counts["mismatches"]:
+        facts["note"] = ("minijinja rendered a checked record otherwise than jinja2, so jinja2 rendered that record "
+                         "and the rest of its process's records")
+    return facts
+
+
+def _tokenization_hash(tokenizer: LoadedTokenizer, template: ChatTemplate, config: PackConfig,
+                       render_engine: str) -> str:
     """Everything that decides a unit's tokens: a re-run may reuse units only when this matches.
 
     The code is in it as the digest of packcli's own source (`code_digest`), not its version
     number: a version stays the same over many commits, and units left by older code must not be
     mixed into an artifact that newer code claims to have made. The backend is in it although both
     backends must give the same tokens: after a mismatch the advice is to re-run with the
-    reference, and that re-run must not reuse the fast backend's units.
+    reference, and that re-run must not reuse the fast backend's units; so is the render engine.
     """
     key = [code_digest(), tokenizer.sha256, template.sha256, config.loss.value, config.input_format.value,
            config.on_error.value, config.lines_per_unit, tokenizer.backend_name, tokenizer.backend_version,
            config.template_date, tokenizer.bos_token, tokenizer.eos_token, config.fields.renames(),
            config.dedupe.value, config.text_bos.value, config.text_eos.value, config.allowed_dropped()]
+    if render_engine != "jinja2":  # jinja2's runs keep the key they had, so their finished units stay reusable
+        key.append(render_engine)
     return hashlib.sha256(json.dumps(key).encode()).hexdigest()
 
 
@@ -240,7 +297,7 @@ def source_digest(root: Path) -> str:
     return digest.hexdigest()
 
 
-def _tokenization_facts(tokenizer: LoadedTokenizer, units: list[UnitIndex]) -> dict:
+def _tokenization_facts(tokenizer: LoadedTokenizer, units: list[UnitIndex], reason: str | None = None) -> dict:
     """Which backend encoded the run and what its exactness guard checked (summed over units).
 
     This goes to the manifest's unhashed part: the backend is a fact about the run, not the data
@@ -248,7 +305,7 @@ def _tokenization_facts(tokenizer: LoadedTokenizer, units: list[UnitIndex]) -> d
     """
     guard = {key: sum(u.guard.get(key, 0) for u in units) for key in tokenizer.guard_counts()}
     facts = {"backend": tokenizer.backend_name, "version": tokenizer.backend_version,
-             "reason": tokenizer.backend_reason, "paranoid": tokenizer.paranoid, "guard": guard}
+             "reason": reason or tokenizer.backend_reason, "paranoid": tokenizer.paranoid, "guard": guard}
     if guard["offset_mismatches"]:
         facts["note"] = ("offsets differed from tokenizers on a checked example, so tokenizers encoded the rest "
                          "of that unit (and of its process)")

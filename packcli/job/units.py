@@ -205,6 +205,7 @@ class UnitJob:
     text_bos: str = "auto"  # a text record's BOS and EOS (`packcli.tokenizer.ends.text_ends`)
     text_eos: str = "auto"
     allow_dropped: tuple[str, ...] = ()  # fields the template may drop (--allow-dropped-fields)
+    render_engine: str = "jinja2"  # the engine the driver chose for the template (`packcli.chat.engines.choose_engine`)
 
     def build_preparer(self) -> Preparer:
         """The tokenizer, template and renderer this job names (`packcli.prepare.preparer_for` caches it)."""
@@ -228,7 +229,7 @@ class UnitJob:
                             bos_token=tok.bos_token, eos_token=tok.eos_token,
                             template_date=date.fromisoformat(self.template_date),
                             text_ends=text_ends(tok, self.text_bos, self.text_eos),
-                            allow_dropped=frozenset(self.allow_dropped))
+                            allow_dropped=frozenset(self.allow_dropped), engine=self.render_engine)
         return Preparer(renderer, tok, Format(self.input_format), FieldMap.of(dict(self.fields)), keys=self.keys)
 
 
@@ -240,7 +241,7 @@ def run_unit(job: UnitJob, spec: UnitSpec) -> UnitIndex:
     if done is not None:
         return done
     preparer = preparer_for(job)
-    before, guard_before = dict(preparer.seconds), preparer.tokenizer.guard_counts()
+    before, guard_before = dict(preparer.seconds), unit_counts(preparer)
     ids_path, labels_path = spill_paths(work_dir, spec)
     eids, lines, status, reasons, lengths, sup, formats, keys = [], [], [], [], [], [], [], []
     warnings = InputWarnings()
@@ -278,10 +279,17 @@ def run_unit(job: UnitJob, spec: UnitSpec) -> UnitIndex:
     index = UnitIndex(np.asarray(eids, np.int64), np.asarray(lines, np.int64), np.asarray(status, np.int8), reasons,
                       np.asarray(lengths, np.int64), np.asarray(sup, np.int64),
                       {k: v - before[k] for k, v in preparer.seconds.items()},
-                      {k: v - guard_before[k] for k, v in preparer.tokenizer.guard_counts().items()}, formats, warnings,
+                      {k: v - guard_before[k] for k, v in unit_counts(preparer).items()}, formats, warnings,
                       keys=_keys(keys) if job.keys else None)
     _write_sidecar(spec, work_dir, job.config_hash, index)
     return index
+
+
+def unit_counts(preparer: Preparer) -> dict[str, int]:
+    """The tokenizer guard's counters and the renderer's (``render_``-prefixed), as a unit sums them."""
+    counts = preparer.tokenizer.guard_counts()
+    counts.update({f"render_{k}": v for k, v in preparer.renderer.render_counts.items()})
+    return counts
 
 
 def attempt_path(path: Path) -> Path:

@@ -357,32 +357,57 @@ def next_fit(lengths, capacity):
 
 
 @kernel
-def renumber_by_first_position(pack_of, num_packs):
-    """Renumber packs 0.. in order of their first (lowest) position."""
+def group_by_first_position(pack_of, num_packs):
+    """Renumber packs 0.. in order of their first (lowest) position, and group positions by the new id.
+
+    Returns (new pack id per position as int32, positions grouped by pack with positions ascending
+    within a pack, the num_packs + 1 offsets into them)."""
     new_id = np.full(num_packs, -1, dtype=np.int32)
-    out = np.empty(pack_of.size, dtype=np.int32)
+    renumbered = np.empty(pack_of.size, dtype=np.int32)
+    offsets = np.zeros(num_packs + 1, dtype=np.int64)
     next_id = 0
     for pos in range(pack_of.size):
         pack = pack_of[pos]
         if new_id[pack] < 0:
             new_id[pack] = next_id
             next_id += 1
-        out[pos] = new_id[pack]
-    return out
+        renumbered[pos] = new_id[pack]
+        offsets[new_id[pack] + 1] += 1
+    for pack in range(num_packs):
+        offsets[pack + 1] += offsets[pack]
+    fill = offsets[:-1].copy()
+    grouped = np.empty(pack_of.size, dtype=np.int64)
+    for pos in range(pack_of.size):
+        pack = renumbered[pos]
+        grouped[fill[pack]] = pos
+        fill[pack] += 1
+    return renumbered, grouped, offsets
 
 
 @kernel
-def group_by_pack(pack_of, num_packs):
-    """Positions grouped by pack id (positions ascending within a pack) and the num_packs+1 offsets."""
-    offsets = np.zeros(num_packs + 1, dtype=np.int64)
-    for pos in range(pack_of.size):
-        offsets[pack_of[pos] + 1] += 1
+def permute_packs(pack_at, offsets, pack_perm, shuffled_from):
+    """Move whole packs (pack p becomes pack_perm[p]) and map shuffled positions back to input indices.
+
+    `pack_at` is the pack per shuffled position and `offsets` its `group_by_first_position` offsets.
+    One pass in position order writes each example straight to its slot, so positions stay ascending
+    within a pack and no regrouping pass or gather of the big arrays is needed.
+
+    Returns (new pack id per input index as int32, input indices in new packed order, new offsets):
+    the grouping of `pack_perm[pack_at]` seen through `shuffled_from`.
+    """
+    num_packs = pack_perm.size
+    new_offsets = np.zeros(num_packs + 1, dtype=np.int64)
     for pack in range(num_packs):
-        offsets[pack + 1] += offsets[pack]
-    fill = offsets.copy()
-    grouped = np.empty(pack_of.size, dtype=np.int64)
-    for pos in range(pack_of.size):
-        pack = pack_of[pos]
-        grouped[fill[pack]] = pos
-        fill[pack] += 1
-    return grouped, offsets
+        new_offsets[pack_perm[pack] + 1] = offsets[pack + 1] - offsets[pack]
+    for pack in range(num_packs):
+        new_offsets[pack + 1] += new_offsets[pack]
+    fill = new_offsets[:-1].copy()
+    pack_of = np.empty(pack_at.size, dtype=np.int32)
+    order = np.empty(pack_at.size, dtype=np.int64)
+    for pos in range(pack_at.size):
+        new = pack_perm[pack_at[pos]]
+        example = shuffled_from[pos]
+        pack_of[example] = new
+        order[fill[new]] = example
+        fill[new] += 1
+    return pack_of, order, new_offsets

@@ -217,6 +217,8 @@ def _validated_lengths(lengths: npt.ArrayLike, capacity: int) -> npt.NDArray[np.
         return np.zeros(0, dtype=np.int64)
     if array.dtype.kind not in "iu":
         raise ValueError(f"lengths must be integers, got dtype {array.dtype}")
+    if array.min() >= 1 and array.max() <= capacity:  # two reductions; the mask below only to name the culprit
+        return array.astype(np.int64)
     bad = np.flatnonzero((array < 1) | (array > capacity))
     if bad.size:
         first = int(bad[0])
@@ -278,17 +280,13 @@ def pack_lengths(
     shuffled_from = np.random.Generator(np.random.PCG64(seed)).permutation(n) if shuffle else np.arange(n)
     shuffled = values[shuffled_from]
     raw, num_packs = _ASSIGNERS[strategy](shuffled, capacity, int(window or 0))
-    pack_at = kernels.renumber_by_first_position(raw, num_packs)
+    pack_at, grouped, offsets = kernels.group_by_first_position(raw, num_packs)
     # Order metrics describe the packer, so they are taken before the pack shuffle: that shuffle is
     # an unbiased permutation of whole packs, which moves every example O(n) whatever the strategy.
-    metrics = measure_packing(shuffled, *kernels.group_by_pack(pack_at, num_packs), capacity)
-    if shuffle_packs:
-        pack_perm = np.random.Generator(np.random.PCG64(seed).jumped()).permutation(num_packs)
-        pack_at = pack_perm.astype(np.int32)[pack_at]
-    grouped, pack_offsets = kernels.group_by_pack(pack_at, num_packs)
-    pack_of = np.empty(n, dtype=np.int32)
-    pack_of[shuffled_from] = pack_at
-    order = shuffled_from[grouped].astype(np.int64)
+    metrics = measure_packing(shuffled, grouped, offsets, capacity)
+    pack_perm = (np.random.Generator(np.random.PCG64(seed).jumped()).permutation(num_packs) if shuffle_packs
+                 else np.arange(num_packs))
+    pack_of, order, pack_offsets = kernels.permute_packs(pack_at, offsets, pack_perm, shuffled_from)
     for array in (values, pack_of, order, pack_offsets):
         array.setflags(write=False)
     return PackPlan(
