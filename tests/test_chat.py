@@ -176,7 +176,7 @@ def test_renders_with_jinjas_own_sandbox_compiled_once():
     compiled template per text."""
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-    from packcli.chat.render import compile_template
+    from packcli.chat.sandbox import compile_template
 
     text = load_template("chatml").text
     first = Renderer(load_template("chatml"), LossPolicy.assistant, bos_token=None, eos_token=None)
@@ -203,9 +203,9 @@ def test_remembered_attribute_decisions_are_jinjas():
     import jinja2
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-    from packcli.chat.render import _environment, _TemplateDict, _TemplateNamespace
+    from packcli.chat.sandbox import _TemplateDict, _TemplateNamespace, environment
 
-    ours, jinjas = _environment(), ImmutableSandboxedEnvironment()
+    ours, jinjas = environment(), ImmutableSandboxedEnvironment()
     objects = [{"role": "user"}, {}, ["a"], [], "text", "", 1, 1.5, True, None, {1, 2}, frozenset(), (1,),
                collections.deque([1]), collections.OrderedDict(a=1), _TemplateDict(), _TemplateNamespace(a=1),
                jinja2.utils.Namespace(), _raise, _raise.__get__(1), str.split, "x".split, type, dict, _generator(),

@@ -33,9 +33,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
 
+import jinja2
 from jinja2 import nodes
 
-from packcli.chat.render import CLOSE, OPEN, _tojson
+from packcli.chat.marks import CLOSE, OPEN, hf_tojson
+from packcli.chat.sandbox import RenderError, environment, compile_template, run_marked
 
 FUEL = 20_000_000
 """minijinja's instruction budget per render: 600x what qwen3_5_think_training spends on a 422-message,
@@ -80,9 +82,7 @@ def minijinja_version() -> str | None:
 @lru_cache(maxsize=16)
 def minijinja_refusal(text: str) -> str | None:
     """Why minijinja may not render this template (None: it may, subject to the cross-check)."""
-    from packcli.chat.render import _environment
-
-    tree = _environment().parse(text)
+    tree = environment().parse(text)
     for node in tree.find_all((nodes.Name, nodes.Getattr, nodes.Keyword, nodes.NSRef)):
         name = {nodes.Name: "name", nodes.Getattr: "attr", nodes.Keyword: "key", nodes.NSRef: "attr"}[type(node)]
         value = getattr(node, name)
@@ -135,7 +135,7 @@ class MiniJinjaTemplate:
     """One template compiled by minijinja, set up as `packcli.chat.render` sets jinja2 up.
 
     ``{% generation %}`` blocks become a filter block whose filter prints ``OPEN`` + body + ``CLOSE``
-    (the marks `packcli.chat.render.generation_spans` reads) and counts the blocks run; a filter block
+    (the marks `packcli.chat.sandbox.generation_spans` reads) and counts the blocks run; a filter block
     is still a block tag, so ``trim_blocks``/``lstrip_blocks`` and ``-`` treat it as jinja2 treats
     ``{% generation %}``.
     """
@@ -145,7 +145,7 @@ class MiniJinjaTemplate:
 
         self._opened = 0
         self.env = minijinja.Environment(trim_blocks=True, lstrip_blocks=True, pycompat=True, fuel=FUEL)
-        self.env.add_filter("tojson", _tojson)
+        self.env.add_filter("tojson", hf_tojson)
         self.env.add_filter(_FILTER, self._generation)
         self.env.add_global("raise_exception", _raise_exception)
         self.env.add_global("strftime_now", lambda fmt: moment.strftime(fmt))
@@ -267,9 +267,6 @@ def choose_engine(text: str, asked: str, *, moment: datetime, bos_token: str | N
     Raises:
         InputError: ``minijinja`` asked for and not installed.
     """
-    from packcli.chat.render import Renderer, RenderError
-    from packcli.chat.templates import ChatTemplate
-    from packcli.choices import LossPolicy
     from packcli.errors import InputError
 
     if asked == "jinja2":
@@ -282,8 +279,11 @@ def choose_engine(text: str, asked: str, *, moment: datetime, bos_token: str | N
     refusal = minijinja_refusal(text)
     if refusal is not None:
         return EngineChoice("jinja2", f"minijinja may not render this template: {refusal}")
-    reference = Renderer(ChatTemplate(text, "probe"), LossPolicy.all, bos_token=bos_token, eos_token=eos_token,
-                         template_date=moment.date())
+    try:
+        reference = compile_template(text)
+    except jinja2.exceptions.TemplateSyntaxError:  # the renderer says where, as an input error
+        return EngineChoice("jinja2", "the template does not compile", version)
+    strftime_now = moment.strftime
     fast = compile_minijinja(text, moment)
     if fast is None:
         return EngineChoice("jinja2", "minijinja cannot compile this template", version)
@@ -292,7 +292,7 @@ def choose_engine(text: str, asked: str, *, moment: datetime, bos_token: str | N
     expected = []
     for probe in probes:
         try:
-            expected.append(reference._run_jinja2_marked({**probe, "strftime_now": lambda fmt: moment.strftime(fmt)}))
+            expected.append(run_marked(reference, {**probe, "strftime_now": strftime_now}))
         except RenderError:
             expected.append(None)
     taken: list[dict] = []  # the probes both engines rendered: the ones timed
@@ -311,8 +311,7 @@ def choose_engine(text: str, asked: str, *, moment: datetime, bos_token: str | N
         return EngineChoice("jinja2", "minijinja declined every probe conversation", version)
     if asked == "minijinja":
         return EngineChoice("minijinja", f"asked for; rendered {len(taken)} probe conversations as jinja2 does", version)
-    jinja_s, mini_s = _seconds(lambda: [reference._run_jinja2_marked(
-        {**p, "strftime_now": reference._strftime_now}) for p in taken]), _seconds(
+    jinja_s, mini_s = _seconds(lambda: [run_marked(reference, {**p, "strftime_now": strftime_now}) for p in taken]), _seconds(
         lambda: [fast.render(p) for p in taken])
     if mini_s < 0.9 * jinja_s:
         return EngineChoice("minijinja", f"rendered {len(taken)} probe conversations as jinja2 does, in "
