@@ -23,7 +23,6 @@ from packcli.errors import PackcliError
 
 MAX_INT32 = 2**31 - 1  # token counts, offsets and line numbers are int32 in the artifact
 MAX_SEED = 2**63 - 1  # a seed a reader of the manifest can hold in an int64
-MAX_RAY_WORKERS = 100_000  # Ray tasks in flight: a typo's 10**9 would queue that many
 INPUT_SUFFIXES = (".jsonl", ".json", ".ndjson")
 TABLE_SUFFIXES = (".parquet", ".arrow")
 COMPRESSED_SUFFIXES = ("", ".gz", ".zst")
@@ -58,20 +57,6 @@ def int_problems(flag: str, value: int | None, low: int, high: int = MAX_INT32) 
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not low <= value <= high:
         return [f"{flag} must be an integer from {low:,} to {high:,}, got {value!r}"]
     return []
-
-
-def worker_problems(workers: int | None, engine: str = "local", *, ray_address: str | None = None,
-                    shared_fs: bool = False) -> list[str]:
-    """``--workers`` for ``engine`` (at most `MAX_LOCAL_WORKERS` processes on this machine, or
-    `MAX_RAY_WORKERS` tasks in flight on a cluster), and the options only Ray reads. The one place
-    every command and engine checks them."""
-    from packcli.engine.pool import MAX_LOCAL_WORKERS
-
-    local = str(getattr(engine, "value", engine)) == "local"
-    problems = int_problems("--workers", workers, 1, MAX_LOCAL_WORKERS if local else MAX_RAY_WORKERS)
-    if local and (ray_address or shared_fs):
-        problems.append("--ray-address and --shared-fs need --engine ray")
-    return problems
 
 
 def float_problems(flag: str, value: float | None, low: float, high: float = math.inf, *,

@@ -225,7 +225,8 @@ def length_stats(inputs, tokenizer: str, *, template: str = "auto", loss=None, c
     """
     from packcli.chat import LossPolicy, resolve_template
     from packcli.chat.render import DEFAULT_TEMPLATE_DATE
-    from packcli.engine.pool import SharedPool, auto_processes, default_workers
+    from packcli.engine.local import LocalEngine
+    from packcli.engine.pool import auto_processes, default_workers
     from packcli.ingest import DEFAULT_FIELDS, check_sources, describe_input, expand_inputs
     from packcli.job.units import UnitJob, plan_units
     from packcli.prepare import share_preparer
@@ -249,9 +250,10 @@ def length_stats(inputs, tokenizer: str, *, template: str = "auto", loss=None, c
     if workers is None:
         workers = auto_processes(default_workers(), units=len(specs), input_bytes=sum(f.size for f in files))
     share_preparer(job, job.build_preparer())  # this process is a worker too, with the tokenizer it has loaded
+    engine = LocalEngine(max(1, min(workers, len(specs))))
     try:
-        with SharedPool(max(1, min(workers, len(specs)))) as pool:
-            units = pool.map(measure_unit, MeasureJob(job, min(capacities, default=0)), specs)
+        with engine.session():
+            units = engine.map(measure_unit, MeasureJob(job, min(capacities, default=0)), specs)
     finally:
         share_preparer(job, None)
     reasons: Counter = Counter()

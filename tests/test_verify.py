@@ -28,11 +28,11 @@ def test_worker_processes_check_the_same_records(packed):
 
 def test_a_small_artifact_is_reconstructed_here_alone(packed, monkeypatch):
     """Without --workers, sources of kilobytes start no worker process (`auto_processes`); --workers 2 does."""
-    from packcli.verify import reconstruct
+    from packcli.engine import local
 
     started: list[int] = []
-    real = reconstruct.SharedPool
-    monkeypatch.setattr(reconstruct, "SharedPool", lambda workers: started.append(workers) or real(workers))
+    real = local.SharedPool
+    monkeypatch.setattr(local, "SharedPool", lambda workers, warm=None: started.append(workers) or real(workers, warm))
     assert verify_artifact(packed).ok and verify_artifact(packed, workers=2).ok
     assert started == [1, 2]
 

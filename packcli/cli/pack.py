@@ -171,7 +171,8 @@ def pack(
 
       packcli pack /mnt/d/*.jsonl -t tok/ --engine ray --shared-fs -o /mnt/out
     """
-    from packcli.checks import raise_all, worker_problems
+    from packcli.checks import raise_all
+    from packcli.engine import worker_problems
     from packcli.cli import console
     from packcli.cli.render import render_pack_summary
     from packcli.config import PackConfig

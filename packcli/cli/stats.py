@@ -89,8 +89,8 @@ def stats(
         raise_all,
         template_problems,
         tokenizer_problems,
-        worker_problems,
     )
+    from packcli.engine import worker_problems
     from packcli.cli.pack import default_inputs
     from packcli.cli.render import render_artifact_stats, render_length_stats
     from packcli.ingest import FieldMap, is_dataset_dir

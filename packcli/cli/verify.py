@@ -148,8 +148,8 @@ def _check_options(directory: Path, *, tokenizer: str | None, template: str | No
         raise_all,
         template_problems,
         tokenizer_problems,
-        worker_problems,
     )
+    from packcli.engine import worker_problems
 
     problems = directory_problems("DIRECTORY", directory) + directory_problems("--source-root", source_root)
     problems += tokenizer_problems("--tokenizer", tokenizer) + template_problems(template, tokenizer)

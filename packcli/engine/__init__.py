@@ -1,68 +1,22 @@
-"""Engines run the parallel stages of ``pack`` (tokenizing units, writing shards) and of ``verify``
-(re-tokenizing units). The local engine is the default and the reference; the Ray engine schedules
-the same functions (`packcli.job.units.run_unit`, `packcli.job.write.write_shard_task`,
-`packcli.verify.reconstruct.unit_outcomes`) on a cluster. Both return results in input order, so the
-artifact (and the verify report) is the same whichever engine made it.
+"""Engines run a function over items on workers: ``with engine.session():`` then ``engine.map(fn, common,
+items)``. ``pack`` hands them its units and shards (`packcli.job.units.run_unit`,
+`packcli.job.write.write_shard_task`), ``verify`` and ``stats`` their units; an engine knows nothing
+of what it runs (this package imports nothing from job/ or verify/). The local engine is the default
+and the reference; the Ray engine runs the same functions on a cluster. Both return results in input
+order, so the artifact (and the verify report) is the same whichever engine made it.
 
-    local.py  this process and spawned workers (`pool.SharedPool`)
-    ray.py    a Ray cluster (the ``ray`` extra, imported only when chosen)
-    pool.py   the worker processes on this machine, shared by ``pack`` and ``verify``
+    local.py     this process and spawned workers (`pool.SharedPool`)
+    ray.py       a Ray cluster (the ``ray`` extra, imported only when chosen)
+    pool.py      the worker processes on this machine, shared by ``pack``, ``verify`` and ``stats``
+    workload.py  the `Engine` protocol, the `Workload` an engine is sized by, the worker counts it takes
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, TypeVar
-
 from packcli.choices import EngineName
+from packcli.engine.workload import Engine, Workload, worker_problems
 
-if TYPE_CHECKING:  # the job package imports this protocol; the engines import the job's functions
-    from packcli.job.spill import SpillLayout
-    from packcli.job.units import UnitIndex, UnitJob, UnitSpec
-    from packcli.job.write import ShardResult, ShardTask
-
-C, I, R = TypeVar("C"), TypeVar("I"), TypeVar("R")
-
-
-@dataclass(frozen=True)
-class Workload:
-    """What a run will hand an engine, known before any worker starts: how many units of work can run
-    at once, and how many input bytes they read. An engine sizes its workers from it."""
-
-    units: int
-    input_bytes: int
-
-
-class Engine(Protocol):
-    name: str
-
-    def session(self, warm: Callable[[], None] | None = None,
-                work: Workload | None = None) -> AbstractContextManager[None]:
-        """Hold whatever the engine needs (a Ray connection, worker processes) across both stages of one run.
-
-        ``warm``: a picklable call each worker may run while it has nothing else to do (load the
-        tokenizer); engines without long-lived workers ignore it. ``work``: the run's size, from which
-        an engine may start fewer workers than it would for a large run (None: as many as it is given).
-        """
-        ...
-
-    def map(self, fn: Callable[[C, I], R], common: C, items: Sequence[I],
-            on_done: Callable[[I, R], None] = ..., *, keep: bool = True) -> list[R | None]:
-        """``fn(common, item)`` for every item on the engine's workers (``fn`` a module-level function, ``common``
-        and the items picklable); results in ``items`` order; ``on_done(item, result)`` as each finishes.
-        Without ``keep`` the results are handed only to ``on_done`` and the list holds None for each."""
-        ...
-
-    def run(self, job: UnitJob, specs: Sequence[UnitSpec], on_done: Callable[[UnitSpec], None]) -> list[UnitIndex]:
-        """Run every unit; return their indexes in ``specs`` order; call ``on_done`` as each finishes."""
-        ...
-
-    def write_shards(self, layout: SpillLayout, tasks: Sequence[ShardTask],
-                     on_done: Callable[[ShardTask], None]) -> list[ShardResult]:
-        """Write every shard; return the results in ``tasks`` order; call ``on_done`` as each is written."""
-        ...
+__all__ = ["Engine", "Workload", "make_engine", "worker_problems"]
 
 
 def make_engine(name: EngineName | str, *, workers: int | None = None, address: str | None = None,
@@ -85,3 +39,4 @@ def make_engine(name: EngineName | str, *, workers: int | None = None, address: 
     from packcli.engine.ray import RayEngine
 
     return RayEngine(workers=workers, address=address, shared_fs=shared_fs, shared=shared)
+

@@ -19,18 +19,16 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TypeVar
 
-from packcli.checks import raise_all, worker_problems
-from packcli.engine import Workload
+from packcli.checks import raise_all
+from packcli.engine.workload import Workload, worker_problems
 from packcli.engine.pool import SharedPool, auto_processes
-from packcli.job.spill import SpillLayout
-from packcli.job.units import UnitIndex, UnitJob, UnitSpec, run_unit
-from packcli.job.write import ShardResult, ShardTask, write_shard_task
 
 C, I, R = TypeVar("C"), TypeVar("I"), TypeVar("R")
 
 
 class LocalEngine:
     name = "local"
+    shares_paths = True
 
     def __init__(self, workers: int | None = None, *, auto: bool = False) -> None:
         raise_all(worker_problems(workers))
@@ -58,13 +56,6 @@ class LocalEngine:
             on_done: Callable[[I, R], None] = lambda item, result: None, *, keep: bool = True) -> list[R | None]:
         with self._shared() as pool:
             return pool.map(fn, common, items, on_done, keep=keep)
-
-    def run(self, job: UnitJob, specs: Sequence[UnitSpec], on_done: Callable[[UnitSpec], None]) -> list[UnitIndex]:
-        return self.map(run_unit, job, specs, lambda spec, _: on_done(spec))
-
-    def write_shards(self, layout: SpillLayout, tasks: Sequence[ShardTask],
-                     on_done: Callable[[ShardTask], None]) -> list[ShardResult]:
-        return self.map(write_shard_task, layout, tasks, lambda task, _: on_done(task))
 
     @contextmanager
     def _shared(self) -> Iterator[SharedPool]:

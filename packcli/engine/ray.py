@@ -15,7 +15,9 @@ per-process cache), as an actor would. Every task writes files whose bytes depen
 so a retried task and the lost attempt, if it still runs somewhere, write the same bytes (each to
 its own temporary name, renamed into place).
 
-Paths sent to tasks are absolute: a Ray worker runs in its node's directory, not the driver's.
+Paths sent to tasks must be absolute (`shares_paths` is False: the callers make them so): a Ray worker
+runs in its node's directory, not the driver's. Every ``PACKCLI_*`` variable of the driver's
+environment reaches the tasks (the test hooks of `packcli.job.pause` among them).
 Traps handled here: Ray's usage stats are off unless the user turned them on; Ray's own progress
 output is silenced (packcli's bar is driven by results); the socket path limit (107 bytes) is
 avoided by a short temp dir.
@@ -23,20 +25,15 @@ avoided by a short temp dir.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from packcli.engine import Workload
+from packcli.engine.workload import Workload
 from packcli.engine.pool import thread_caps
 from packcli.errors import PackcliError
-from packcli.job.pause import PAUSE_VARIABLES
-from packcli.job.spill import SpillLayout
-from packcli.job.units import UnitIndex, UnitJob, UnitSpec, run_unit
-from packcli.job.write import ShardResult, ShardTask, write_shard_task
 
 C, I, R = TypeVar("C"), TypeVar("I"), TypeVar("R")
 INSTALL_HINT = "install the extra: pip install 'packcli[ray]'"
@@ -59,6 +56,7 @@ def _call(fn: Callable[[C, I], R], common: C, item: I) -> R:
 
 class RayEngine:
     name = "ray"
+    shares_paths = False
 
     def __init__(self, *, workers: int | None = None, address: str | None = None, shared_fs: bool = False,
                  shared: str = "--out") -> None:
@@ -105,7 +103,7 @@ class RayEngine:
         limit = max(1, self.workers or int(ray.cluster_resources().get("CPU", 1)))
         # One CPU a task and both tokenizers' thread pools capped to it: no oversubscription.
         env = {**thread_caps(1), "RAY_USAGE_STATS_ENABLED": "0",
-               **{name: os.environ[name] for name in PAUSE_VARIABLES if name in os.environ}}
+               **{name: value for name, value in os.environ.items() if name.startswith("PACKCLI_")}}
         task = ray.remote(num_cpus=1, max_retries=TASK_RETRIES, runtime_env={"env_vars": env})(_call)
         shared = ray.put(common)
         results: dict[int, R | None] = {}
@@ -128,14 +126,6 @@ class RayEngine:
                 for ref in pending:  # an error: the rest is not wanted
                     ray.cancel(ref, force=True)
         return [results[k] for k in range(len(items))]
-
-    def run(self, job: UnitJob, specs: Sequence[UnitSpec], on_done: Callable[[UnitSpec], None]) -> list[UnitIndex]:
-        job = dataclasses.replace(job, tokenizer=os.path.abspath(job.tokenizer), work_dir=os.path.abspath(job.work_dir))
-        return self.map(run_unit, job, [s.absolute() for s in specs], lambda spec, _: on_done(spec))
-
-    def write_shards(self, layout: SpillLayout, tasks: Sequence[ShardTask],
-                     on_done: Callable[[ShardTask], None]) -> list[ShardResult]:
-        return self.map(write_shard_task, layout, tasks, lambda task, _: on_done(task))
 
     def _refuse_local_paths_on_cluster(self, ray: Any) -> None:
         nodes = [n for n in ray.nodes() if n.get("Alive")]

@@ -24,11 +24,6 @@ import os
 import time
 from pathlib import Path
 
-# Read where the point is reached; the Ray engine passes them on to its tasks, whose processes its
-# nodes started (a local worker inherits them).
-PAUSE_VARIABLES = ("PACKCLI_PAUSE_AT", "PACKCLI_PAUSE_DIR")
-
-
 def pause_at(point: str, detail: str = "") -> None:
     """Hold here if a test asked for ``point``, ``point@worker``/``point@driver`` (this process's role),
     or ``detail`` (e.g. a unit's name, to hold at that unit only)."""

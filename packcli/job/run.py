@@ -42,14 +42,15 @@ from packcli.choices import BackendChoice, Dedupe
 from packcli.config import OnError, PackConfig
 from packcli.contract import IN_PACK_CODES
 from packcli.engine import Engine, Workload
+from packcli.engine.local import LocalEngine
 from packcli.errors import InputError, Interrupted, refusal
 from packcli.ingest import InputFile, Source, check_sources, describe_inputs, expand_inputs
 from packcli.job.plan import PlanSettings, apply_overlong, check_losses, lay_out_shards, plan_packs
 from packcli.job.select import expand_chunks, expand_copies, mark_duplicates
 from packcli.job.spill import SpillLayout, SpillReader
-from packcli.job.units import ExampleIndex, UnitIndex, UnitJob, UnitSpec, plan_units
+from packcli.job.units import ExampleIndex, UnitIndex, UnitJob, UnitSpec, plan_units, run_unit
 from packcli.job.workspace import Workspace
-from packcli.job.write import build_manifest, losses_by_fate, provenance, write_records
+from packcli.job.write import build_manifest, losses_by_fate, provenance, write_records, write_shard_task
 from packcli.mix import Mixture, draw_copies, resolve_mix
 from packcli.prepare import Preparer, share_preparer
 from packcli.progress import NO_PROGRESS, Progress
@@ -95,8 +96,6 @@ def pack_corpus(config: PackConfig, progress: Progress = NO_PROGRESS, engine: En
     config.check_files()  # every path, before a worker starts or a byte is read
     sources, mixture = resolve_sources(config)  # every table's columns, every --mix key
     if engine is None:
-        from packcli.engine.local import LocalEngine  # here: the engines import this package's units
-
         engine = LocalEngine()
     space = Workspace(config.out, force=config.force, inputs=config.read_paths())
     try:
@@ -182,7 +181,8 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
         with progress.running():
             progress.start("units", "tokenizing", total=len(specs))
             t0 = time.perf_counter()
-            units = engine.run(job, specs, lambda spec: progress.advance("units"))
+            sent = (job, specs) if engine.shares_paths else (job.absolute(), [spec.absolute() for spec in specs])
+            units = engine.map(run_unit, *sent, lambda spec, _: progress.advance("units"))
             timings["tokenize_wall_s"] = time.perf_counter() - t0
             for key in ("read_render_s", "tokenize_s"):
                 timings[key] = sum(u.seconds.get(key, 0.0) for u in units)
@@ -212,7 +212,7 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
                 shards = lay_out_shards(plan, examples.fates, examples.index, settings.rule.masks(examples.chunk),
                                         config.packs_per_shard, str(tmp))
                 progress.start("write", "writing shards", total=len(shards.tasks))
-                results = engine.write_shards(layout, shards.tasks, lambda task: progress.advance("write"))
+                results = engine.map(write_shard_task, layout, shards.tasks, lambda task, _: progress.advance("write"))
                 rejects = write_records(tmp, examples, shards, results, spill, files)
                 timings["write_s"] = time.perf_counter() - t0
             manifest = build_manifest(tmp, examples=examples, plan=plan, config=config, files=files,

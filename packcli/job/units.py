@@ -207,6 +207,11 @@ class UnitJob:
     allow_dropped: tuple[str, ...] = ()  # fields the template may drop (--allow-dropped-fields)
     render_engine: str = "jinja2"  # the engine the driver chose for the template (`packcli.chat.engines.choose_engine`)
 
+    def absolute(self) -> UnitJob:
+        """This job with its tokenizer and work folder named as every node of a shared filesystem names them
+        (for an engine whose workers do not share this process's paths: `packcli.engine.Engine.shares_paths`)."""
+        return replace(self, tokenizer=os.path.abspath(self.tokenizer), work_dir=os.path.abspath(self.work_dir))
+
     def build_preparer(self) -> Preparer:
         """The tokenizer, template and renderer this job names (`packcli.prepare.preparer_for` caches it)."""
         from datetime import date

@@ -35,11 +35,12 @@ import numpy as np
 import numpy.typing as npt
 
 from packcli.chat import ChatTemplate, Renderer
-from packcli.checks import raise_all, worker_problems
+from packcli.checks import raise_all
 from packcli.choices import AddToken, BackendChoice, DroppableField, Format, LossPolicy, Overlong
 from packcli.contract import IGNORE_INDEX, token_hash
-from packcli.engine import Engine
-from packcli.engine.pool import SharedPool, auto_processes, usable_cpus
+from packcli.engine import Engine, worker_problems
+from packcli.engine.local import LocalEngine
+from packcli.engine.pool import auto_processes, usable_cpus
 from packcli.errors import InputError
 from packcli.ingest import FieldMap, describe_input
 from packcli.job.chunks import Cut, SplitRule, chunk_labels, cut_example, pinned_rule
@@ -317,19 +318,17 @@ def _check_duplicate(rows: dict, found: list[int], key: bytes | None, first: dic
 
 def _outcomes(job: ReconstructJob, preparer: Preparer, specs: list[UnitSpec], workers: int | None,
               on_done: Callable[[UnitSpec, list], None], engine: Engine | None = None) -> None:
-    """Each unit's outcomes, handed to ``on_done`` as the unit finishes (not kept): here, here and in
-    worker processes (`SharedPool`), or on ``engine``'s workers (a Ray cluster), which find the sources
-    and the tokenizer by absolute path."""
-    if engine is not None:
-        remote = replace(job, tokenizer=os.path.abspath(job.tokenizer))
-        with engine.session():
-            engine.map(unit_outcomes, remote, [spec.absolute() for spec in specs], on_done, keep=False)
-            return
-    count = max(1, min(workers or usable_cpus(), len(specs)))
+    """Each unit's outcomes, handed to ``on_done`` as the unit finishes (not kept): here and in local
+    worker processes, or on ``engine``'s workers (a Ray cluster), which find the sources and the
+    tokenizer by absolute path."""
+    if engine is None:
+        engine = LocalEngine(max(1, min(workers or usable_cpus(), len(specs))))
+    if not engine.shares_paths:
+        job, specs = replace(job, tokenizer=os.path.abspath(job.tokenizer)), [spec.absolute() for spec in specs]
     share_preparer(job, preparer)  # this process is a worker too, with the tokenizer it has loaded
     try:
-        with SharedPool(count) as pool:
-            pool.map(unit_outcomes, job, specs, on_done, keep=False)
+        with engine.session():
+            engine.map(unit_outcomes, job, specs, on_done, keep=False)
     finally:
         share_preparer(job, None)
 
