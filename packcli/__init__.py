@@ -16,7 +16,7 @@ _EXPORTS = {
     "PackPlan": "packcli.pack",
     "PackMetrics": "packcli.pack",
     "PackConfig": "packcli.config",
-    "pack_corpus": "packcli.job",
+    "pack_corpus": "packcli.job.run",
     "load_tokenizer": "packcli.tokenizer",
     "load_template": "packcli.chat",
     "verify_artifact": "packcli.verify",

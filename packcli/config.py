@@ -164,7 +164,7 @@ class PackConfig:
         return (*self.inputs, self.tokenizer, *([self.template] if self.template not in ("auto", "chatml") else []))
 
     def check_files(self) -> None:
-        """`file_problems`, raised: `packcli.job.pack_corpus` calls it before any work.
+        """`file_problems`, raised: `packcli.job.run.pack_corpus` calls it before any work.
 
         Raises:
             InputError: every path problem at once (exit 2).

@@ -17,7 +17,7 @@ from packcli.chat.training import trl_templates_dir
 from packcli.config import PackConfig
 from packcli.contract import IGNORE_INDEX
 from packcli.errors import InputError
-from packcli.job import pack_corpus
+from packcli.job.run import pack_corpus
 from packcli.tokenizer.load import load_tokenizer
 from packcli.verify import verify_artifact
 

@@ -141,12 +141,12 @@ def test_every_command_documents_its_exit_codes():
 
 def test_an_internal_error_is_exit_3_with_one_line(tmp_path, monkeypatch):
     """A bug is not a violation (exit 1) nor a usage error (exit 2): its own code, a short line, no traceback."""
-    import packcli.job
+    import packcli.job.run
 
     def broken(*args, **kwargs):
         raise ZeroDivisionError("division by zero")
 
-    monkeypatch.setattr(packcli.job, "pack_corpus", broken)
+    monkeypatch.setattr(packcli.job.run, "pack_corpus", broken)
     args = ("pack", FIXTURES / "corpus" / "text.jsonl", "-t", FIXTURES / "tokenizer", "-o", tmp_path / "o")
     result = run(*args)
     assert result.exit_code == 3

@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 from conftest import FIXTURES, ROOT
 
 from packcli.config import PackConfig
-from packcli.job import pack_corpus
+from packcli.job.run import pack_corpus
 
 
 def _examples() -> list[tuple[str, dict]]:

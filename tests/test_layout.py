@@ -1,7 +1,7 @@
-"""The package's shape: no import cycles among packcli's modules, and a light ``packcli --help``.
+"""The package's shape: no import cycles among packcli's modules, the layers' rules, and a light ``packcli --help``.
 
-A cycle is two modules that each need the other at import time (module-level imports; imports
-inside functions are deliberate late binding and are not counted).
+Every import counts, at module level, inside a function or under ``TYPE_CHECKING``: a late import
+hides a circle from Python, not from a reader, who must still understand both modules together.
 """
 
 from __future__ import annotations
@@ -19,12 +19,10 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _module_level_imports(path: Path, modules: set[str]) -> set[str]:
-    """packcli modules imported at module level (``TYPE_CHECKING`` blocks excluded)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+def _imports(path: Path, modules: set[str]) -> set[str]:
+    """The packcli modules ``path`` imports, anywhere in it."""
     found: set[str] = set()
-    body = [node for node in tree.body if not (isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test))]
-    for node in body:
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("packcli"):
             for alias in node.names:
                 candidate = f"{node.module}.{alias.name}"
@@ -49,7 +47,7 @@ def _graph() -> dict[str, set[str]]:
     for name, path in files.items():
         own = set(_ancestors(name))
         edges = set()
-        for target in _module_level_imports(path, modules):
+        for target in _imports(path, modules):
             edges |= {a for a in [*_ancestors(target), target] if a in modules and a not in own and a != name}
         graph[name] = edges
     return graph
@@ -81,6 +79,66 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
 def test_no_import_cycles():
     cycle = _cycle(_graph())
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_a_late_import_closes_a_cycle_too(tmp_path, monkeypatch):
+    """The kind of circle a lazy import once hid (chat.templates and chat.training): one side imports the
+    other inside a function, or only for type checking."""
+    pkg = tmp_path / "packcli"
+    late = "def f():\n    from packcli.b import g\n"
+    typing_only = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from packcli.a import f\ng = 1\n"
+    for rel, text in {"__init__.py": "", "a.py": late, "b.py": typing_only}.items():
+        (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / rel).write_text(text)
+    monkeypatch.setattr(__import__(__name__), "PACKAGE", pkg)
+    assert _cycle(_graph()) == ["packcli.a", "packcli.b", "packcli.a"]
+
+
+# A layer never imports these packages (directly: a module of the layer names one of them).
+FORBIDDEN = {
+    "packcli.engine": ("packcli.job", "packcli.verify"),  # engines run any function; they know no job
+    "packcli.data": ("packcli.job", "packcli.engine", "packcli.verify", "packcli.tokenizer"),  # a trainer's reader
+    "packcli": ("packcli.cli",),  # the library never imports its command line
+}
+ENTRY_POINTS = {"packcli.cli", "packcli.__main__"}
+
+
+def _layer_breaches(graph_files: dict[str, Path]) -> list[str]:
+    modules = set(graph_files)
+    breaches = []
+    for name, path in sorted(graph_files.items()):
+        for layer, banned in FORBIDDEN.items():
+            inside = name == layer or name.startswith(layer + ".")
+            entry = any(name == e or name.startswith(e + ".") for e in ENTRY_POINTS)
+            if not inside or (layer == "packcli" and entry):
+                continue
+            for target in sorted(_imports(path, modules)):
+                if any(target == b or target.startswith(b + ".") for b in banned):
+                    breaches.append(f"{name} imports {target}")
+    return breaches
+
+
+def _files() -> dict[str, Path]:
+    return {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+def test_layers_import_only_downwards():
+    assert _layer_breaches(_files()) == []
+
+
+def test_the_layer_check_finds_a_planted_breach(tmp_path, monkeypatch):
+    pkg = tmp_path / "packcli"
+    for rel, text in {"__init__.py": "", "engine/__init__.py": "",
+                      "engine/local.py": "def f():\n    from packcli.job.run import x\n",
+                      "job/__init__.py": "", "job/run.py": "x = 1\n", "data/__init__.py": "",
+                      "data/read.py": "from packcli.tokenizer import y\n", "tokenizer/__init__.py": "y = 1\n",
+                      "cli/__init__.py": "", "show.py": "from packcli.cli import app\n"}.items():
+        (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / rel).write_text(text)
+    monkeypatch.setattr(__import__(__name__), "PACKAGE", pkg)
+    assert _layer_breaches(_files()) == ["packcli.data.read imports packcli.tokenizer",
+                                         "packcli.engine.local imports packcli.job.run",
+                                         "packcli.show imports packcli.cli"]
 
 
 def test_the_cycle_finder_finds_a_planted_cycle():

@@ -16,7 +16,7 @@ from conftest import FIXTURES
 from packcli.checks import tokenizer_problems
 from packcli.config import PackConfig
 from packcli.errors import InputError
-from packcli.job import pack_corpus
+from packcli.job.run import pack_corpus
 from packcli.tokenizer.hub import HubName, hub_cache_dir, parse_hub_name, resolve_tokenizer_path
 from packcli.tokenizer.load import cached_tokenizer, load_tokenizer
 

@@ -125,7 +125,7 @@ def test_spill_reader_gathers_across_units_in_any_order(tmp_path):
     for spec, lens in zip(specs, lengths):
         ids = rng.integers(0, 1000, size=int(lens.sum()), dtype=np.int32)
         labels = np.where(rng.random(len(ids)) < 0.5, ids, -100).astype(np.int32)
-        ids_path, labels_path = spill_paths(tmp_path, spec)
+        ids_path, labels_path = spill_paths(tmp_path, spec.name)
         ids_path.write_bytes(ids.tobytes())
         labels_path.write_bytes(labels.tobytes())
         truth_ids.append(ids)
@@ -134,7 +134,7 @@ def test_spill_reader_gathers_across_units_in_any_order(tmp_path):
     lens = np.concatenate(lengths)
     offsets = np.concatenate([[0], np.cumsum(lens)[:-1]])
     order = rng.permutation(len(lens))
-    layout = SpillLayout.of(tmp_path, specs, [int(x.sum()) for x in lengths])
+    layout = SpillLayout.of(tmp_path, [s.name for s in specs], [int(x.sum()) for x in lengths])
     assert pickle.loads(pickle.dumps(layout)) == layout  # shard-writing tasks receive it
     with SpillReader(layout) as spill:
         spill.MAX_OPEN = 2  # evicts: the reads below cycle through more units than stay open
@@ -148,7 +148,7 @@ def test_spill_reader_gathers_across_units_in_any_order(tmp_path):
         k = int(order[0])
         head_ids, head_labels = spill.read(offsets[k], 1)
         assert head_ids.tolist() == [all_ids[offsets[k]]] and head_labels.tolist() == [all_labels[offsets[k]]]
-        spill_paths(tmp_path, specs[3])[0].write_bytes(b"")  # a truncated spill is an error, not zeros
+        spill_paths(tmp_path, specs[3].name)[0].write_bytes(b"")  # a truncated spill is an error, not zeros
         with pytest.raises(OSError, match="ends early"):
             spill.read(offsets[-1], lens[-1])
 

@@ -177,7 +177,7 @@ def pack(
     from packcli.cli.render import render_pack_summary
     from packcli.config import PackConfig
     from packcli.engine import make_engine
-    from packcli.job import pack_corpus
+    from packcli.job.run import pack_corpus
 
     paths, tok = default_inputs(inputs, tokenizer)
     problems = worker_problems(workers, engine, ray_address=ray_address, shared_fs=shared_fs)

@@ -45,7 +45,8 @@ from packcli.engine import Engine, Workload
 from packcli.engine.local import LocalEngine
 from packcli.errors import InputError, Interrupted, refusal
 from packcli.ingest import InputFile, Source, check_sources, describe_inputs, expand_inputs
-from packcli.job.plan import PlanSettings, apply_overlong, check_losses, lay_out_shards, plan_packs
+from packcli.job.fates import apply_overlong, check_losses
+from packcli.job.plan import PlanSettings, lay_out_shards, plan_packs
 from packcli.job.select import expand_chunks, expand_copies, mark_duplicates
 from packcli.job.spill import SpillLayout, SpillReader
 from packcli.job.units import ExampleIndex, UnitIndex, UnitJob, UnitSpec, plan_units, run_unit
@@ -197,7 +198,7 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
                 raise InputError("no records found in the inputs (all files empty?)", "check the input paths")
             if config.dedupe is Dedupe.exact:
                 mark_duplicates(records, files)
-            layout = SpillLayout.of(space.work, specs, spilled)
+            layout = SpillLayout.of(space.work, [spec.name for spec in specs], spilled)
             with SpillReader(layout) as spill:  # here: over-long examples; the shards: the engine's tasks
                 t0 = time.perf_counter()
                 settings = PlanSettings.of(config.seam_settings())

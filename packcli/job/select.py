@@ -18,18 +18,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
 from packcli.contract import DUPLICATE, IN_PACK_CODES, UNSAMPLED, example_id
 from packcli.ingest import InputFile
+from packcli.job.fates import Fates, split_rows
 from packcli.job.units import NO_KEY, ExampleIndex, occurrences
 from packcli.mix import Mixture, describe
 
-if TYPE_CHECKING:  # job.plan imports the packing kernels (numba), which verify's use of this module never needs
-    from packcli.job.plan import Fates
 
 
 def duplicate_reason(name: str, line: int, input_index: int) -> str:
@@ -112,10 +110,8 @@ def expand_copies(index: ExampleIndex, fates: Fates, copies: npt.NDArray[np.int6
 
 
 def expand_chunks(examples: Examples) -> Examples:
-    """One row per chunk of every split example (`packcli.job.plan.split_rows`), each pointing at its
+    """One row per chunk of every split example (`packcli.job.fates.split_rows`), each pointing at its
     chunk's tokens in the spills; other rows stay as they are."""
-    from packcli.job.plan import split_rows
-
     fates = examples.fates
     if not fates.cuts:
         return examples

@@ -11,19 +11,14 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
-if TYPE_CHECKING:
-    from packcli.job.units import UnitSpec
 
-
-def spill_paths(work_dir: Path, spec: UnitSpec | str) -> tuple[Path, Path]:
-    """A unit's two spill files (``spec``: the unit, or its name)."""
-    name = spec if isinstance(spec, str) else spec.name
-    return work_dir / f"{name}.ids.bin", work_dir / f"{name}.labels.bin"
+def spill_paths(work_dir: Path, unit: str) -> tuple[Path, Path]:
+    """The two spill files of the unit named ``unit`` (`packcli.job.units.UnitSpec.name`)."""
+    return work_dir / f"{unit}.ids.bin", work_dir / f"{unit}.labels.bin"
 
 
 @dataclass(frozen=True)
@@ -38,9 +33,10 @@ class SpillLayout:
     starts: tuple[int, ...]  # one more than there are units: the last is the total
 
     @classmethod
-    def of(cls, work_dir: Path, specs: Sequence[UnitSpec], tokens_per_unit: Sequence[int]) -> SpillLayout:
+    def of(cls, work_dir: Path, units: Sequence[str], tokens_per_unit: Sequence[int]) -> SpillLayout:
+        """The layout of the units named ``units``, in order, holding ``tokens_per_unit`` tokens each."""
         starts = np.concatenate([[0], np.cumsum(np.asarray(tokens_per_unit, dtype=np.int64))])
-        return cls(tuple((str(a), str(b)) for a, b in (spill_paths(work_dir, spec) for spec in specs)),
+        return cls(tuple((str(a), str(b)) for a, b in (spill_paths(work_dir, unit) for unit in units)),
                    tuple(int(x) for x in starts))
 
 

@@ -247,7 +247,7 @@ def run_unit(job: UnitJob, spec: UnitSpec) -> UnitIndex:
         return done
     preparer = preparer_for(job)
     before, guard_before = dict(preparer.seconds), unit_counts(preparer)
-    ids_path, labels_path = spill_paths(work_dir, spec)
+    ids_path, labels_path = spill_paths(work_dir, spec.name)
     eids, lines, status, reasons, lengths, sup, formats, keys = [], [], [], [], [], [], [], []
     warnings = InputWarnings()
 
@@ -317,7 +317,7 @@ def _write_sidecar(spec: UnitSpec, work_dir: Path, config_hash: str, index: Unit
 
 def _load_sidecar(spec: UnitSpec, work_dir: Path, config_hash: str) -> UnitIndex | None:
     path = work_dir / f"{spec.name}.json"
-    ids_path, labels_path = spill_paths(work_dir, spec)
+    ids_path, labels_path = spill_paths(work_dir, spec.name)
     if not (path.is_file() and ids_path.is_file() and labels_path.is_file()):
         return None
     data = json.loads(path.read_text(encoding="utf-8"))

@@ -40,6 +40,8 @@ from packcli.contract import (
 )
 from packcli.ingest import InputFile
 from packcli.job.pause import pause_at
+from packcli.job.plan import ShardLayout, ShardTask, plan_metrics
+from packcli.job.select import Examples
 from packcli.job.spill import SpillLayout, SpillReader
 
 HASH_DTYPE = np.dtype("S16")  # a token hash: 16 hexadecimal digits (`packcli.contract.token_hash`)
@@ -47,29 +49,9 @@ HASH_DTYPE = np.dtype("S16")  # a token hash: 16 hexadecimal digits (`packcli.co
 if TYPE_CHECKING:
     from packcli.chat import ChatTemplate
     from packcli.config import PackConfig
-    from packcli.job.plan import ShardLayout
-    from packcli.job.select import Examples
     from packcli.mix import Mixture
     from packcli.pack import PackPlan
     from packcli.tokenizer import LoadedTokenizer
-
-
-@dataclass(frozen=True)
-class ShardTask:
-    """Shard ``index``: its examples in packed order and how many of them make each pack (row)."""
-
-    index: int
-    path: str
-    spill_offsets: npt.NDArray[np.int64]
-    lengths: npt.NDArray[np.int64]
-    examples_per_pack: npt.NDArray[np.int64]
-    example_ids: npt.NDArray[np.int64]
-    masked: npt.NDArray[np.int64]  # labels masked at each example's start: its first, and a chunk's overlap
-
-    @property
-    def label(self) -> str:
-        """How an error names the task."""
-        return shard_name(self.index)
 
 
 @dataclass(frozen=True)
@@ -165,8 +147,6 @@ def build_manifest(directory: Path, *, examples: Examples, plan: PackPlan, confi
     breaks the statuses, examples and tokens down by input; with ``--allow-dropped-fields``,
     ``counts.dropped_fields`` counts per field the records the template dropped it from.
     """
-    from packcli.job.plan import plan_metrics  # here: plan.py imports this module's ShardTask
-
     index, fates = examples.index, examples.fates
     n = len(index.ids)
     status, used_len, used_sup = fates.status, fates.used_len, fates.used_sup

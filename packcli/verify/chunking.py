@@ -2,7 +2,7 @@
 cut gives, one for one.
 
 `packcli.verify.plan` cuts every reconstructed over-long example again (`packcli.job.chunks`) and
-expands it into its expected rows (`packcli.job.plan.split_rows`). Here each example's rows are matched
+expands it into its expected rows (`packcli.job.fates.split_rows`). Here each example's rows are matched
 to those by chunk index: a chunk the cut has and the table lacks lost its tokens; a chunk the table has
 and the cut does not, or a chunk named twice, duplicated them. Matched rows are then compared column by
 column (status, length, supervised counts, ``chunk_start``) and placed by the plan check, and their
@@ -16,7 +16,8 @@ import numpy as np
 
 from packcli.contract import IN_PACKS
 from packcli.job.chunks import Cut, SplitRule
-from packcli.job.plan import Chunked, PlanSettings
+from packcli.job.fates import Chunked
+from packcli.job.plan import PlanSettings
 from packcli.verify.report import CheckResult, Violation
 
 

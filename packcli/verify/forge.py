@@ -218,7 +218,8 @@ def replan(directory: Path, reorder: Callable[[list[dict]], list[dict]]) -> None
     """Re-make the packs with pack's own planner for the seam-table rows as ``reorder`` lists them, and write
     the rows in that order, as a forger who chooses which examples share a pack (and the training order) would:
     every example keeps its tokens and fate, the shards, seam table, metrics and counts all agree again."""
-    from packcli.job.plan import Fates, PlanSettings, place_examples, plan_examples, plan_metrics
+    from packcli.job.fates import Fates
+    from packcli.job.plan import PlanSettings, place_examples, plan_examples, plan_metrics
 
     manifest = json.loads((directory / MANIFEST_NAME).read_text(encoding="utf-8"))
     segments = {s.example_id: s for k in range(len(manifest["shards"])) for pack in read_segments(directory, k)

@@ -29,18 +29,8 @@ import numpy.typing as npt
 from packcli.choices import Overlong
 from packcli.contract import DROPPED, DUPLICATE, PACKED, REJECTED, SPLIT, STATUSES, TRUNCATED, UNSAMPLED, shard_name
 from packcli.job.chunks import Cut, SplitRule
-from packcli.job.plan import (
-    Chunked,
-    Fates,
-    Placement,
-    PlanSettings,
-    decide_fates,
-    loss_problem,
-    place_examples,
-    plan_examples,
-    plan_metrics,
-    split_rows,
-)
+from packcli.job.fates import Chunked, Fates, decide_fates, loss_problem, split_rows
+from packcli.job.plan import Placement, PlanSettings, place_examples, plan_examples, plan_metrics
 from packcli.job.select import unsampled_reason
 from packcli.mix import Mixture, manifest_problems
 from packcli.pack import STRATEGIES, PackPlan, check_budgets
