@@ -44,6 +44,7 @@ from packcli.job.plan import (
 from packcli.job.select import unsampled_reason
 from packcli.mix import Mixture, manifest_problems
 from packcli.pack import STRATEGIES, PackPlan, check_budgets
+from packcli.verify.columns import take_rows
 from packcli.verify.chunking import claimed_cut, match_chunks
 from packcli.verify.reconstruct import Reconstructed
 from packcli.verify.report import CheckResult, Violation
@@ -131,7 +132,7 @@ def _in_read_order(manifest: dict, rows: dict[str, list], facts: Reconstructed |
     result.fail(Violation(f"the seam table is not in input order (by input, then record, copy and chunk) from row {i} "
                           "on: the plan is re-derived in that order, never in the table's", **_loc(rows, int(order[i]))))
     picked = order.tolist()
-    rows = {column: [values[j] for j in picked] for column, values in rows.items()}
+    rows = take_rows(rows, order)
     if facts is not None:
         moved = np.empty_like(order)
         moved[order] = np.arange(len(order))  # where each row of the table went
