@@ -94,12 +94,11 @@ class Hashes:
     def __len__(self) -> int:
         return len(self.values)
 
-    def __getitem__(self, i: int) -> str:
+    def __getitem__(self, i: int) -> str | None:
         i = int(i)
-        odd = self.odd.get(i)
-        return odd if odd is not None else f"{int(self.values[i]):016x}"
+        return self.odd[i] if i in self.odd else f"{int(self.values[i]):016x}"
 
-    def __iter__(self) -> Iterator[str]:
+    def __iter__(self) -> Iterator[str | None]:
         for i in range(len(self.values)):
             yield self[i]
 

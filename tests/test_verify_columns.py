@@ -1,0 +1,81 @@
+"""verify's bookkeeping as columns (`packcli.verify.columns`, `PackIndex` as `SegmentColumns`): the columns
+read as the lists ``to_pydict`` gave, and the global check, which walks only the examples its column
+checks find wanting, reports exactly what walking every row reports, on every fault of the self-test."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from packcli.artifact.seams import SEAM_TABLE_SCHEMA
+from packcli.contract import SEAM_TABLE_NAME
+from packcli.verify import bookkeeping, verify_artifact
+from packcli.verify.columns import Hashes, Strings, _hashes, read_seam_columns
+from packcli.verify.faults import FAULTS, NotApplicable, prepare_workspace
+
+
+def test_columns_read_as_the_lists_they_replace(packed: Path) -> None:
+    table = pq.read_table(packed / SEAM_TABLE_NAME)
+    columns, nulls = read_seam_columns(packed / SEAM_TABLE_NAME)
+    expected = table.to_pydict()
+    assert list(columns) == SEAM_TABLE_SCHEMA.names
+    for name in SEAM_TABLE_SCHEMA.names:
+        column = columns[name]
+        assert list(column) == expected[name], name
+        assert [column[i] for i in range(len(column))] == expected[name], name
+        assert all(type(a) is type(b) for a, b in zip(column, expected[name])), name
+        assert nulls[name] == table[name].null_count
+    order = np.arange(columns.rows)[::-1].copy()
+    moved = columns.take(order)
+    for name in SEAM_TABLE_SCHEMA.names:
+        assert list(moved[name]) == expected[name][::-1], name
+
+
+def test_token_hash_other_than_16_hex_digits_reads_back_as_written() -> None:
+    values = ["0123456789abcdef", "XYZ", None, "0123456789ABCDEF", "ffffffffffffffff", "0123456789abcdeg", ""]
+    odd: dict[int, str] = {}
+    hashes = Hashes(_hashes(pa.array(values, pa.string()), 0, odd), odd)
+    assert list(hashes) == values
+    assert hashes.exact().tolist() == [True, False, False, False, True, False, False]
+    reversed_ = hashes.take(np.arange(len(values))[::-1].copy())
+    assert list(reversed_) == values[::-1]
+
+
+def test_strings_codes_and_nulls() -> None:
+    column = Strings(np.array([1, -1, 0, 1], np.int32), ["packed", "rejected"])
+    assert list(column) == ["rejected", None, "packed", "rejected"]
+    assert column.isin(["rejected"]).tolist() == [True, False, False, True]
+    assert column.recode(["packed", "truncated", "rejected"]).tolist() == [2, -1, 0, 2]
+
+
+def _walk_every_row(artifact, rows, inputs, occurrence):  # noqa: ANN001, ANN202 - as `_suspects`
+    """What the global check did before its column checks: walk every row, and look for unclaimed
+    segments among every id in the packs, in the order the shards first hold them."""
+    ids = artifact.packs.columns.example_id
+    _, first = np.unique(ids, return_index=True)
+    return np.arange(rows.rows), ids[np.sort(first)]
+
+
+GLOBAL_FAULTS = [f for f in FAULTS if f.check in ("global", "copies", "reconstruction", "plan")]
+
+
+@pytest.mark.parametrize("fault", GLOBAL_FAULTS, ids=[f.name for f in GLOBAL_FAULTS])
+def test_global_reports_what_walking_every_row_reports(fault, packed: Path, tmp_path: Path,  # noqa: ANN001
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    copy = prepare_workspace(packed, tmp_path / "ws")
+    try:
+        fault.apply(copy, tmp_path / "ws")
+    except NotApplicable:
+        pytest.skip("the fixture artifact has nothing this fault damages")
+    fast = verify_artifact(copy, reconstruct=False, max_violations=1000)
+    monkeypatch.setattr(bookkeeping, "_suspects", _walk_every_row)
+    slow = verify_artifact(copy, reconstruct=False, max_violations=1000)
+    got, want = ({c.name: dataclasses.asdict(c) for c in report.checks} for report in (fast, slow))
+    assert got == want
+    if fault.check == "global":
+        assert got["global"]["count"] > 0
