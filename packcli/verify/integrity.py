@@ -97,6 +97,7 @@ def check_integrity(directory: Path, manifest: dict, result: CheckResult,
                 result.fail(Violation(f"{at}.{key} is {info[key]}, the shard holds {actual}", shard=name,
                                       field=f"{at}.{key}"))
         del flat  # before the next shard is read: one in memory at a time
+        pa.default_memory_pool().release_unused()  # else the allocator keeps a shard's worth of pages for each
     names = listed_names(manifest)
     for name, kind in strangers(directory, manifest):
         shard = name if name.startswith("shard-") else None
@@ -109,6 +110,7 @@ def check_integrity(directory: Path, manifest: dict, result: CheckResult,
     seam_info = manifest["seam_table"]
     if _pinned_file(directory / SEAM_TABLE_NAME, seam_info, "seam_table", result):
         artifact.seam = _read_seam_table(directory / SEAM_TABLE_NAME, seam_info, result)
+        pa.default_memory_pool().release_unused()  # the row groups read: only the columns stay
     rejects_info = manifest["rejects"]
     if _pinned_file(directory / REJECTS_NAME, rejects_info, "rejects", result):
         artifact.rejects = _read_rejects(directory / REJECTS_NAME, rejects_info, result)
