@@ -23,7 +23,7 @@ from packcli.artifact.seams import reject_line
 from packcli.contract import IN_PACKS, REJECTED, STATUSES, example_id
 from packcli.job.units import occurrences
 from packcli.job.write import count_examples, overlong_losses
-from packcli.verify.columns import SeamColumns, status_codes
+from packcli.verify.columns import STEP, SeamColumns, status_codes
 from packcli.verify.integrity import Artifact
 from packcli.verify.packs import Segment, ShardTotals
 from packcli.verify.report import CheckResult, Violation
@@ -101,10 +101,8 @@ def _suspects(artifact: Artifact, rows: SeamColumns, inputs: list[dict],
     Every row of an example that is not, and every row sharing its (input, line, copy, chunk) with
     another, is a suspect: the walk then sees each example's rows and each repeated key whole, as the
     checks that follow them need."""
-    n = rows.rows
     ids = np.asarray(rows["example_id"], np.int64)
-    k = np.asarray(rows["input"], np.int64)
-    line, copy, chunk = (np.asarray(rows[c], np.int64) for c in ("line", "copy", "chunk"))
+    k, line, copy, chunk = (np.asarray(rows[c]) for c in ("input", "line", "copy", "chunk"))  # int32, not copied
     source = rows["source"]
     bad = ~((k >= 0) & (k < len(inputs)))
     if inputs:
@@ -113,10 +111,11 @@ def _suspects(artifact: Artifact, rows: SeamColumns, inputs: list[dict],
         bad |= ~named[source.codes, np.clip(k, 0, len(inputs) - 1)]
     hashes = [entry["sha256"] for entry in inputs]
     rest = np.flatnonzero(~bad)
-    want = np.fromiter((example_id(hashes[a], occurrence[a], b, c) for a, b, c in
-                        zip(k[rest].tolist(), line[rest].tolist(), copy[rest].tolist())), dtype=np.int64,
-                       count=len(rest))
-    bad[rest[want != ids[rest]]] = True
+    for start in range(0, len(rest), STEP):  # Python ints a slice at a time, never a list a column
+        part = rest[start:start + STEP]
+        want = np.array([example_id(hashes[a], occurrence[a], b, c) for a, b, c in
+                         zip(k[part].tolist(), line[part].tolist(), copy[part].tolist())], dtype=np.int64)
+        bad[part[want != ids[part]]] = True
     status = rows["status"].recode(STATUSES)
     bad |= status < 0
     bad |= _repeated(ids, chunk)

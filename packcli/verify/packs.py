@@ -128,6 +128,10 @@ class PackIndex:
             self._columns = SegmentColumns(*joined, order=order, sorted_ids=joined[0][order])
         return self._columns
 
+    def forget_segments(self) -> None:
+        """Let the segments go (the totals stay): for the checks after the last that compares them."""
+        self._parts, self._columns = [], None
+
     def segment(self, k: int) -> Segment:
         """Segment ``k`` (an index into `columns`) as a `Segment`."""
         c = self.columns

@@ -73,9 +73,16 @@ def check_plan(manifest: dict, rows: dict[str, list], facts: Reconstructed | Non
                          settings.overlong, lambda j: facts_in.cuts[j])
     # Each record's first example (copy 0): its fate before a mixture's draw, as pack judges the reject budget on it.
     records = np.flatnonzero(np.asarray(rows["copy"])[first] == 0)
-    record_fates = fates.take(records)
+
+    def where(j: int) -> str:
+        i = first[records[j]]
+        return f"{rows['source'][i]}:{rows['line'][i]}"
+
+    # judged here and reported in its turn below: the fates it reads go before the plan is made (memory)
+    lost = loss_problem(fates.take(records), where, settings.max_reject_fraction)
     fates = _unsampled(rows, first, fates, config["mix"])
     expected = split_rows(fates, facts_in.length)
+    del fates  # ``expected`` holds its own (a row's fates): one copy an example alive at the peak, not two
     plan = plan_examples(expected.fates, settings)
     placement = place_examples(plan, expected.fates, settings.packs_per_shard)
     # Artifact-wide findings first: the per-example ones below can fill the report's violation limit.
@@ -87,11 +94,6 @@ def check_plan(manifest: dict, rows: dict[str, list], facts: Reconstructed | Non
         budget = "config.min_density" if problem.startswith("density") else "config.max_displacement"
         result.fail(Violation(f"{budget} is not met by the plan (pack would have refused it): {problem}",
                               field=budget))
-    def where(j: int) -> str:
-        i = first[records[j]]
-        return f"{rows['source'][i]}:{rows['line'][i]}"
-
-    lost = loss_problem(record_fates, where, settings.max_reject_fraction)
     if lost:
         result.fail(Violation(f"config.max_reject_fraction is not met (pack would have refused it): {lost[0]}: "
                               f"{lost[1]}", field="config.max_reject_fraction"))
