@@ -79,3 +79,61 @@ def test_global_reports_what_walking_every_row_reports(fault, packed: Path, tmp_
     assert got == want
     if fault.check == "global":
         assert got["global"]["count"] > 0
+
+
+def _copies_walked(rows: dict[str, list], inputs: int, result) -> None:  # noqa: ANN001
+    """The copies check as it walked every record in Python before it ran on columns (without --mix): the
+    oracle the column version must agree with, finding for finding."""
+    from packcli.contract import IN_PACKS
+    from packcli.verify.copies import USABLE, _copy_status
+    from packcli.verify.report import Violation
+
+    statuses_of: dict[tuple[int, int, int], list[str]] = {}
+    records: dict[tuple[int, int], list[int]] = {}
+    for i, (k, line) in enumerate(zip(rows["input"], rows["line"])):
+        if not 0 <= k < inputs:
+            continue
+        records.setdefault((k, line), []).append(i)
+        statuses_of.setdefault((k, line, rows["copy"][i]), []).append(rows["status"][i])
+    keys = sorted(records)
+    copies = {k: sorted({rows["copy"][i] for i in records[k]}) for k in keys}
+    statuses = [[_copy_status(statuses_of[(*k, c)]) for c in copies[k]] for k in keys]
+    usable = [any(s in USABLE for s in st) for st in statuses]
+    for k, st, ok in zip(keys, statuses, usable):
+        result.checked += 1
+        want = int(ok)
+        mine, got = records[k], copies[k]
+        loc = dict(example_id=rows["example_id"][mine[0]], source=rows["source"][mine[0]], line=k[1])
+        why = "without --mix, one example per record"
+        wanted = want if ok and want else 1
+        if len(got) != wanted or got != list(range(wanted)):
+            result.fail(Violation(f"has copies {got[:6]}, expected {list(range(min(wanted, 6)))}"
+                                  f"{'...' if wanted > 6 else ''} ({why})", field="copy", **loc))
+        elif ok and want and not all(s in IN_PACKS for s in st):
+            result.fail(Violation(f"{why}, but the seam table says {st}", field="status", **loc))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_copies_on_columns_finds_what_walking_every_record_finds(seed: int, tmp_path: Path) -> None:
+    from packcli.contract import STATUSES
+    from packcli.verify.copies import check_copies
+    from packcli.verify.report import CheckResult
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 200))
+    statuses = [*STATUSES, "bogus"]
+    data = {name: np.zeros(n, np.int64).tolist() for name in SEAM_TABLE_SCHEMA.names}
+    data.update(example_id=rng.integers(0, 2**62, n).tolist(), input=rng.integers(-1, 4, n).tolist(),
+                line=rng.integers(0, 12, n).tolist(), copy=rng.choice([0, 0, 0, 1, 2, 5], n).tolist(),
+                status=[statuses[j] for j in rng.choice(len(statuses), n, p=[.5, .1, .05, .05, .05, .15, .05, .05])],
+                source=[f"in{j}" for j in rng.integers(0, 3, n)], token_hash=["0" * 16] * n,
+                reason=[""] * n, shard=[None] * n, format=[None] * n)
+    path = tmp_path / "seams.parquet"
+    pq.write_table(pa.table(data, schema=SEAM_TABLE_SCHEMA), path)
+    columns, _ = read_seam_columns(path)
+    manifest = {"inputs": [{"name": f"in{j}"} for j in range(3)], "config": {"mix": None, "seed": 0}}
+    fast, slow = CheckResult("copies", limit=10_000), CheckResult("copies", limit=10_000)
+    check_copies(columns, manifest, fast)
+    _copies_walked(data, 3, slow)
+    assert (fast.checked, fast.count, fast.violations) == (slow.checked, slow.count, slow.violations)
+    assert slow.count and slow.checked > slow.count  # records of each kind: wanting and whole
