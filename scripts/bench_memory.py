@@ -7,8 +7,10 @@ bookkeeping alone), `verify --no-reconstruct` (the driver's own checks, the part
 over workers), and `stats OUT`. Each command runs in a fresh process sampled every 0.2 s from
 /proc/PID/status: VmHWM is the exact peak; the sample of the highest VmRSS says when it was reached.
 
-Per-example bytes are the slope of the peak between two sizes; the fixed base the intercept. The
-projection to 100M and 1B conversations takes the slope between the two largest sizes. Wall on N
+Per-example bytes are the slope of the peak between the two largest sizes (0 where it did not grow),
+the fixed base the intercept: measure sizes past the point where a fixed part (one shard read or
+written at a time) stops being the peak, or the slope says too little. The projection to 100M and
+1B conversations extends that line. Wall on N
 nodes: the measured time per conversation of the largest size, its spreadable part (pack: reading,
 rendering, tokenizing; verify: reconstruction) divided by N, the driver's part (pack: planning and
 writing; verify: the checks ``--no-reconstruct`` runs) not.
@@ -28,7 +30,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/ is not a package: _common.py is beside us
-from _common import proc_status_mib  # noqa: E402
+from _common import proc_status_mib
 
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = (100_000_000, 1_000_000_000)
@@ -38,23 +40,23 @@ NODES = (1, 16, 64)
 def watch(cmd: list[str]) -> dict:
     """Run ``cmd`` and sample its memory; its peak (VmHWM), when the highest sample came, wall, stdout."""
     t0 = time.time()
-    out, err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
-    proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, cwd=ROOT)
-    hwm, top, top_at = 0.0, 0.0, 0.0
-    while proc.poll() is None:
-        try:
-            values = proc_status_mib(proc.pid, ("VmRSS", "VmHWM"))
-        except FileNotFoundError:
-            break
-        if values:
-            hwm = max(hwm, values.get("VmHWM", 0.0))
-            if values.get("VmRSS", 0.0) > top:
-                top, top_at = values["VmRSS"], time.time() - t0
-        time.sleep(0.2)
-    proc.wait()
-    wall = time.time() - t0
-    stdout, stderr = (f.seek(0) or f.read() for f in (out, err))
-    if proc.returncode not in (0,):
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:  # pipes could fill
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, cwd=ROOT)
+        hwm, top, top_at = 0.0, 0.0, 0.0
+        while proc.poll() is None:
+            try:
+                values = proc_status_mib(proc.pid, ("VmRSS", "VmHWM"))
+            except FileNotFoundError:
+                break
+            if values:
+                hwm = max(hwm, values.get("VmHWM", 0.0))
+                if values.get("VmRSS", 0.0) > top:
+                    top, top_at = values["VmRSS"], time.time() - t0
+            time.sleep(0.2)
+        proc.wait()
+        wall = time.time() - t0
+        stdout, stderr = (f.seek(0) or f.read() for f in (out, err))
+    if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}: {stderr[-2000:]}")
     return {"cmd": cmd, "wall_s": round(wall, 1), "peak_mib": round(max(hwm, top), 1),
             "peak_at": round(top_at / wall, 2) if wall else 0.0, "stdout": stdout}
@@ -107,7 +109,8 @@ def slopes(rows: list[dict], key: str) -> tuple[float, float] | None:
         return None
     a, b = rows[-2], rows[-1]
     per = (b[key]["peak_mib"] - a[key]["peak_mib"]) * 2**20 / (b["conversations"] - a["conversations"])
-    return per, a[key]["peak_mib"] - per * a["conversations"] / 2**20
+    per = max(per, 0.0)  # a peak that did not grow (sampling noise can make it shrink) is flat, not negative
+    return per, b[key]["peak_mib"] - per * b["conversations"] / 2**20
 
 
 def main() -> int:

@@ -53,7 +53,7 @@ def test_strings_codes_and_nulls() -> None:
     assert column.recode(["packed", "truncated", "rejected"]).tolist() == [2, -1, 0, 2]
 
 
-def _walk_every_row(artifact, rows, inputs, occurrence):  # noqa: ANN001, ANN202 - as `_suspects`
+def _walk_every_row(artifact, rows, inputs, occurrence):
     """What the global check did before its column checks: walk every row, and look for unclaimed
     segments among every id in the packs, in the order the shards first hold them."""
     ids = artifact.packs.columns.example_id
@@ -65,7 +65,7 @@ GLOBAL_FAULTS = [f for f in FAULTS if f.check in ("global", "copies", "reconstru
 
 
 @pytest.mark.parametrize("fault", GLOBAL_FAULTS, ids=[f.name for f in GLOBAL_FAULTS])
-def test_global_reports_what_walking_every_row_reports(fault, packed: Path, tmp_path: Path,  # noqa: ANN001
+def test_global_reports_what_walking_every_row_reports(fault, packed: Path, tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     copy = prepare_workspace(packed, tmp_path / "ws")
     try:
@@ -81,7 +81,7 @@ def test_global_reports_what_walking_every_row_reports(fault, packed: Path, tmp_
         assert got["global"]["count"] > 0
 
 
-def _copies_walked(rows: dict[str, list], inputs: int, result) -> None:  # noqa: ANN001
+def _copies_walked(rows: dict[str, list], inputs: int, result) -> None:
     """The copies check as it walked every record in Python before it ran on columns (without --mix): the
     oracle the column version must agree with, finding for finding."""
     from packcli.contract import IN_PACKS
@@ -103,7 +103,7 @@ def _copies_walked(rows: dict[str, list], inputs: int, result) -> None:  # noqa:
         result.checked += 1
         want = int(ok)
         mine, got = records[k], copies[k]
-        loc = dict(example_id=rows["example_id"][mine[0]], source=rows["source"][mine[0]], line=k[1])
+        loc = {"example_id": rows["example_id"][mine[0]], "source": rows["source"][mine[0]], "line": k[1]}
         why = "without --mix, one example per record"
         wanted = want if ok and want else 1
         if len(got) != wanted or got != list(range(wanted)):

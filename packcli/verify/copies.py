@@ -91,7 +91,7 @@ def _violation(rows: SeamColumns, mine: np.ndarray, want: int, ok: bool, mix: di
     got = sorted(statuses_of)  # a copy named twice (the same chunk): global reports the second row
     st = [_copy_status(statuses_of[c]) for c in got]
     first = int(mine.min())
-    loc = dict(example_id=rows["example_id"][first], source=rows["source"][first], line=rows["line"][first])
+    loc = {"example_id": rows["example_id"][first], "source": rows["source"][first], "line": rows["line"][first]}
     why = ("without --mix, one example per record" if mix is None else
            f"the mixture draws {want} cop{'y' if want == 1 else 'ies'} of it" if ok else "it is not usable")
     wanted = want if ok and want else 1
