@@ -4,7 +4,7 @@ For each size: short synthetic conversations (`make_bench_corpus.py --short`; th
 the first lines of the largest), packed with the fixture tokenizer, ChatML, capacity 4,096, default
 backend and workers; then `verify` (default: with reconstruction; ``--no-reconstruct`` measures the
 bookkeeping alone), `verify --no-reconstruct` (the driver's own checks, the part that does not spread
-over workers), and `stats OUT`. Each command runs in a fresh process sampled every 0.2 s from
+over workers), `stats OUT`, and `packcli.data.PackDataset` iterating every pack. Each command runs in a fresh process sampled every 0.2 s from
 /proc/PID/status: VmHWM is the exact peak; the sample of the highest VmRSS says when it was reached.
 
 Per-example bytes are the slope of the peak between the two largest sizes (0 where it did not grow),
@@ -17,6 +17,7 @@ writing; verify: the checks ``--no-reconstruct`` runs) not.
 
     python scripts/bench_memory.py --sizes 250000,1000000,4000000 --out bench-out/memory.json
     python scripts/bench_memory.py --sizes 100000,250000,1000000 --out bench-out/memory.json   # what fits a small box
+    python scripts/bench_memory.py --loader-only bench-out/packs-100k bench-out/packs-1m   # the loader alone
 """
 
 from __future__ import annotations
@@ -100,7 +101,19 @@ def measure(n: int, largest: int, folder: Path, reconstruct: bool) -> dict:
     stats = watch([*py, "stats", str(art), "--json"])
     stats.pop("stdout")
     row["stats"] = stats
+    row["loader"] = iterate(art)
     return row
+
+
+LOADER = ("import sys; from packcli.data import PackDataset; "
+          "print(sum(PackDataset(sys.argv[1], collate=len, batch_packs=8)))")
+
+
+def iterate(artifact: Path) -> dict:
+    """`PackDataset` over ``artifact``, every pack once (a collate that keeps nothing): the loader's memory."""
+    run = watch([sys.executable, "-c", LOADER, str(artifact)])
+    run["packs"] = int(run.pop("stdout").strip())
+    return run
 
 
 def slopes(rows: list[dict], key: str) -> tuple[float, float] | None:
@@ -113,7 +126,18 @@ def slopes(rows: list[dict], key: str) -> tuple[float, float] | None:
     return per, b[key]["peak_mib"] - per * b["conversations"] / 2**20
 
 
+def loader_only(artifacts: list[str]) -> int:
+    """``--loader-only``: the loader over artifacts of any size (e.g. one pack a record, for a million packs)."""
+    print("| artifact | packs | wall s | peak RSS MiB |\n|---|---:|---:|---:|")
+    for artifact in artifacts:
+        run = iterate(Path(artifact).resolve())
+        print(f"| {artifact} | {run['packs']:,} | {run['wall_s']} | {run['peak_mib']:,.0f} |")
+    return 0
+
+
 def main() -> int:
+    if sys.argv[1:2] == ["--loader-only"]:
+        return loader_only(sys.argv[2:])
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="250000,1000000,4000000")
     parser.add_argument("--out", default="bench-out/memory.json")
@@ -128,7 +152,7 @@ def main() -> int:
         rows.append(measure(n, sizes[-1], folder, not args.no_reconstruct))
         print(json.dumps({k: (v if not isinstance(v, dict) else {x: v[x] for x in ("wall_s", "peak_mib", "peak_at")})
                           for k, v in rows[-1].items()}), flush=True)
-    commands = [k for k in ("pack", "verify", "verify_bookkeeping", "stats") if k in rows[-1]]
+    commands = [k for k in ("pack", "verify", "verify_bookkeeping", "stats", "loader") if k in rows[-1]]
     projection = {}
     for key in commands:
         fit = slopes(rows, key)

@@ -25,7 +25,7 @@ from packcli.job.units import occurrences
 from packcli.job.write import count_examples, overlong_losses
 from packcli.verify.columns import STEP, SeamColumns, status_codes
 from packcli.verify.integrity import Artifact
-from packcli.verify.packs import Segment, ShardTotals
+from packcli.verify.packs import Segment, SegmentColumns, ShardTotals
 from packcli.verify.report import CheckResult, Violation
 
 
@@ -127,14 +127,12 @@ def _suspects(artifact: Artifact, rows: SeamColumns, inputs: list[dict],
     shard_index = np.array([shard_of.get(name, -1) for name in shard_names.names] + [-1], np.int64)
     skipped = shard_names.isin(sorted(artifact.unreadable))
     placed = np.flatnonzero(np.isin(status, [STATUSES.index(s) for s in IN_PACKS]) & ~skipped)
-    row_keys = [ids[placed], shard_index[shard_names.codes[placed]], *(np.asarray(rows[c], np.int64)[placed]
-                                                                       for c in ("row", "offset", "length"))]
-    seg_keys = [segs.example_id, segs.shard, segs.row, segs.offset, segs.length]
-    paired_row, paired_seg = _pairs(row_keys, seg_keys)
+    del skipped
+    paired_row, paired_seg = _claims(rows, placed, shard_index, segs)
     token_hash = rows["token_hash"]
-    same = ((np.asarray(token_hash.values)[placed[paired_row]] == segs.ids_hash[paired_seg])
-            & token_hash.exact()[placed[paired_row]]
-            & (np.asarray(rows["supervised"], np.int64)[placed[paired_row]] == segs.supervised[paired_seg]))
+    at = placed[paired_row]
+    same = ((np.asarray(token_hash.values)[at] == segs.ids_hash[paired_seg]) & token_hash.exact()[at]
+            & (np.asarray(rows["supervised"])[at] == segs.supervised[paired_seg]))
     matched = np.zeros(len(placed), dtype=bool)
     matched[paired_row[same]] = True
     bad[placed[~matched]] = True
@@ -145,6 +143,33 @@ def _suspects(artifact: Artifact, rows: SeamColumns, inputs: list[dict],
     in_packs = np.flatnonzero(np.isin(segs.example_id, wanting))
     _, first = np.unique(segs.example_id[in_packs], return_index=True)
     return suspects, segs.example_id[in_packs[np.sort(first)]]
+
+
+def _claims(rows: SeamColumns, placed: np.ndarray, shard_index: np.ndarray,
+            segs: SegmentColumns) -> tuple[np.ndarray, np.ndarray]:
+    """(i, j): each row ``placed[i]`` whose (id, shard, row, offset, length) is held by no other placed row
+    and by exactly one segment, ``j``. An id with one segment and one placed row (the common case) is
+    compared where it is found; the others (a split example's chunks, a forger's copies) are paired by
+    sorting their keys (`_pairs`), so no key array a row is built for all of them."""
+    ids = np.asarray(rows["example_id"])[placed]
+    lo = np.searchsorted(segs.sorted_ids, ids, "left")
+    span = np.searchsorted(segs.sorted_ids, ids, "right") - lo
+    present = span > 0
+    rows_of = np.bincount(lo[present], minlength=len(segs.sorted_ids) + 1)  # placed rows an id (at its first)
+    single = np.flatnonzero((span == 1) & (rows_of[lo] == 1))
+    where = [shard_index[rows["shard"].codes[placed]], *(np.asarray(rows[c])[placed] for c in ("row", "offset", "length"))]
+    seg = segs.order[lo[single]]
+    here = np.ones(len(single), dtype=bool)
+    for mine, theirs in zip(where, (segs.shard, segs.row, segs.offset, segs.length)):
+        here &= mine[single] == theirs[seg]
+    several = np.flatnonzero(present & ~((span == 1) & (rows_of[lo] == 1)))
+    del lo, span, present, rows_of
+    chosen = np.flatnonzero(np.isin(segs.example_id, np.unique(ids[several])))
+    seg_keys = [segs.example_id[chosen], segs.shard[chosen], segs.row[chosen], segs.offset[chosen],
+                segs.length[chosen]]
+    left, right = _pairs([ids[several], *(w[several] for w in where)], seg_keys)
+    return (np.concatenate([single[here], several[left]]).astype(np.int64),
+            np.concatenate([seg[here], chosen[right]]).astype(np.int64))
 
 
 def _repeated(*keys: np.ndarray) -> np.ndarray:

@@ -77,10 +77,11 @@ class Strings:
         wanted = np.array([name in values for name in self.names] + [False], dtype=bool)
         return wanted[self.codes]
 
-    def recode(self, names: Sequence[str]) -> npt.NDArray[np.int64]:
+    def recode(self, names: Sequence[str]) -> npt.NDArray[np.signedinteger]:
         """Per row, the index of its value in ``names``; -1 for another value or null."""
         index = {name: k for k, name in enumerate(names)}
-        table = np.array([index.get(name, -1) for name in self.names] + [-1], dtype=np.int64)
+        dtype = np.int16 if len(names) < 2**15 else np.int64  # a status a row: two bytes, not eight
+        table = np.array([index.get(name, -1) for name in self.names] + [-1], dtype=dtype)
         return table[self.codes]
 
 

@@ -121,8 +121,12 @@ class PackIndex:
     def columns(self) -> SegmentColumns:
         """Every segment, as columns (built once the shards are read)."""
         if self._columns is None:
-            joined = [np.concatenate([part[k] for part in self._parts]) if self._parts else np.zeros(0, t)
-                      for k, t in enumerate(DTYPES)]
+            parts, self._parts = [list(part) for part in self._parts], []
+            joined = []
+            for k, dtype in enumerate(DTYPES):  # a field at a time, its parts let go: never two copies of all
+                joined.append(np.concatenate([part[k] for part in parts]) if parts else np.zeros(0, dtype))
+                for part in parts:
+                    part[k] = None
             self._parts = [tuple(joined)]
             order = np.argsort(joined[0], kind="stable")
             self._columns = SegmentColumns(*joined, order=order, sorted_ids=joined[0][order])
