@@ -44,8 +44,8 @@ from packcli.job.plan import (
 from packcli.job.select import unsampled_reason
 from packcli.mix import Mixture, manifest_problems
 from packcli.pack import STRATEGIES, PackPlan, check_budgets
-from packcli.verify.columns import take_rows
 from packcli.verify.chunking import claimed_cut, match_chunks
+from packcli.verify.columns import as_ints, take_rows
 from packcli.verify.reconstruct import Reconstructed
 from packcli.verify.report import CheckResult, Violation
 
@@ -151,7 +151,7 @@ def _check_fates(rows: dict[str, list], match: np.ndarray, expected: Chunked, fa
     columns = {"status": lambda m: STATUSES[fates.status[m]], "reason": lambda m: fates.reasons[m],
                "length": lambda m: int(fates.used_len[m]), "supervised": lambda m: int(fates.used_sup[m]),
                "supervised_lost": lambda m: int(fates.lost[m]), "chunk_start": lambda m: int(expected.chunk_start[m])}
-    for i, m in enumerate(match.tolist()):
+    for i, m in enumerate(as_ints(match)):
         if m < 0:
             continue  # match_chunks reported it
         j = int(expected.example[m])
@@ -216,10 +216,12 @@ def example_starts(rows: dict[str, list]) -> np.ndarray:
     """Where each example's rows start in the seam table, and its end: an example is a run of rows with one
     (input, line, copy), its chunks (one row, unless split)."""
     n = len(rows["example_id"])
-    key = [np.asarray(rows[c], np.int64) for c in ("input", "line", "copy")]
     new = np.ones(n, dtype=bool)
-    if n:
-        new[1:] = np.any([k[1:] != k[:-1] for k in key], axis=0)
+    for column in ("input", "line", "copy"):  # a column at a time: no stack of them all
+        key = np.asarray(rows[column])
+        if n:
+            new[1:] &= key[1:] == key[:-1]
+    new[1:] = ~new[1:]
     return np.append(np.flatnonzero(new), n).astype(np.int64)
 
 
@@ -235,7 +237,7 @@ def _inputs(rows: dict[str, list], facts: Reconstructed | None, starts: np.ndarr
     reasons = [""] * count
     reconstructed = np.zeros(count, dtype=bool)
     cuts: dict[int, Cut] = {}
-    for j, i in enumerate(starts[:-1].tolist()):
+    for j, i in enumerate(as_ints(starts[:-1])):
         claimed = rows["status"][i]
         if facts is not None and facts.length[i] >= 0:
             reconstructed[j] = True
@@ -300,7 +302,7 @@ def _check_placement(rows: dict[str, list], match: np.ndarray, placement: Placem
     """Every row at the shard, row and offset the plan gives it; nothing placed that is not packed."""
     shard_col, row_col, off_col = rows["shard"], rows["row"], rows["offset"]
     wrong = []
-    for i, m in enumerate(match.tolist()):
+    for i, m in enumerate(as_ints(match)):
         if m < 0:
             continue
         k, r, o = int(placement.shard[m]), int(placement.row[m]), int(placement.offset[m])
