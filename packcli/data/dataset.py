@@ -117,6 +117,7 @@ class PackDataset(_Base):  # type: ignore[valid-type,misc]
             for index in mine[b * size:(b + 1) * size].tolist():
                 g = _group_of(first, index)
                 if cached is None or cached[0] != g:
+                    cached = None  # the last row group goes before the next is read: one in memory
                     cached = (g, self.reader.read(groups[g]))
                 packs.append(cached[1][index - first[g]])
             batch = self.collate(packs)
