@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/ is not a package: _common.py is beside us
-from _common import proc_status_mib
+from _common import load_summary, proc_status_mib, run_environment, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = (100_000_000, 1_000_000_000)
@@ -144,6 +144,7 @@ def main() -> int:
     parser.add_argument("--folder", default="bench-out")
     parser.add_argument("--no-reconstruct", action="store_true", help="verify's bookkeeping alone (faster)")
     args = parser.parse_args()
+    environment = run_environment(ROOT)
     sizes = sorted(int(s) for s in args.sizes.split(","))
     folder = ROOT / args.folder
     folder.mkdir(parents=True, exist_ok=True)
@@ -167,7 +168,9 @@ def main() -> int:
                                                      **{f"wall_h_{k}_nodes": round(n * ((per_s - driver_s) / k + driver_s)
                                                                                    / 3600, 1) for k in NODES}}
                               for n in PROJECT}}
-    Path(args.out).write_text(json.dumps({"rows": rows, "projection": projection}, indent=2))
+    write_json(args.out, {"environment": environment, "rows": rows, "projection": projection,
+                          "load": load_summary(environment["loadavg_start"])})
+    print(load_summary(environment["loadavg_start"]))
     print("\n| conversations | command | wall s | peak RSS MiB | peak reached at (share of wall) |")
     print("|---:|---|---:|---:|---:|")
     for row in rows:
