@@ -1,7 +1,7 @@
 """The seam table as ``verify`` holds it: one compact column each, read one row group at a time.
 
-``to_pydict`` made every cell a Python object (an int, a str, a pointer to each): about 1 KB an
-example, the bulk of what verify's memory grew by. Here an integer column is a numpy array, a string
+A Python object a cell (an int or a str, and a pointer to it) would cost about 1 KB an example,
+more than everything else verify keeps. Here an integer column is a numpy array, a string
 column a short list of distinct values and an int32 code a row (`Strings`), and ``token_hash`` (16 hex
 digits a row) one uint64 a row (`Hashes`). Each still reads as the list it replaces: ``rows["line"][i]``
 is a Python int, ``rows["status"][i]`` a str (None where null), and iterating a column yields those,

@@ -142,7 +142,7 @@ def check_reconstruction(manifest: dict, rows: dict[str, list], packs: PackIndex
     """Compare every source record's fresh tokenization with the artifact; record violations in ``result``.
 
     Args:
-        rows: the seam table's columns as lists.
+        rows: the seam table's columns (`packcli.verify.columns.SeamColumns`; each reads as a list).
         packs: the packs' segments and digests, as integrity read them.
         workers: processes that re-tokenize (None: one per CPU, at most one per unit of work and per
             `packcli.engine.pool.MIN_BYTES_PER_PROCESS` of sources: a small artifact is checked here alone).
