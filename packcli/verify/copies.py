@@ -37,7 +37,8 @@ def check_copies(rows: SeamColumns, manifest: dict, result: CheckResult) -> None
     # per copy, in packs if any of its rows is (a split example's chunks), else its first row's status
     in_packs = np.isin(status, [STATUSES.index(s) for s in IN_PACKS])
     copy_in_packs = np.logical_or.reduceat(in_packs, copies) if len(copies) else np.zeros(0, bool)
-    copy_usable = copy_in_packs | (status[copies] == UNSAMPLED)
+    copy_usable = np.isin(np.where(copy_in_packs, STATUSES.index(IN_PACKS[0]), status[copies]),
+                          [STATUSES.index(s) for s in USABLE])
     record_of_copy = np.cumsum(new_record)[copies] - 1
     copy_count = np.bincount(record_of_copy, minlength=len(records))
     usable = np.bincount(record_of_copy, weights=copy_usable.astype(np.float64), minlength=len(records)) > 0
