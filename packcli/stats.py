@@ -366,7 +366,6 @@ class ArtifactStats:
 
 def artifact_stats(directory: str | Path) -> ArtifactStats:
     """Read the manifest and the per-pack counts (not the tokens) of every shard."""
-    import pyarrow as pa
     import pyarrow.compute as pc
 
     from packcli.artifact import manifest as mf
@@ -386,9 +385,7 @@ def artifact_stats(directory: str | Path) -> ArtifactStats:
                        "examples": int(pc.sum(pc.subtract(pc.list_value_length(table["cu_seqlens"]), 1)).as_py() or 0),
                        "density": float(tokens.sum() / (len(table) * capacity)) if len(table) else 0.0,
                        "bytes": info["bytes"]})
-    seam = read_parquet(directory / manifest["seam_table"]["name"], columns=["length", "status"])
-    in_packs = pc.is_in(seam["status"], pa.array(list(IN_PACKS)))
-    lengths = seam["length"].filter(in_packs).to_numpy().astype(np.int64)
+    lengths = _packed_lengths(directory / manifest["seam_table"]["name"])
     identity = {"manifest_sha256": manifest["manifest_sha256"], "contract_version": manifest["contract_version"],
                 "tokenizer_sha256": manifest["tokenizer"]["sha256"], "template_sha256": manifest["template"]["sha256"],
                 "template_origin": manifest["template"]["origin"], "loss_policy": manifest["loss_policy"],
@@ -396,6 +393,22 @@ def artifact_stats(directory: str | Path) -> ArtifactStats:
     return ArtifactStats(str(directory), identity, manifest["counts"], manifest["metrics"], shards, input_counts(manifest),
                          fill=np.concatenate(fills) if fills else np.zeros(0),
                          supervised_fill=np.concatenate(sup_fills) if sup_fills else np.zeros(0), lengths=lengths)
+
+
+def _packed_lengths(path: Path) -> npt.NDArray[np.int64]:
+    """The length of every seam-table row in a pack, read a batch at a time: the table's string columns
+    are never all in memory, only one number a packed example."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    wanted = pa.array(list(IN_PACKS))
+    parts = []
+    with pq.ParquetFile(path) as handle:
+        for batch in handle.iter_batches(columns=["length", "status"]):
+            in_packs = pc.is_in(batch.column("status"), wanted)
+            parts.append(np.asarray(batch.column("length").filter(in_packs)).astype(np.int64))
+    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
 
 def input_counts(manifest: dict) -> list[dict]:

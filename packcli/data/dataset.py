@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from packcli.data.collate import collate_hf
 from packcli.data.order import epoch_order, rank_batches, rank_packs, worker_batches
 from packcli.data.read import Pack, PackReader
@@ -83,18 +85,27 @@ class PackDataset(_Base):  # type: ignore[valid-type,misc]
 
     def batches(self, epoch: int | None = None) -> list:
         """This rank's batches of ``epoch`` (default: the current one), as arrays of global pack indices."""
+        return rank_batches(self._packs(epoch), self.batch_packs)
+
+    def _packs(self, epoch: int | None = None) -> np.ndarray:
+        """This rank's packs of ``epoch`` in order: one int64 a pack (iteration cuts its batches from it as
+        it goes, not a list of arrays a batch)."""
         order = epoch_order([g.rows for g in self.reader.row_groups], seed=self.seed,
                             epoch=self.epoch if epoch is None else epoch, shuffle=self.shuffle)
-        return rank_batches(rank_packs(order, rank=self.rank, world_size=self.world_size, drop_last=self.drop_last),
-                            self.batch_packs)
+        return rank_packs(order, rank=self.rank, world_size=self.world_size, drop_last=self.drop_last)
+
+    def _num_batches(self, epoch: int | None = None) -> int:
+        return -(-len(self._packs(epoch)) // self.batch_packs)
 
     def __len__(self) -> int:
         """Batches this rank yields in a full epoch."""
-        return len(self.batches())
+        return self._num_batches()
 
     def __iter__(self) -> Iterator[Any]:
         worker, num_workers = _worker()
-        batches = self.batches()
+        mine = self._packs()
+        size = self.batch_packs
+        batches = range(-(-len(mine) // size))
         start = self._done
         groups = self.reader.row_groups
         first = [0]
@@ -103,9 +114,10 @@ class PackDataset(_Base):  # type: ignore[valid-type,misc]
         cached: tuple[int, list[Pack]] | None = None  # one decoded row group per worker
         for b in worker_batches(len(batches), start=start, worker=worker, num_workers=num_workers):
             packs = []
-            for index in batches[b].tolist():
+            for index in mine[b * size:(b + 1) * size].tolist():
                 g = _group_of(first, index)
                 if cached is None or cached[0] != g:
+                    cached = None  # the last row group goes before the next is read: one in memory
                     cached = (g, self.reader.read(groups[g]))
                 packs.append(cached[1][index - first[g]])
             batch = self.collate(packs)
@@ -144,7 +156,7 @@ class PackDataset(_Base):  # type: ignore[valid-type,misc]
         if differ:
             raise PackcliError("PackDataset.load_state_dict: the state is from another split (" + "; ".join(differ) + ")",
                                "resume with the same seed, shuffle, world_size, batch_packs and drop_last")
-        if not 0 <= int(state["batches_done"]) <= len(self.batches(int(state["epoch"]))):
+        if not 0 <= int(state["batches_done"]) <= self._num_batches(int(state["epoch"])):
             raise PackcliError(f"PackDataset.load_state_dict: batches_done {state['batches_done']} is outside the epoch")
         self.epoch, self._done = int(state["epoch"]), int(state["batches_done"])
 
@@ -220,7 +232,7 @@ if _Base is not object:
         def __iter__(self) -> Iterator[Any]:
             dataset: PackDataset = self.dataset  # type: ignore[assignment]
             counting = self.num_workers > 0  # with no workers the dataset counts itself, in this process
-            total = len(dataset.batches())
+            total = len(dataset)
             for batch in super().__iter__():
                 if counting:
                     dataset._done += 1

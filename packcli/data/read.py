@@ -102,6 +102,7 @@ class PackReader:
 
     def read(self, group: RowGroup) -> list[Pack]:
         """The packs of one row group, in row order (the shard's hash checked first, once per process)."""
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
         from packcli.artifact.shards import SCHEMA, load_flat
@@ -110,7 +111,11 @@ class PackReader:
         name = self.shards[group.shard]
         path = self.directory / name
         self._check(name, path)
-        table = pq.ParquetFile(path).read_row_group(group.index)
+        # Arrow's allocator keeps the pages of the row groups let go for reuse, and its reuse is not exact:
+        # without this a pass over the artifact grew by about 15 MiB a row group (docs/benchmarks-pipeline.md)
+        pa.default_memory_pool().release_unused()
+        with pq.ParquetFile(path) as handle:
+            table = handle.read_row_group(group.index)
         if not table.schema.equals(SCHEMA):
             raise ContractError(f"{path}: columns differ from contract {self.manifest['contract_version']}",
                                 "rebuild the artifact with this packcli (`packcli verify` says what differs)")

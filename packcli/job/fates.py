@@ -47,8 +47,10 @@ class Fates:
 
     def take(self, rows: npt.NDArray[np.int64]) -> Fates:
         """These fates at ``rows`` (copies of the per-row arrays; ``cuts`` stay keyed by the original indices)."""
-        return Fates(self.status[rows], self.used_len[rows], self.used_sup[rows], self.lost[rows],
-                     [self.reasons[i] for i in rows.tolist()], self.cuts)
+        reasons = self.reasons
+        picked = [reasons[i] for start in range(0, len(rows), 1 << 16)  # not a list of every row's index
+                  for i in rows[start:start + (1 << 16)].tolist()]
+        return Fates(self.status[rows], self.used_len[rows], self.used_sup[rows], self.lost[rows], picked, self.cuts)
 
 
 def decide_fates(status: npt.ArrayLike, length: npt.ArrayLike, supervised: npt.ArrayLike, reasons: list[str],

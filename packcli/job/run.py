@@ -214,6 +214,7 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
                                         config.packs_per_shard, str(tmp))
                 progress.start("write", "writing shards", total=len(shards.tasks))
                 results = engine.map(write_shard_task, layout, shards.tasks, lambda task, _: progress.advance("write"))
+                shards.tasks.clear()  # written: their arrays (four numbers a packed example) go before the seam table
                 rejects = write_records(tmp, examples, shards, results, spill, files)
                 timings["write_s"] = time.perf_counter() - t0
             manifest = build_manifest(tmp, examples=examples, plan=plan, config=config, files=files,

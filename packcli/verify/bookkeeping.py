@@ -15,7 +15,6 @@ reconstruction's half.
 from __future__ import annotations
 
 import json
-from collections import Counter
 from collections.abc import Iterable
 
 import numpy as np
@@ -24,13 +23,18 @@ from packcli.artifact.seams import reject_line
 from packcli.contract import IN_PACKS, REJECTED, STATUSES, example_id
 from packcli.job.units import occurrences
 from packcli.job.write import count_examples, overlong_losses
+from packcli.verify.columns import STEP, SeamColumns, status_codes
 from packcli.verify.integrity import Artifact
-from packcli.verify.packs import Segment, ShardTotals
+from packcli.verify.packs import Segment, SegmentColumns, ShardTotals
 from packcli.verify.report import CheckResult, Violation
 
 
-def check_global(artifact: Artifact, rows: dict[str, list], manifest: dict, result: CheckResult) -> None:
-    """The seam table (``rows``: its columns as lists) against the packs, rejects.jsonl and the manifest."""
+def check_global(artifact: Artifact, rows: SeamColumns, manifest: dict, result: CheckResult) -> None:
+    """The seam table (``rows``: its columns) against the packs, rejects.jsonl and the manifest.
+
+    Every row and segment is first checked as columns (`_suspects`); the rows of the examples found
+    wanting are then walked one by one, in table order, to name what is wrong as each finding reads.
+    """
     inputs = manifest["inputs"]
     occurrence = occurrences([entry["sha256"] for entry in inputs])
     seen_rows: dict[tuple[int, int, int, int], int] = {}
@@ -42,7 +46,9 @@ def check_global(artifact: Artifact, rows: dict[str, list], manifest: dict, resu
     def at(i: int) -> dict:  # where a violation is, built only when there is one
         return dict(example_id=ids[i], source=sources[i], line=lines[i])
 
-    for i, eid in enumerate(ids):
+    suspects, loose = _suspects(artifact, rows, inputs, occurrence)
+    for i in suspects.tolist():
+        eid = ids[i]
         k, line, copy, chunk, status = inputs_col[i], lines[i], copies[i], chunks[i], statuses[i]
         if not 0 <= k < len(inputs):
             result.fail(Violation(f"input {k} is not an input of the manifest (it has {len(inputs)})", field="input",
@@ -78,9 +84,129 @@ def check_global(artifact: Artifact, rows: dict[str, list], manifest: dict, resu
                                   "supervised labels", shard=segment.shard, row=segment.row, field="supervised",
                                   **at(i)))
     result.checked += len(ids)
-    _check_unclaimed(claims, rows, seen_ids, result)
+    _check_unclaimed(claims, loose, rows, seen_ids, result)
     _check_rejects(artifact, rows, result)
     _check_counts(artifact, rows, manifest, result)
+
+
+def _suspects(artifact: Artifact, rows: SeamColumns, inputs: list[dict],
+              occurrence: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """The rows `check_global` must walk one by one (ascending), and the ids of examples with a segment no
+    row may account for (in the order the shards first hold them).
+
+    A row is clean when it names an input, that input's name and its own id, a known status, a
+    (input, line, copy, chunk) and an (id, chunk) no other row names, and, when in a readable pack, exactly
+    one segment of its id at its (shard, row, offset, length), whose digest and supervised count it
+    carries. An example is clean when all its rows are and every segment of its id is one of theirs.
+    Every row of an example that is not, and every row sharing its (input, line, copy, chunk) with
+    another, is a suspect: the walk then sees each example's rows and each repeated key whole, as the
+    checks that follow them need."""
+    ids = np.asarray(rows["example_id"], np.int64)
+    k, line, copy, chunk = (np.asarray(rows[c]) for c in ("input", "line", "copy", "chunk"))  # int32, not copied
+    source = rows["source"]
+    bad = ~((k >= 0) & (k < len(inputs)))
+    if inputs:
+        named = np.array([[name == entry["name"] for entry in inputs] for name in source.names]
+                         + [[False] * len(inputs)], dtype=bool)
+        bad |= ~named[source.codes, np.clip(k, 0, len(inputs) - 1)]
+    hashes = [entry["sha256"] for entry in inputs]
+    rest = np.flatnonzero(~bad)
+    for start in range(0, len(rest), STEP):  # Python ints a slice at a time, never a list a column
+        part = rest[start:start + STEP]
+        want = np.array([example_id(hashes[a], occurrence[a], b, c) for a, b, c in
+                         zip(k[part].tolist(), line[part].tolist(), copy[part].tolist())], dtype=np.int64)
+        bad[part[want != ids[part]]] = True
+    status = rows["status"].recode(STATUSES)
+    bad |= status < 0
+    bad |= _repeated(ids, chunk)
+    repeated_key = _repeated(k, line, copy, chunk)
+    # the claims: each row in a readable pack against the segment at its place
+    segs = artifact.packs.columns
+    shard_of = {name: j for j, name in enumerate(artifact.packs.shards)}
+    shard_names = rows["shard"]
+    shard_index = np.array([shard_of.get(name, -1) for name in shard_names.names] + [-1], np.int64)
+    skipped = shard_names.isin(sorted(artifact.unreadable))
+    placed = np.flatnonzero(np.isin(status, [STATUSES.index(s) for s in IN_PACKS]) & ~skipped)
+    del skipped
+    paired_row, paired_seg = _claims(rows, placed, shard_index, segs)
+    token_hash = rows["token_hash"]
+    at = placed[paired_row]
+    same = ((np.asarray(token_hash.values)[at] == segs.ids_hash[paired_seg]) & token_hash.exact()[at]
+            & (np.asarray(rows["supervised"])[at] == segs.supervised[paired_seg]))
+    matched = np.zeros(len(placed), dtype=bool)
+    matched[paired_row[same]] = True
+    bad[placed[~matched]] = True
+    claimed = np.zeros(len(segs.example_id), dtype=bool)
+    claimed[paired_seg[same]] = True
+    wanting = np.union1d(ids[bad | repeated_key], segs.example_id[~claimed])
+    suspects = np.flatnonzero(np.isin(ids, wanting) | repeated_key)
+    in_packs = np.flatnonzero(np.isin(segs.example_id, wanting))
+    _, first = np.unique(segs.example_id[in_packs], return_index=True)
+    return suspects, segs.example_id[in_packs[np.sort(first)]]
+
+
+def _claims(rows: SeamColumns, placed: np.ndarray, shard_index: np.ndarray,
+            segs: SegmentColumns) -> tuple[np.ndarray, np.ndarray]:
+    """(i, j): each row ``placed[i]`` whose (id, shard, row, offset, length) is held by no other placed row
+    and by exactly one segment, ``j``. An id with one segment and one placed row (the common case) is
+    compared where it is found; the others (a split example's chunks, a forger's copies) are paired by
+    sorting their keys (`_pairs`), so no key array a row is built for all of them."""
+    ids = np.asarray(rows["example_id"])[placed]
+    lo = np.searchsorted(segs.sorted_ids, ids, "left")
+    span = np.searchsorted(segs.sorted_ids, ids, "right") - lo
+    present = span > 0
+    rows_of = np.bincount(lo[present], minlength=len(segs.sorted_ids) + 1)  # placed rows an id (at its first)
+    single = np.flatnonzero((span == 1) & (rows_of[lo] == 1))
+    where = [shard_index[rows["shard"].codes[placed]], *(np.asarray(rows[c])[placed] for c in ("row", "offset", "length"))]
+    seg = segs.order[lo[single]]
+    here = np.ones(len(single), dtype=bool)
+    for mine, theirs in zip(where, (segs.shard, segs.row, segs.offset, segs.length)):
+        here &= mine[single] == theirs[seg]
+    several = np.flatnonzero(present & ~((span == 1) & (rows_of[lo] == 1)))
+    del lo, span, present, rows_of
+    chosen = np.flatnonzero(np.isin(segs.example_id, np.unique(ids[several])))
+    seg_keys = [segs.example_id[chosen], segs.shard[chosen], segs.row[chosen], segs.offset[chosen],
+                segs.length[chosen]]
+    left, right = _pairs([ids[several], *(w[several] for w in where)], seg_keys)
+    return (np.concatenate([single[here], several[left]]).astype(np.int64),
+            np.concatenate([seg[here], chosen[right]]).astype(np.int64))
+
+
+def _repeated(*keys: np.ndarray) -> np.ndarray:
+    """Per row, whether another row has the same values in every one of ``keys``."""
+    n = len(keys[0])
+    repeated = np.zeros(n, dtype=bool)
+    if n < 2:
+        return repeated
+    order = np.lexsort(keys[::-1])
+    same = np.ones(n - 1, dtype=bool)
+    for key in keys:
+        ordered = key[order]
+        same &= ordered[1:] == ordered[:-1]
+    repeated[order[1:][same]] = True
+    repeated[order[:-1][same]] = True
+    return repeated
+
+
+def _pairs(left: list[np.ndarray], right: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(i, j): each position of ``left`` whose key (one value from each array) is held by exactly one position
+    of ``left`` and one of ``right``, with that position of ``right``."""
+    a, b = len(left[0]), len(right[0])
+    keys = [np.concatenate([x.astype(np.int64), y.astype(np.int64)]) for x, y in zip(left, right)]
+    side = np.concatenate([np.zeros(a, np.int8), np.ones(b, np.int8)])
+    order = np.lexsort((side, *keys[::-1]))
+    if a + b < 2:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    same = np.ones(a + b - 1, dtype=bool)
+    for key in keys:
+        ordered = key[order]
+        same &= ordered[1:] == ordered[:-1]
+    # a pair: two equal keys, one from each side, and neither equal to its other neighbour
+    before = np.concatenate([[False], same[:-1]])
+    after = np.concatenate([same[1:], [False]])
+    pair = same & ~before & ~after & (side[order[:-1]] == 0) & (side[order[1:]] == 1)
+    starts = np.flatnonzero(pair)
+    return order[starts], order[starts + 1] - a
 
 
 class _Claims:
@@ -88,18 +214,15 @@ class _Claims:
 
     def __init__(self, artifact: Artifact) -> None:
         self.packs = artifact.packs
-        self.first: set[int] = set()  # ids whose first segment is claimed
-        self.more: set[tuple[int, int]] = set()  # (id, k): its k-th further segment (`PackIndex.more`)
+        self.claimed: set[tuple[int, int]] = set()  # (id, k): its k-th segment (`PackIndex.segments_of`)
 
     def claim(self, eid: int, where: tuple) -> Segment | None:
         """Claim the unclaimed segment of ``eid`` at ``where`` or, when none is there, its first unclaimed
         one (the row accounts for it, at a place the caller reports as wrong); None if none is left."""
         left = self._left(eid)
         k, segment = next(((k, s) for k, s in left if s.where == where), left[0] if left else (0, None))
-        if segment is not None and k == 0:
-            self.first.add(eid)
-        elif segment is not None:
-            self.more.add((eid, k))
+        if segment is not None:
+            self.claimed.add((eid, k))
         return segment
 
     def left(self, eid: int) -> list[Segment]:
@@ -107,16 +230,15 @@ class _Claims:
         return [s for _, s in self._left(eid)]
 
     def _left(self, eid: int) -> list[tuple[int, Segment]]:
-        return [(k, s) for k, s in enumerate(self.packs.segments_of(eid))
-                if (eid not in self.first if k == 0 else (eid, k) not in self.more)]
+        return [(k, s) for k, s in enumerate(self.packs.segments_of(eid)) if (eid, k) not in self.claimed]
 
 
-def _check_unclaimed(claims: _Claims, rows: dict[str, list], seen_ids: dict[tuple[int, int], int],
+def _check_unclaimed(claims: _Claims, loose: np.ndarray, rows: SeamColumns, seen_ids: dict[tuple[int, int], int],
                      result: CheckResult) -> None:
     """Every pack segment no seam-table row accounts for: a row that says its example is in no pack, a
-    second copy of an example (or of a chunk), or an id the seam table does not hold."""
-    loose = [e for e in claims.packs.segments if e not in claims.first or e in claims.packs.more]
-    loose = [e for e in loose if claims.left(e)]
+    second copy of an example (or of a chunk), or an id the seam table does not hold. ``loose``: the ids
+    that may have one (`_suspects`), whose rows the walk has claimed with."""
+    loose = [e for e in loose.tolist() if claims.left(e)]
     if not loose:
         return
     rows_of: dict[int, list[int]] = {eid: [] for eid in loose}
@@ -127,7 +249,7 @@ def _check_unclaimed(claims: _Claims, rows: dict[str, list], seen_ids: dict[tupl
         for segment in claims.left(eid):
             mine = rows_of.get(eid, [])
             at = dict(shard=segment.shard, row=segment.row, example_id=eid)
-            placed = [s for s in claims.packs.segments_of(eid) if s is not segment]
+            placed = [s for s in claims.packs.segments_of(eid) if s != segment]
             if not mine:
                 result.fail(Violation(f"the segment at token {segment.offset} of the pack has no packed row in the "
                                       "seam table", field="example_ids", **at))
@@ -143,12 +265,12 @@ def _check_unclaimed(claims: _Claims, rows: dict[str, list], seen_ids: dict[tupl
                                       line=rows["line"][mine[0]], **at))
 
 
-def _check_rejects(artifact: Artifact, rows: dict[str, list], result: CheckResult) -> None:
+def _check_rejects(artifact: Artifact, rows: SeamColumns, result: CheckResult) -> None:
     """rejects.jsonl is, line for line and byte for byte, what pack writes for the seam table's rejected rows."""
     if artifact.rejects is None:
         return  # integrity reported it
-    expected = [reject_line(rows["input"][i], rows["source"][i], rows["line"][i], rows["reason"][i])
-                for i, status in enumerate(rows["status"]) if status == STATUSES[REJECTED]]
+    rejected = np.flatnonzero(status_codes(rows["status"], STATUSES) == REJECTED).tolist()
+    expected = [reject_line(rows["input"][i], rows["source"][i], rows["line"][i], rows["reason"][i]) for i in rejected]
     for k in range(max(len(expected), len(artifact.rejects))):
         got = artifact.rejects[k] if k < len(artifact.rejects) else None
         want = expected[k] if k < len(expected) else None
@@ -172,8 +294,7 @@ def recount(totals: Iterable[ShardTotals], rows: dict[str, list], num_inputs: in
     shards' (`PackIndex.totals`), per status and per input from the seam table
     (`packcli.job.write.count_examples`)."""
     totals = list(totals)
-    code = {name: k for k, name in enumerate(STATUSES)}
-    status = np.array([code.get(s, -1) for s in rows["status"]], dtype=np.int8)
+    status = status_codes(rows["status"], STATUSES).astype(np.int8)
     length, supervised = np.asarray(rows["length"], np.int64), np.asarray(rows["supervised"], np.int64)
     counts = count_examples(status, length, supervised)
     tokens_lost, supervised_lost = overlong_losses(status, length, np.asarray(rows["original_length"], np.int64),
@@ -197,7 +318,7 @@ def _leaves(value: object, path: str) -> list[tuple[str, object]]:
     return [(path, value)]
 
 
-def _check_counts(artifact: Artifact, rows: dict[str, list], manifest: dict, result: CheckResult) -> None:
+def _check_counts(artifact: Artifact, rows: SeamColumns, manifest: dict, result: CheckResult) -> None:
     """``counts`` and every input's ``records``, recounted; a count the manifest adds or leaves out is named."""
     actual = recount(artifact.packs.totals.values(), rows, len(manifest["inputs"]))
     over_packs = ("packs", "tokens", "supervised_tokens")
@@ -212,10 +333,12 @@ def _check_counts(artifact: Artifact, rows: dict[str, list], manifest: dict, res
                                   field=path))
         elif path not in derived and path.removeprefix("counts.") not in over_packs:
             result.fail(Violation(f"{path} is not a count packcli writes", field=path))
-    per_input = Counter(k for k, copy, chunk in zip(rows["input"], rows["copy"], rows["chunk"])
-                        if copy == 0 and chunk == 0)  # a record's first row
+    index = np.asarray(rows["input"], np.int64)
+    first = (np.asarray(rows["copy"]) == 0) & (np.asarray(rows["chunk"]) == 0)  # a record's first row
+    first &= (index >= 0) & (index < len(manifest["inputs"]))
+    per_input = np.bincount(index[first], minlength=len(manifest["inputs"])).tolist()
     for k, entry in enumerate(manifest["inputs"]):
-        if per_input.get(k, 0) != entry["records"]:
+        if per_input[k] != entry["records"]:
             result.fail(Violation(f"inputs[{k}].records is {entry['records']}, the seam table has "
-                                  f"{per_input.get(k, 0)} records of input {k} ({entry['name']})",
+                                  f"{per_input[k]} records of input {k} ({entry['name']})",
                                   field=f"inputs[{k}].records"))

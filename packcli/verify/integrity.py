@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from packcli.artifact import manifest as mf
 from packcli.artifact.card import render_card
@@ -28,6 +29,7 @@ from packcli.artifact.listing import describe_stranger, listed_names, strangers
 from packcli.artifact.seams import NULLABLE_COLUMNS, SEAM_TABLE_SCHEMA
 from packcli.artifact.shards import SCHEMA, FlatShard, load_flat, numpy_view, read_parquet
 from packcli.contract import CARD_NAME, REJECTS_NAME, SEAM_TABLE_NAME, file_sha256, shard_name
+from packcli.verify.columns import SeamColumns, read_seam_columns
 from packcli.verify.packs import PackIndex
 from packcli.verify.report import CheckResult, Violation
 
@@ -35,11 +37,11 @@ from packcli.verify.report import CheckResult, Violation
 @dataclass
 class Artifact:
     """What integrity could read, for the checks after it: the readable shards' segments and totals
-    (the unreadable ones named in ``unreadable``), the seam table and the lines of rejects.jsonl (None when
+    (the unreadable ones named in ``unreadable``), the seam table's columns and the lines of rejects.jsonl (None when
     unreadable)."""
 
     packs: PackIndex
-    seam: pa.Table | None
+    seam: SeamColumns | None
     rejects: list[str] | None
     unreadable: set[str] = field(default_factory=set)
 
@@ -95,6 +97,7 @@ def check_integrity(directory: Path, manifest: dict, result: CheckResult,
                 result.fail(Violation(f"{at}.{key} is {info[key]}, the shard holds {actual}", shard=name,
                                       field=f"{at}.{key}"))
         del flat  # before the next shard is read: one in memory at a time
+        pa.default_memory_pool().release_unused()  # else the allocator keeps a shard's worth of pages for each
     names = listed_names(manifest)
     for name, kind in strangers(directory, manifest):
         shard = name if name.startswith("shard-") else None
@@ -107,6 +110,7 @@ def check_integrity(directory: Path, manifest: dict, result: CheckResult,
     seam_info = manifest["seam_table"]
     if _pinned_file(directory / SEAM_TABLE_NAME, seam_info, "seam_table", result):
         artifact.seam = _read_seam_table(directory / SEAM_TABLE_NAME, seam_info, result)
+        pa.default_memory_pool().release_unused()  # the row groups read: only the columns stay
     rejects_info = manifest["rejects"]
     if _pinned_file(directory / REJECTS_NAME, rejects_info, "rejects", result):
         artifact.rejects = _read_rejects(directory / REJECTS_NAME, rejects_info, result)
@@ -162,23 +166,31 @@ def _rows_well_formed(table: pa.Table, name: str, result: CheckResult) -> bool:
     return well_formed
 
 
-def _read_seam_table(path: Path, info: dict, result: CheckResult) -> pa.Table | None:
+def _read_seam_table(path: Path, info: dict, result: CheckResult) -> SeamColumns | None:
+    """The seam table as columns (`packcli.verify.columns`), read one row group at a time: never whole, as
+    Arrow or as Python objects."""
     try:
-        table = read_parquet(path)
+        with pq.ParquetFile(path) as handle:
+            schema, rows = handle.schema_arrow, handle.metadata.num_rows
     except (pa.ArrowException, OSError) as exc:
         result.fail(Violation(f"{path.name} unreadable: {exc}"))
         return None
-    if not table.schema.equals(SEAM_TABLE_SCHEMA):
-        result.fail(Violation(f"{path.name}: schema differs from the contract: {table.schema}"))
+    if not schema.equals(SEAM_TABLE_SCHEMA):
+        result.fail(Violation(f"{path.name}: schema differs from the contract: {schema}"))
         return None
-    if len(table) != info["rows"]:
-        result.fail(Violation(f"{path.name}: {len(table)} rows != seam_table.rows {info['rows']}",
+    try:
+        columns, null_counts = read_seam_columns(path)
+    except (pa.ArrowException, OSError) as exc:
+        result.fail(Violation(f"{path.name} unreadable: {exc}"))
+        return None
+    if rows != info["rows"]:
+        result.fail(Violation(f"{path.name}: {rows} rows != seam_table.rows {info['rows']}",
                               field="seam_table.rows"))
-    nulls = [name for name in table.column_names if name not in NULLABLE_COLUMNS and table[name].null_count]
+    nulls = [name for name in SEAM_TABLE_SCHEMA.names if name not in NULLABLE_COLUMNS and null_counts[name]]
     if nulls:
         result.fail(Violation(f"{path.name}: null values in {', '.join(nulls)}", field=nulls[0]))
         return None
-    return table
+    return columns
 
 
 def _read_rejects(path: Path, info: dict, result: CheckResult) -> list[str] | None:

@@ -79,7 +79,7 @@ def check_render_oracle(manifest: dict, rows: dict[str, list], packs: PackIndex,
     """Render the chosen records with transformers and compare them with the artifact.
 
     Args:
-        rows: the seam table's columns as lists.
+        rows: the seam table's columns (`packcli.verify.columns.SeamColumns`; each reads as a list).
         sample: check this many records, drawn with a fixed seed (None: every record in the artifact).
 
     Raises:

@@ -3,7 +3,8 @@
 Holding every shard's arrays made verify's memory grow with the artifact's tokens (12 bytes a packed
 token). Instead integrity hands each shard as it reads it to the layout check and to `PackIndex.add`,
 which keeps per pack segment (an example's cu_seqlens span) where it is, its supervised labels and
-the digests of its tokens and labels (`packcli.contract.token_hash`), and per shard its totals. The
+the digests of its tokens and labels (`packcli.contract.token_hash`), as columns (`SegmentColumns`),
+and per shard its totals. The
 bookkeeping check compares those with the seam table, reconstruction with fresh tokenizations, and
 the few spans that must be read token by token (a difference to explain, a truncated prefix, the
 render oracle) are read again from their shard (`PackIndex.tokens`). What that costs per example:
@@ -12,13 +13,14 @@ docs/benchmarks-pipeline.md (memory).
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from packcli.artifact.shards import FlatShard, load_flat, read_shard
-from packcli.contract import IGNORE_INDEX, token_hash
+from packcli.contract import IGNORE_INDEX
 from packcli.verify.layout import cu_problem
 
 
@@ -47,19 +49,48 @@ class ShardTotals:
     supervised: int
 
 
+@dataclass(frozen=True)
+class SegmentColumns:
+    """Every indexed segment as columns, in the order the shards were read: its example id, shard (an index
+    into `PackIndex.shards`), row, offset, length, supervised labels and the digests of its tokens and
+    labels (the uint64 `packcli.contract.token_hash` spells); ``order`` sorts them by id (stably: an id's
+    segments in read order), ``sorted_ids`` are the ids in that order."""
+
+    example_id: np.ndarray
+    shard: np.ndarray
+    row: np.ndarray
+    offset: np.ndarray
+    length: np.ndarray
+    supervised: np.ndarray
+    ids_hash: np.ndarray
+    labels_hash: np.ndarray
+    order: np.ndarray
+    sorted_ids: np.ndarray
+
+    def of(self, example_id: int) -> np.ndarray:
+        """The indices of ``example_id``'s segments, in read order."""
+        return self.order[np.searchsorted(self.sorted_ids, example_id, "left"):
+                          np.searchsorted(self.sorted_ids, example_id, "right")]
+
+
+FIELDS = ("example_id", "shard", "row", "offset", "length", "supervised", "ids_hash", "labels_hash")
+DTYPES = (np.int64, np.int32, np.int32, np.int32, np.int32, np.int64, np.uint64, np.uint64)
+
+
 @dataclass
 class PackIndex:
-    """Every readable shard's segments by example id, and its totals; built by `add`, one shard at a time.
+    """Every readable shard's segments (`SegmentColumns`: about 50 bytes a segment, not a Python object
+    each) and its totals; built by `add`, one shard at a time.
 
-    ``segments`` holds an id's first segment, ``more`` the rest: the other chunks of a split example
-    (docs/contract.md), or a copy a forger added (the bookkeeping check finds it unclaimed). Most ids
-    have one segment, so the common case costs one dict entry.
+    An id usually has one segment; a split example's chunks have one each, and a copy a forger added is
+    another (the bookkeeping check finds it unclaimed).
     """
 
     directory: Path
-    segments: dict[int, Segment] = field(default_factory=dict)
-    more: dict[int, list[Segment]] = field(default_factory=dict)
     totals: dict[str, ShardTotals] = field(default_factory=dict)
+    shards: list[str] = field(default_factory=list)
+    _parts: list[tuple[np.ndarray, ...]] = field(default_factory=list, repr=False)
+    _columns: SegmentColumns | None = field(default=None, repr=False)
     _cached: FlatShard | None = field(default=None, repr=False)
 
     def add(self, shard: FlatShard) -> None:
@@ -67,6 +98,9 @@ class PackIndex:
         others, which then have no segment: global names their examples as in no pack)."""
         supervised = np.concatenate([[0], np.cumsum(shard.labels != IGNORE_INDEX)])
         self.totals[shard.name] = ShardTotals(shard.rows, len(shard.ids), int(supervised[-1]))
+        index = len(self.shards)
+        self.shards.append(shard.name)
+        found: list[tuple] = []
         for r in range(shard.rows):
             cu, base = shard.cu[r], int(shard.row_offsets[r])
             if cu_problem(cu, int(shard.row_offsets[r + 1]) - base, len(shard.example_ids[r])):
@@ -77,17 +111,40 @@ class PackIndex:
                 if k + 1 >= len(cu):
                     continue  # pack_layout reports ids without a cu_seqlens span
                 a, b = base + cu[k], base + cu[k + 1]
-                segment = Segment(shard.name, r, cu[k], cu[k + 1] - cu[k], counts[k], token_hash(shard.ids[a:b]),
-                                  token_hash(shard.labels[a:b]))
-                if eid in self.segments:
-                    self.more.setdefault(eid, []).append(segment)
-                else:
-                    self.segments[eid] = segment
+                found.append((eid, index, r, cu[k], cu[k + 1] - cu[k], counts[k], digest(shard.ids[a:b]),
+                              digest(shard.labels[a:b])))
+        columns = list(zip(*found)) if found else [()] * len(FIELDS)
+        self._parts.append(tuple(np.array(c, dtype=t) for c, t in zip(columns, DTYPES)))
+        self._columns = None
+
+    @property
+    def columns(self) -> SegmentColumns:
+        """Every segment, as columns (built once the shards are read)."""
+        if self._columns is None:
+            parts, self._parts = [list(part) for part in self._parts], []
+            joined = []
+            for k, dtype in enumerate(DTYPES):  # a field at a time, its parts let go: never two copies of all
+                joined.append(np.concatenate([part[k] for part in parts]) if parts else np.zeros(0, dtype))
+                for part in parts:
+                    part[k] = None
+            self._parts = [tuple(joined)]
+            order = np.argsort(joined[0], kind="stable")
+            self._columns = SegmentColumns(*joined, order=order, sorted_ids=joined[0][order])
+        return self._columns
+
+    def forget_segments(self) -> None:
+        """Let the segments go (the totals stay): for the checks after the last that compares them."""
+        self._parts, self._columns = [], None
+
+    def segment(self, k: int) -> Segment:
+        """Segment ``k`` (an index into `columns`) as a `Segment`."""
+        c = self.columns
+        return Segment(self.shards[int(c.shard[k])], int(c.row[k]), int(c.offset[k]), int(c.length[k]),
+                       int(c.supervised[k]), f"{int(c.ids_hash[k]):016x}", f"{int(c.labels_hash[k]):016x}")
 
     def segments_of(self, example_id: int) -> list[Segment]:
         """Every segment holding ``example_id``, in the order the shards were read."""
-        first = self.segments.get(example_id)
-        return [] if first is None else [first, *self.more.get(example_id, ())]
+        return [self.segment(k) for k in self.columns.of(example_id).tolist()]
 
     def digests_at(self, example_id: int, where: tuple[str, int, int, int]) -> tuple[str, str] | None:
         """The kept digests of the tokens and labels at ``where`` (shard, row, offset, length), when that
@@ -107,3 +164,9 @@ class PackIndex:
         if a + length > end:
             return None
         return flat.ids[a:a + length], flat.labels[a:a + length]
+
+
+def digest(ids: np.ndarray) -> int:
+    """`packcli.contract.token_hash` of ``ids`` as the uint64 its 16 hex digits spell."""
+    return int.from_bytes(hashlib.blake2b(np.ascontiguousarray(ids, dtype=np.int32).tobytes(), digest_size=8).digest(),
+                          "big")

@@ -35,6 +35,7 @@ from packcli.job.select import unsampled_reason
 from packcli.mix import Mixture, manifest_problems
 from packcli.pack import STRATEGIES, PackPlan, check_budgets
 from packcli.verify.chunking import claimed_cut, match_chunks
+from packcli.verify.columns import as_ints, take_rows
 from packcli.verify.reconstruct import Reconstructed
 from packcli.verify.report import CheckResult, Violation
 
@@ -62,9 +63,16 @@ def check_plan(manifest: dict, rows: dict[str, list], facts: Reconstructed | Non
                          settings.overlong, lambda j: facts_in.cuts[j])
     # Each record's first example (copy 0): its fate before a mixture's draw, as pack judges the reject budget on it.
     records = np.flatnonzero(np.asarray(rows["copy"])[first] == 0)
-    record_fates = fates.take(records)
+
+    def where(j: int) -> str:
+        i = first[records[j]]
+        return f"{rows['source'][i]}:{rows['line'][i]}"
+
+    # judged here and reported in its turn below: the fates it reads go before the plan is made (memory)
+    lost = loss_problem(fates.take(records), where, settings.max_reject_fraction)
     fates = _unsampled(rows, first, fates, config["mix"])
     expected = split_rows(fates, facts_in.length)
+    del fates  # ``expected`` holds its own (a row's fates): one copy an example alive at the peak, not two
     plan = plan_examples(expected.fates, settings)
     placement = place_examples(plan, expected.fates, settings.packs_per_shard)
     # Artifact-wide findings first: the per-example ones below can fill the report's violation limit.
@@ -76,11 +84,6 @@ def check_plan(manifest: dict, rows: dict[str, list], facts: Reconstructed | Non
         budget = "config.min_density" if problem.startswith("density") else "config.max_displacement"
         result.fail(Violation(f"{budget} is not met by the plan (pack would have refused it): {problem}",
                               field=budget))
-    def where(j: int) -> str:
-        i = first[records[j]]
-        return f"{rows['source'][i]}:{rows['line'][i]}"
-
-    lost = loss_problem(record_fates, where, settings.max_reject_fraction)
     if lost:
         result.fail(Violation(f"config.max_reject_fraction is not met (pack would have refused it): {lost[0]}: "
                               f"{lost[1]}", field="config.max_reject_fraction"))
@@ -121,7 +124,7 @@ def _in_read_order(manifest: dict, rows: dict[str, list], facts: Reconstructed |
     result.fail(Violation(f"the seam table is not in input order (by input, then record, copy and chunk) from row {i} "
                           "on: the plan is re-derived in that order, never in the table's", **_loc(rows, int(order[i]))))
     picked = order.tolist()
-    rows = {column: [values[j] for j in picked] for column, values in rows.items()}
+    rows = take_rows(rows, order)
     if facts is not None:
         moved = np.empty_like(order)
         moved[order] = np.arange(len(order))  # where each row of the table went
@@ -138,7 +141,7 @@ def _check_fates(rows: dict[str, list], match: np.ndarray, expected: Chunked, fa
     columns = {"status": lambda m: STATUSES[fates.status[m]], "reason": lambda m: fates.reasons[m],
                "length": lambda m: int(fates.used_len[m]), "supervised": lambda m: int(fates.used_sup[m]),
                "supervised_lost": lambda m: int(fates.lost[m]), "chunk_start": lambda m: int(expected.chunk_start[m])}
-    for i, m in enumerate(match.tolist()):
+    for i, m in enumerate(as_ints(match)):
         if m < 0:
             continue  # match_chunks reported it
         j = int(expected.example[m])
@@ -203,10 +206,12 @@ def example_starts(rows: dict[str, list]) -> np.ndarray:
     """Where each example's rows start in the seam table, and its end: an example is a run of rows with one
     (input, line, copy), its chunks (one row, unless split)."""
     n = len(rows["example_id"])
-    key = [np.asarray(rows[c], np.int64) for c in ("input", "line", "copy")]
     new = np.ones(n, dtype=bool)
-    if n:
-        new[1:] = np.any([k[1:] != k[:-1] for k in key], axis=0)
+    for column in ("input", "line", "copy"):  # a column at a time: no stack of them all
+        key = np.asarray(rows[column])
+        if n:
+            new[1:] &= key[1:] == key[:-1]
+    new[1:] = ~new[1:]
     return np.append(np.flatnonzero(new), n).astype(np.int64)
 
 
@@ -222,7 +227,7 @@ def _inputs(rows: dict[str, list], facts: Reconstructed | None, starts: np.ndarr
     reasons = [""] * count
     reconstructed = np.zeros(count, dtype=bool)
     cuts: dict[int, Cut] = {}
-    for j, i in enumerate(starts[:-1].tolist()):
+    for j, i in enumerate(as_ints(starts[:-1])):
         claimed = rows["status"][i]
         if facts is not None and facts.length[i] >= 0:
             reconstructed[j] = True
@@ -287,7 +292,7 @@ def _check_placement(rows: dict[str, list], match: np.ndarray, placement: Placem
     """Every row at the shard, row and offset the plan gives it; nothing placed that is not packed."""
     shard_col, row_col, off_col = rows["shard"], rows["row"], rows["offset"]
     wrong = []
-    for i, m in enumerate(match.tolist()):
+    for i, m in enumerate(as_ints(match)):
         if m < 0:
             continue
         k, r, o = int(placement.shard[m]), int(placement.row[m]), int(placement.offset[m])

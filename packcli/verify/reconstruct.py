@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import date
 from pathlib import Path
@@ -144,7 +144,7 @@ def check_reconstruction(manifest: dict, rows: dict[str, list], packs: PackIndex
     """Compare every source record's fresh tokenization with the artifact; record violations in ``result``.
 
     Args:
-        rows: the seam table's columns as lists.
+        rows: the seam table's columns (`packcli.verify.columns.SeamColumns`; each reads as a list).
         packs: the packs' segments and digests, as integrity read them.
         workers: processes that re-tokenize (None: one per CPU, at most one per unit of work and per
             `packcli.engine.pool.MIN_BYTES_PER_PROCESS` of sources: a small artifact is checked here alone).
@@ -184,9 +184,7 @@ def check_reconstruction(manifest: dict, rows: dict[str, list], packs: PackIndex
         return facts
     job = ReconstructJob.of(manifest, tokenizer.source, template_text)
     preparer = job.build_preparer(tokenizer)
-    by_record: dict[tuple[int, int], list[int]] = {}  # a record's rows: one per copy
-    for i, key in enumerate(zip(rows["input"], rows["line"])):
-        by_record.setdefault(key, []).append(i)
+    by_record = RecordRows(rows)  # a record's rows: one per copy (and chunk)
     files, pinned = [], []  # the sources found unchanged, with their index in the manifest's inputs
     for k, entry in enumerate(manifest["inputs"]):
         source = locate_input(manifest, k, source_root)
@@ -224,7 +222,7 @@ def check_reconstruction(manifest: dict, rows: dict[str, list], packs: PackIndex
             result.checked += 1
             if not isinstance(outcome[1], str):
                 dropped.update(outcome[1].dropped)
-            found = by_record.pop((k, line), None)
+            found = by_record.pop((k, line))
             if found is None:
                 result.fail(Violation("record has no seam-table row (dropped without a record)", source=entry["name"],
                                       line=line))
@@ -264,11 +262,51 @@ def check_reconstruction(manifest: dict, rows: dict[str, list], packs: PackIndex
     if len(pinned) == len(manifest["inputs"]):  # every source read: the count is whole
         _check_dropped(manifest, dropped, result)
     read_inputs = {k for k, _ in pinned}
-    for (k, line) in by_record:
+    for (k, line) in by_record.left():
         if k in read_inputs:
             result.fail(Violation("seam table names a line that is not a record in the source",
                                   source=manifest["inputs"][k]["name"], line=line, field="line"))
     return facts
+
+
+class RecordRows:
+    """Each record's seam-table rows, by (input, line), as two sorted arrays (not a Python list a record):
+    `pop` hands a record's rows over once, `left` names the records never handed over."""
+
+    def __init__(self, rows: Mapping[str, Sequence]) -> None:
+        keys = _record_keys(np.asarray(rows["input"], np.int64), np.asarray(rows["line"], np.int64))
+        self.order = np.argsort(keys, kind="stable")  # a record's rows in table order
+        self.keys = keys[self.order]
+        self.taken = np.zeros(len(keys), dtype=bool)
+
+    def pop(self, key: tuple[int, int]) -> list[int] | None:
+        """The rows of record ``key`` (input, line), in table order; None when it has none or was popped."""
+        probe = _record_keys(np.array([key[0]], np.int64), np.array([key[1]], np.int64))[0]
+        lo, hi = int(np.searchsorted(self.keys, probe, "left")), int(np.searchsorted(self.keys, probe, "right"))
+        if lo == hi or self.taken[lo]:
+            return None
+        self.taken[lo:hi] = True
+        return self.order[lo:hi].tolist()
+
+    def left(self) -> list[tuple[int, int]]:
+        """The records not popped, as (input, line), in the order of their first row in the table."""
+        starts = np.flatnonzero(_starts(self.keys) & ~self.taken)
+        starts = starts[np.argsort(self.order[starts], kind="stable")]
+        keys = self.keys[starts]
+        return list(zip((keys >> 32).tolist(), ((keys & 0xFFFFFFFF) - (1 << 31)).tolist()))
+
+
+def _record_keys(index: np.ndarray, line: np.ndarray) -> np.ndarray:
+    """(input, line) as one int64 that sorts as the pair does (both are int32 columns)."""
+    return (index << 32) + (line + (1 << 31))
+
+
+def _starts(keys: np.ndarray) -> np.ndarray:
+    new = np.zeros(len(keys), dtype=bool)
+    if len(keys):
+        new[0] = True
+        new[1:] = keys[1:] != keys[:-1]
+    return new
 
 
 def _dropped_problems(manifest: dict) -> list[tuple[str, str]]:
