@@ -37,7 +37,7 @@ import jinja2
 from jinja2 import nodes
 
 from packcli.chat.marks import CLOSE, OPEN, hf_tojson
-from packcli.chat.sandbox import RenderError, environment, compile_template, run_marked
+from packcli.chat.sandbox import RenderError, compile_template, environment, run_marked
 
 FUEL = 20_000_000
 """minijinja's instruction budget per render: 600x what qwen3_5_think_training spends on a 422-message,

@@ -172,11 +172,10 @@ def pack(
       packcli pack /mnt/d/*.jsonl -t tok/ --engine ray --shared-fs -o /mnt/out
     """
     from packcli.checks import raise_all
-    from packcli.engine import worker_problems
     from packcli.cli import console
     from packcli.cli.render import render_pack_summary
     from packcli.config import PackConfig
-    from packcli.engine import make_engine
+    from packcli.engine import make_engine, worker_problems
     from packcli.job.run import pack_corpus
 
     paths, tok = default_inputs(inputs, tokenizer)

@@ -90,9 +90,9 @@ def stats(
         template_problems,
         tokenizer_problems,
     )
-    from packcli.engine import worker_problems
     from packcli.cli.pack import default_inputs
     from packcli.cli.render import render_artifact_stats, render_length_stats
+    from packcli.engine import worker_problems
     from packcli.ingest import FieldMap, is_dataset_dir
     from packcli.plots import PLOT_SUFFIXES
     from packcli.stats import DEFAULT_CAPACITIES, artifact_stats, length_stats

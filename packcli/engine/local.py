@@ -20,8 +20,8 @@ from contextlib import contextmanager
 from typing import TypeVar
 
 from packcli.checks import raise_all
-from packcli.engine.workload import Workload, worker_problems
 from packcli.engine.pool import SharedPool, auto_processes
+from packcli.engine.workload import Workload, worker_problems
 
 C, I, R = TypeVar("C"), TypeVar("I"), TypeVar("R")
 

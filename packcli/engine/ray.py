@@ -31,8 +31,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from packcli.engine.workload import Workload
 from packcli.engine.pool import thread_caps
+from packcli.engine.workload import Workload
 from packcli.errors import PackcliError
 
 C, I, R = TypeVar("C"), TypeVar("I"), TypeVar("R")

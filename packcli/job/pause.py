@@ -24,6 +24,7 @@ import os
 import time
 from pathlib import Path
 
+
 def pause_at(point: str, detail: str = "") -> None:
     """Hold here if a test asked for ``point``, ``point@worker``/``point@driver`` (this process's role),
     or ``detail`` (e.g. a unit's name, to hold at that unit only)."""

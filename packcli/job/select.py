@@ -29,7 +29,6 @@ from packcli.job.units import NO_KEY, ExampleIndex, occurrences
 from packcli.mix import Mixture, describe
 
 
-
 def duplicate_reason(name: str, line: int, input_index: int) -> str:
     """How a duplicate's seam-table reason names the first record with its content: by the input's
     name (location-free), the record's number and the input's index (two inputs may share a name)."""
