@@ -314,3 +314,17 @@ def test_empty_generation_blocks_supervise_nothing(tmp_path):
             straddling += [rendered[0][a:b] for t, (a, b) in enumerate(offsets)
                            if start == end and a < start < b and mask[t]]
     assert straddling and set(straddling) == {"><"}  # what transformers alone would train on
+
+
+def test_a_transformers_without_the_oracles_functions_is_refused_before_any_work(monkeypatch):
+    """The oracle renders through a private function of transformers; a release without it is a usage
+    error naming it, not an internal error in the middle of the check."""
+    from transformers.utils import chat_template_utils
+
+    from packcli.errors import InputError
+    from packcli.verify.oracle import require_oracle
+
+    require_oracle("transformers")  # the installed transformers has both
+    monkeypatch.delattr(chat_template_utils, "_compile_jinja_template")
+    with pytest.raises(InputError, match="renders through _compile_jinja_template of transformers.utils"):
+        require_oracle("transformers")

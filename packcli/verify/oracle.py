@@ -54,11 +54,15 @@ ORACLES = ("transformers",)
 SAMPLE_SEED = 0
 
 
+ORACLE_FUNCTIONS = ("_compile_jinja_template", "render_jinja_template")
+
+
 def require_oracle(name: str) -> None:
     """Refuse an oracle this packcli does not have, or whose library is not installed (before any work).
 
     Raises:
-        InputError: an unknown oracle, or transformers missing.
+        InputError: an unknown oracle, transformers missing, or a transformers without the functions
+            the oracle renders through (`ORACLE_FUNCTIONS`).
     """
     import importlib.util
 
@@ -67,6 +71,16 @@ def require_oracle(name: str) -> None:
     if importlib.util.find_spec("transformers") is None:
         raise InputError("--render-oracle transformers needs transformers, which is not installed",
                          "pip install transformers (it is in packcli's dev extra)")
+    import transformers
+    from transformers.utils import chat_template_utils
+
+    # The oracle renders through these two, as apply_chat_template does; one is private, so a release
+    # may rename it: say so before any work rather than fail inside the check.
+    missing = [name for name in ORACLE_FUNCTIONS if not hasattr(chat_template_utils, name)]
+    if missing:
+        raise InputError(f"--render-oracle transformers renders through {' and '.join(missing)} of "
+                         f"transformers.utils.chat_template_utils, which transformers {transformers.__version__} "
+                         "does not have", "install a transformers release that has them, or leave out --render-oracle")
 
 
 class NotJudged(Exception):
