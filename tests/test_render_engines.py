@@ -30,6 +30,18 @@ CHAT = {"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "co
 GEN = "{% generation %}x{% endgeneration %}"
 
 
+def minijinja_renderer(text: str, policy: LossPolicy = LossPolicy.all) -> Renderer:
+    """A renderer told minijinja directly (no probe), as a worker is once the driver chose it."""
+    return Renderer(ChatTemplate(text, "t"), policy, bos_token=None, eos_token=None, engine="minijinja")
+
+
+def chat_record():  # noqa: ANN201 - packcli.ingest.Record
+    """``CHAT`` as pack parses it."""
+    from packcli.ingest import parse_record
+
+    return parse_record(json.dumps(CHAT).encode(), file_index=0, line=1)
+
+
 def variables(record: dict) -> dict:
     return {"messages": record["messages"], "tools": record.get("tools"), "documents": None,
             "add_generation_prompt": False, "bos_token": "<s>", "eos_token": "</s>"}
@@ -176,13 +188,10 @@ def test_a_template_cannot_touch_the_records_data_under_minijinja():
 
 def test_minijinja_errors_are_worded_by_jinja2():
     """``raise_exception`` or an unknown filter under minijinja: jinja2 renders the record and words the reject."""
-    from packcli.ingest import parse_record
-
     text = "{% if messages[0].role != 'system' %}{{ raise_exception('needs a system turn') }}{% endif %}" + GEN
-    renderer = Renderer(ChatTemplate(text, "t"), LossPolicy.assistant, bos_token=None, eos_token=None,
-                        engine="minijinja")
+    renderer = minijinja_renderer(text, LossPolicy.assistant)
     with pytest.raises(RenderError, match="^template raised: needs a system turn$"):
-        renderer.render(parse_record(json.dumps(CHAT).encode(), file_index=0, line=1))
+        renderer.render(chat_record())
     assert renderer.render_counts == {"minijinja": 0, "jinja2": 1, "checked": 0, "mismatches": 0}
 
 
@@ -196,11 +205,9 @@ def test_the_probe_refuses_a_template_minijinja_renders_otherwise():
 def test_the_cross_check_hands_the_rest_of_the_run_to_jinja2_on_a_difference():
     """A difference the probe did not see (the Renderer told minijinja directly): the first render is checked,
     jinja2's text is what comes out, and jinja2 renders every later record."""
-    from packcli.ingest import parse_record
-
     text = "{{ 10.0 ** 20 }}{% for m in messages %}{{ m.content }}{% endfor %}" + GEN
-    renderer = Renderer(ChatTemplate(text, "t"), LossPolicy.all, bos_token=None, eos_token=None, engine="minijinja")
-    record = parse_record(json.dumps(CHAT).encode(), file_index=0, line=1)
+    renderer = minijinja_renderer(text)
+    record = chat_record()
     assert renderer.render(record).text.startswith("1e+20ab")
     assert renderer.render(record).text.startswith("1e+20ab")
     assert renderer.render_counts == {"minijinja": 1, "jinja2": 1, "checked": 1, "mismatches": 1}
@@ -209,13 +216,10 @@ def test_the_cross_check_hands_the_rest_of_the_run_to_jinja2_on_a_difference():
 
 def test_a_check_where_jinja2_raises_and_minijinja_renders_is_jinja2s_reject():
     """minijinja loops over a None it made as over nothing; jinja2 raises: the record is jinja2's reject."""
-    from packcli.ingest import parse_record
-
     text = "{% for x in messages[0].get('missing') %}{{ x }}{% endfor %}" + GEN
-    renderer = Renderer(ChatTemplate(text, "t"), LossPolicy.assistant, bos_token=None, eos_token=None,
-                        engine="minijinja")
+    renderer = minijinja_renderer(text, LossPolicy.assistant)
     with pytest.raises(RenderError, match="NoneType"):
-        renderer.render(parse_record(json.dumps(CHAT).encode(), file_index=0, line=1))
+        renderer.render(chat_record())
     assert renderer.render_counts["mismatches"] == 1 and "jinja2 raised" in renderer.mismatch
 
 
@@ -240,24 +244,20 @@ def test_records_after_the_first_are_checked_by_their_texts_hash(monkeypatch):
 
 
 def test_a_runaway_template_stops_at_the_fuel_bound():
-    from packcli.ingest import parse_record
 
     text = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}" + GEN
-    renderer = Renderer(ChatTemplate(text, "t"), LossPolicy.assistant, bos_token=None, eos_token=None,
-                        engine="minijinja")
+    renderer = minijinja_renderer(text, LossPolicy.assistant)
     with pytest.raises(RenderError, match="bound of 20,000,000 instructions"):
-        renderer.render(parse_record(json.dumps(CHAT).encode(), file_index=0, line=1))
+        renderer.render(chat_record())
 
 
 def test_an_output_past_the_size_bound_is_rejected(monkeypatch):
-    from packcli.ingest import parse_record
 
     monkeypatch.setattr(engines, "MAX_OUTPUT_CHARS", 100)
     text = "{{ 'y' * 200 }}" + GEN
-    renderer = Renderer(ChatTemplate(text, "t"), LossPolicy.assistant, bos_token=None, eos_token=None,
-                        engine="minijinja")
+    renderer = minijinja_renderer(text, LossPolicy.assistant)
     with pytest.raises(RenderError, match="longer than 100 characters"):
-        renderer.render(parse_record(json.dumps(CHAT).encode(), file_index=0, line=1))
+        renderer.render(chat_record())
 
 
 def test_without_minijinja_auto_is_jinja2_and_asking_for_it_is_an_error(monkeypatch):
@@ -308,19 +308,15 @@ def test_pack_records_the_render_engine_unhashed_and_the_artifact_is_the_same(tm
 
 def test_a_process_without_minijinja_renders_with_jinja2_alike(monkeypatch):
     """A worker (a Ray node) told minijinja but without it renders with jinja2: the same text, counted as jinja2's."""
-    from packcli.ingest import parse_record
-
     monkeypatch.setattr(engines, "minijinja_version", lambda: None)
     text = "{% for m in messages %}{{ m.content }}{% endfor %}" + GEN
-    renderer = Renderer(ChatTemplate(text, "t"), LossPolicy.all, bos_token=None, eos_token=None, engine="minijinja")
-    assert renderer.render(parse_record(json.dumps(CHAT).encode(), file_index=0, line=1)).text == "abx"
+    renderer = minijinja_renderer(text)
+    assert renderer.render(chat_record()).text == "abx"
     assert renderer.render_counts["jinja2"] == 1 and renderer.render_counts["minijinja"] == 0
 
 
 def test_a_template_minijinja_cannot_compile_is_jinja2s(monkeypatch):
     """A template jinja2 compiles and minijinja refuses (fed as minijinja's own compile error): jinja2 renders it."""
-    from packcli.ingest import parse_record
-
     def refuse(self, text, moment):
         raise minijinja.TemplateError("syntax error: unexpected token")
 
@@ -329,7 +325,7 @@ def test_a_template_minijinja_cannot_compile_is_jinja2s(monkeypatch):
     text = "{% for m in messages %}{{ m.content }}|{% endfor %}" + GEN
     choice = choose_engine(text, "minijinja", moment=MOMENT, bos_token=None, eos_token=None)
     assert choice.engine == "jinja2" and choice.reason == "minijinja cannot compile this template"
-    renderer = Renderer(ChatTemplate(text, "t"), LossPolicy.all, bos_token=None, eos_token=None, engine="minijinja")
-    assert renderer.render(parse_record(json.dumps(CHAT).encode(), file_index=0, line=1)).text == "a|b|x"
+    renderer = minijinja_renderer(text)
+    assert renderer.render(chat_record()).text == "a|b|x"
     assert renderer.render_counts["jinja2"] == 1
     engines.compile_minijinja.cache_clear()
