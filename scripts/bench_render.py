@@ -36,9 +36,9 @@ def unsandboxed() -> None:
     cost. For this measurement only: packcli itself always renders in jinja2's own sandbox."""
     import jinja2
 
-    import packcli.chat.render as render
+    import packcli.chat.sandbox as sandbox_module
 
-    sandbox = render._environment
+    sandbox = sandbox_module.environment
 
     def plain() -> jinja2.Environment:
         model = sandbox()
@@ -48,9 +48,9 @@ def unsandboxed() -> None:
         env.globals.update(model.globals)
         return env
 
-    render._environment = plain
-    render.compile_template.cache_clear()
-    render.template_reads.cache_clear()
+    sandbox_module.environment = plain
+    sandbox_module.compile_template.cache_clear()
+    sandbox_module.template_reads.cache_clear()
 
 
 def measure(root: str, corpus: str, template: str, passes: int, environment: str = "sandbox") -> dict:

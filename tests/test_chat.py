@@ -172,8 +172,8 @@ def test_an_unsafe_attribute_printed_alone_prints_nothing(peek, engine):
 
 
 def test_renders_with_jinjas_own_sandbox_compiled_once():
-    """jinja2's sandbox with only its attribute lookups overridden (each shown equal to jinja2's below); one
-    compiled template per text."""
+    """jinja2's sandbox with only its attribute lookups and its calls of ``str`` methods overridden (each shown
+    equal to jinja2's below); one compiled template per text."""
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
     from packcli.chat.sandbox import compile_template
@@ -183,7 +183,7 @@ def test_renders_with_jinjas_own_sandbox_compiled_once():
     second = Renderer(load_template("chatml"), LossPolicy.all, bos_token="<s>", eos_token="</s>")
     sandbox = type(compile_template(text).environment)
     assert sandbox.__mro__[1] is ImmutableSandboxedEnvironment
-    assert {name for name in vars(sandbox) if not name.startswith("__")} == {"getattr", "is_safe_attribute"}
+    assert {name for name in vars(sandbox) if not name.startswith("__")} == {"getattr", "is_safe_attribute", "call"}
     assert first._template is second._template is compile_template(text)
 
 
@@ -221,19 +221,54 @@ def test_remembered_attribute_decisions_are_jinjas():
                     assert ours.is_safe_attribute(obj, name, value) == jinjas.is_safe_attribute(obj, name, value), \
                         (obj, name)
     assert not ours.is_safe_attribute([], "append", None) and ours.is_safe_attribute([], "index", None)
-    for obj in objects:
-        for name in names:
-            mine, theirs = _outcome(ours.getattr, obj, name), _outcome(jinjas.getattr, obj, name)
-            assert isinstance(mine, jinja2.Undefined) == isinstance(theirs, jinja2.Undefined), (obj, name)
-            if isinstance(mine, jinja2.Undefined):  # the same refusal: unsafe, or simply missing
-                assert (mine._undefined_exception, mine._undefined_hint) == \
-                       (theirs._undefined_exception, theirs._undefined_hint), (obj, name)
-            elif hasattr(theirs, "__wrapped__"):  # str.format: a fresh sandboxed wrapper each time
-                assert mine.__wrapped__ == theirs.__wrapped__ and mine is not theirs.__wrapped__, (obj, name)
-            else:
-                assert mine == theirs, (obj, name)
+    holder = _TemplateNamespace(format="{0}".format, strip="x".strip, n=1)  # a format method read from a namespace
+    loop = jinja2.runtime.LoopContext(iter("ab"), jinja2.Undefined)
+    objects += [holder, loop]
+    names += ["n", "index0", "first", "last", "length", "cycle", "nextitem"]
+    reader = environment()  # every read answered first before any decision is remembered, then from memory
+    for _ in range(2):
+        for obj in objects:
+            for name in names:
+                _same_read(_outcome(reader.getattr, obj, name), _outcome(jinjas.getattr, obj, name), obj, name)
+    assert reader._attribute_decisions[(str, "strip")] and not reader._attribute_decisions[(list, "append")]
     shadowed = {"items": "an item called items", "role": "user"}  # a key named like a dict method: the method
     assert ours.getattr(shadowed, "items") == shadowed.items and ours.getattr(shadowed, "role") == "user"
+    assert ours.getattr(holder, "format") is not holder.format and ours.getattr(holder, "format")(7) == "7"
+
+
+def test_calls_of_str_methods_are_jinjas():
+    """A ``str`` method called from a template (in and out of loops, which pass jinja2's own ``_loop_vars``)
+    gives what jinja2's sandbox gives; ``format`` stays sandboxed and an unsafe callable stays refused."""
+    from jinja2.exceptions import SecurityError
+    from jinja2.sandbox import ImmutableSandboxedEnvironment, unsafe
+
+    from packcli.chat.sandbox import environment
+
+    ours, jinjas = environment(), ImmutableSandboxedEnvironment()
+    template = ("{{ ' x '.strip() }}{% for m in ms %}{% set n = namespace(k=m.lstrip('-')) %}[{{ n.k.strip() }}|"
+                "{{ m.split(sep=',') | join('+') }}|{{ m.startswith('a') }}|{{ m.replace('a', 'b', 1) }}|"
+                "{{ '{0}-{1}'.format(m, loop.index) }}|{{ m.rsplit(',', maxsplit=1) | length }}]{% endfor %}")
+    words = ["a,b,c", " -a ", "", "aaa", "x,y"]
+    assert ours.from_string(template).render(ms=words) == jinjas.from_string(template).render(ms=words)
+    context = ours.from_string("").new_context()
+    with pytest.raises(SecurityError):
+        ours.call(context, unsafe(lambda: 1))
+    with pytest.raises(SecurityError):  # the field lookup inside format is the sandbox's
+        ours.from_string("{{ '{0.__class__.__mro__}'.format(1) }}").render()
+
+
+def _same_read(mine, theirs, obj, name) -> None:
+    """packcli's sandbox read ``obj.name`` as jinja2's did: the same value, or the same refusal."""
+    import jinja2
+
+    assert isinstance(mine, jinja2.Undefined) == isinstance(theirs, jinja2.Undefined), (obj, name)
+    if isinstance(mine, jinja2.Undefined):  # the same refusal: unsafe, or simply missing
+        assert (mine._undefined_exception, mine._undefined_hint) == \
+               (theirs._undefined_exception, theirs._undefined_hint), (obj, name)
+    elif hasattr(theirs, "__wrapped__"):  # str.format: a fresh sandboxed wrapper each time
+        assert mine.__wrapped__ == theirs.__wrapped__ and mine is not theirs.__wrapped__, (obj, name)
+    else:
+        assert mine == theirs, (obj, name)
 
 
 def _raise():

@@ -21,7 +21,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from packcli.chat.marks import CLOSE, OPEN, hf_tojson
 
-_MARKS = re.compile(f"[{OPEN}{CLOSE}]")
+_MARKS = re.compile(f"([{OPEN}{CLOSE}])")  # captured: split keeps each mark
 
 
 class RenderError(Exception):
@@ -77,22 +77,23 @@ def generation_spans(marked: str, opened: int) -> tuple[str, list[tuple[int, int
     """
     if not opened:
         return marked, []
-    marks = [(m.start(), m.group()) for m in _MARKS.finditer(marked)]
-    if len(marks) != 2 * opened:
+    parts = _MARKS.split(marked)  # text, mark, text, ..., mark, text: one pass over the text
+    if len(parts) != 4 * opened + 1:
         raise RenderError("the rendered text holds a Unicode noncharacter U+FDD0 or U+FDD1 (packcli marks generation "
                           "blocks with them), or the template cut a generation block's mark off; remove them from the "
                           "record")
-    spans, stack = [], []
-    for removed, (at, mark) in enumerate(marks):
-        if mark == OPEN:
-            stack.append(at - removed)
+    spans, stack, at = [], [], 0
+    for k in range(1, len(parts), 2):
+        at += len(parts[k - 1])  # where the mark is in the text without marks
+        if parts[k] == OPEN:
+            stack.append(at)
         elif stack:
-            spans.append((stack.pop(), at - removed))
+            spans.append((stack.pop(), at))
         else:
             raise RenderError("the template printed a generation block's end before its start")
     if stack:
         raise RenderError("the template printed a generation block's start without its end")
-    return "".join(_MARKS.split(marked)), spans
+    return "".join(parts[0::2]), spans
 
 
 class _TemplateDict:
@@ -131,6 +132,10 @@ def _raise_exception(message: str) -> None:
 
 # Every attribute a plain dict has: its class's and object's (a dict instance has no attributes of its own).
 _DICT_ATTRIBUTES = frozenset(dir(dict))
+# Values that cannot be a bound ``str.format``, the one safe attribute value jinja2 hands out wrapped.
+_PLAIN_VALUES = frozenset({int, bool, float, str, type(None), dict, list})
+_BUILTIN_METHOD = type("".strip)
+_STR_FORMAT = ("format", "format_map")  # jinja2 sandboxes these: they reach a template wrapped, never bare
 
 
 class _Sandbox(ImmutableSandboxedEnvironment):
@@ -145,6 +150,13 @@ class _Sandbox(ImmutableSandboxedEnvironment):
     - ``is_safe_attribute`` is asked once per (type, attribute name) and remembered: jinja2 bases the
       answer on those alone (a leading underscore, the internals of functions, methods, types, frames,
       code and generators, the mutating methods of lists, dicts, sets and deques), never on the value.
+      An attribute remembered as safe is then read as jinja2 reads it (the value, a ``str.format``
+      method wrapped by jinja2's own `wrap_str_format`), without the calls around it: ``loop.index0``,
+      ``ns.flag`` and ``text.strip`` are most of a long chat's reads.
+    - ``call`` of a ``str`` method (``text.strip()``) calls it: jinja2 would find it safe to call (a
+      builtin method carries no ``unsafe_callable`` or ``alters_data``) and pass it no context, and
+      ``format``/``format_map`` are left to jinja2 (`getattr` hands them out wrapped; older jinja2
+      releases wrapped them at the call).
     """
 
     def __init__(self, *args: object, **kwargs: object) -> None:
@@ -152,12 +164,34 @@ class _Sandbox(ImmutableSandboxedEnvironment):
         self._attribute_decisions: dict[tuple[type, str], bool] = {}
 
     def getattr(self, obj: object, attribute: str) -> object:
-        if type(obj) is dict and attribute not in _DICT_ATTRIBUTES:
+        kind = type(obj)
+        if kind is dict and attribute not in _DICT_ATTRIBUTES:
             try:
                 return obj[attribute]
             except KeyError:
                 return self.undefined(obj=obj, name=attribute)
-        return super().getattr(obj, attribute)
+        if not self._attribute_decisions.get((kind, attribute)):  # unseen or unsafe: jinja2's own path
+            return super().getattr(obj, attribute)
+        try:  # jinja2's getattr with its safety decision already known to be yes
+            value = getattr(obj, attribute)
+        except AttributeError:
+            try:
+                return obj[attribute]  # type: ignore[index]
+            except (TypeError, LookupError):
+                return self.undefined(obj=obj, name=attribute)
+        if type(value) in _PLAIN_VALUES or (type(value) is _BUILTIN_METHOD and value.__name__ not in _STR_FORMAT):
+            return value  # what wrap_str_format leaves alone: anything but a bound format/format_map
+        fmt = self.wrap_str_format(value)
+        return value if fmt is None else fmt
+
+    def call(__self, __context: jinja2.runtime.Context, __obj: object, *args: object,  # noqa: N805 - jinja2's names
+             **kwargs: object) -> object:
+        if (type(__obj) is _BUILTIN_METHOD and type(__obj.__self__) is str  # type: ignore[attr-defined]
+                and __obj.__name__ not in _STR_FORMAT):  # type: ignore[attr-defined]
+            kwargs.pop("_block_vars", None)  # the generated code's own, which jinja2's Context.call drops too
+            kwargs.pop("_loop_vars", None)
+            return __obj(*args, **kwargs)
+        return super().call(__context, __obj, *args, **kwargs)
 
     def is_safe_attribute(self, obj: object, attr: str, value: object) -> bool:
         key = (type(obj), attr)
