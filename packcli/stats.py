@@ -195,7 +195,7 @@ def recommend(cells: list[WhatIf], *, min_density: float, max_displacement: floa
     if not ok_caps:
         return Recommendation(None, None, f"every capacity tried loses >= {MAX_SUPERVISED_LOSS:.1%} of supervised "
                                           f"tokens when over-long examples are dropped; try larger capacities, or "
-                                          f"--overlong split (the over-long table: what each policy keeps)")
+                                          f"`overlong='split'` (the over-long table: what each policy keeps)")
     cap = ok_caps[0]
     fitting = [w for w in cells if w.capacity == cap and w.strategy != "padding"
                and w.density >= min_density and w.displacement_mean <= max_displacement]

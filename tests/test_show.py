@@ -64,15 +64,15 @@ def test_a_pack_is_shown_whole_with_its_seams(packed):
 def test_selector_errors(packed):
     with pytest.raises(PackcliError, match="choose exactly one"):
         show_artifact(packed)
-    with pytest.raises(PackcliError, match=r"choose exactly one .* \(got --example, --pack\)"):
+    with pytest.raises(PackcliError, match=r"choose exactly one .* \(got `example_id`, `pack`\)"):
         show_artifact(packed, example_id=1, pack=0)
-    with pytest.raises(InputError, match="--example 1: no such example"):
+    with pytest.raises(InputError, match="`example_id` 1: no such example"):
         show_artifact(packed, example_id=1)
     with pytest.raises(InputError, match="expected FILE:LINE"):
         show_artifact(packed, source="openai.jsonl")
     with pytest.raises(InputError, match="no record at that line"):
         show_artifact(packed, source="openai.jsonl:99999")
-    with pytest.raises(InputError, match="--pack 100000: the artifact has packs 0 to"):
+    with pytest.raises(InputError, match="`pack` 100000: the artifact has packs 0 to"):
         show_artifact(packed, pack=100_000)
 
 

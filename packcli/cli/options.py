@@ -5,6 +5,7 @@ Help panels group a command's options by what they are about, so ``--help`` read
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Optional
 
 import typer
@@ -55,3 +56,44 @@ TextBos = Annotated[AddToken, typer.Option(
 TextEos = Annotated[AddToken, typer.Option(
     "--text-eos", help="An EOS after each text document: auto (the post-processor's, else eos_token), yes, no.",
     rich_help_panel=TEMPLATE)]
+
+# Library messages name a parameter as Python spells it, in backticks: `capacity`, `overlong='truncate'`,
+# `fields.messages`, `reconstruct=False` (a Python caller of `packcli.pack_corpus` passes no flags). The CLI
+# prints the flag instead (`as_flags`), so a command-line user reads the option they typed. One entry per
+# spelling: a parameter two library functions name differently (`capacities`, `backend`) has two.
+FLAGS = {
+    "capacity": "--capacity", "capacities": "--capacity", "window": "--window", "strategy": "--strategy",
+    "seed": "--seed", "overlong": "--overlong", "split_overlap": "--split-overlap",
+    "split_min_last": "--split-min-last", "min_density": "--min-density", "max_displacement": "--max-displacement",
+    "max_reject_fraction": "--max-reject-fraction", "packs_per_shard": "--packs-per-shard",
+    "lines_per_unit": "--unit-lines", "template": "--template", "template_date": "--template-date",
+    "loss": "--loss", "input_format": "--format", "on_error": "--on-error", "dedupe": "--dedupe", "mix": "--mix",
+    "allow_dropped_fields": "--allow-dropped-fields", "text_bos": "--text-bos", "text_eos": "--text-eos",
+    "tokenizer": "--tokenizer", "tokenizer_backend": "--tokenizer-backend", "backend": "--tokenizer-backend",
+    "render_backend": "--render-backend", "out": "--out", "force": "--force", "workers": "--workers",
+    "engine": "--engine", "ray_address": "--ray-address", "shared_fs": "--shared-fs",
+    "source_root": "--source-root", "reconstruct=False": "--no-reconstruct", "example_id": "--example",
+    "source": "--source", "pack": "--pack", "render_oracle": "--render-oracle", "sample": "--sample",
+    "consumer": "--consumer", "device": "--device", "dtype": "--dtype", "seam_out": "--seam-out",
+    **{f"fields.{part}": f"--{part}-field" for part in ("messages", "role", "content", "prompt", "completion", "text")},
+}
+_NAMED = re.compile(r"`([^`\n]+)`")
+
+
+def as_flags(text: str | None) -> str | None:
+    """``text`` with every parameter a library message names (`FLAGS`) spelled as its CLI flag:
+    ```capacity``` -> ``--capacity``, ```overlong='truncate'``` -> ``--overlong truncate``. Anything else in
+    backticks (`packcli.owned`, a command) is left as it is."""
+    if text is None:
+        return None
+
+    def flag(match: re.Match[str]) -> str:
+        named = match[1]
+        if named in FLAGS:
+            return FLAGS[named]
+        name, is_set, value = named.partition("=")
+        if is_set and name in FLAGS:
+            return f"{FLAGS[name]} {value.strip(chr(39))}"
+        return match[0]
+
+    return _NAMED.sub(flag, text)
