@@ -6,11 +6,13 @@ Help panels group a command's options by what they are about, so ``--help`` read
 from __future__ import annotations
 
 import re
-from typing import Annotated, Optional
+from pathlib import Path
+from typing import Annotated, Any, Optional
 
 import typer
+from rich.markup import escape
 
-from packcli.choices import AddToken, Format, LossPolicy
+from packcli.choices import AddToken, BackendChoice, EngineName, Format, LossPolicy
 
 INPUTS = "Inputs"
 TEMPLATE = "Template and loss"
@@ -56,6 +58,101 @@ TextBos = Annotated[AddToken, typer.Option(
 TextEos = Annotated[AddToken, typer.Option(
     "--text-eos", help="An EOS after each text document: auto (the post-processor's, else eos_token), yes, no.",
     rich_help_panel=TEMPLATE)]
+
+# The artifact `verify` and `show` read.
+ArtifactDir = Annotated[Path, typer.Argument(help="The artifact directory (pack's --out).")]
+
+# Options more than one command takes, each saying what it does there: one declaration (type, flag,
+# panel) per option, the help per command.
+
+
+def _tokenizer(help: str) -> Any:
+    return Annotated[Optional[str], typer.Option("--tokenizer", "-t", help=help, show_default=False,
+                                                 rich_help_panel=INPUTS)]
+
+
+def _source_root(help: str) -> Any:
+    return Annotated[Optional[Path], typer.Option(help=help, show_default=False, rich_help_panel=INPUTS)]
+
+
+def _seed(help: str) -> Any:
+    return Annotated[int, typer.Option(help=help, rich_help_panel=PACKING)]
+
+
+def _split_overlap(help: str) -> Any:
+    return Annotated[int, typer.Option(help=help, rich_help_panel=PACKING)]
+
+
+def _split_min_last(help: str) -> Any:
+    return Annotated[int, typer.Option(help=help, rich_help_panel=PACKING)]
+
+
+def _max_displacement(help: str) -> Any:
+    return Annotated[Optional[float], typer.Option(help=help, show_default=False, rich_help_panel=PACKING)]
+
+
+def _tokenizer_backend(help: str) -> Any:
+    return Annotated[BackendChoice, typer.Option(help=help, rich_help_panel=PERFORMANCE)]
+
+
+def _workers(help: str) -> Any:
+    return Annotated[Optional[int], typer.Option(help=help, show_default=False, rich_help_panel=PERFORMANCE)]
+
+
+def _engine(help: str) -> Any:
+    return Annotated[EngineName, typer.Option(help=help, rich_help_panel=PERFORMANCE)]
+
+
+def _shared_fs(help: str) -> Any:
+    return Annotated[bool, typer.Option(help=help, rich_help_panel=PERFORMANCE)]
+
+
+VerifyTokenizer = _tokenizer("Tokenizer to check against (default: as pinned).")
+ShowTokenizer = _tokenizer("Tokenizer (default: as pinned).")
+VerifyTemplate = Annotated[Optional[str], typer.Option(help="Template to check against (default: as pinned).",
+                                                       show_default=False, rich_help_panel=INPUTS)]
+VerifySourceRoot = _source_root("Where the sources, tokenizer and template are: their paths as given to pack, "
+                                "relative to here, or found under here by name (and checked by sha256).")
+ShowSourceRoot = _source_root("Resolve the pinned tokenizer's path from here.")
+
+PackCapacity = Annotated[int, typer.Option("--capacity", "-c", help="Tokens per pack.", rich_help_panel=PACKING)]
+StatsCapacities = Annotated[Optional[list[int]], typer.Option(
+    "--capacity", "-c", help="Capacities to try (repeatable). Default: 1k..32k.", show_default=False,
+    rich_help_panel=PACKING)]
+PackSeed = _seed("Seed of the example and pack shuffles.")
+StatsSeed = _seed("Seed of the what-if shuffles.")
+PackSplitOverlap = _split_overlap("--overlong split: tokens each chunk repeats from the one before, as context "
+                                  "without loss (at most half the capacity).")
+StatsSplitOverlap = _split_overlap("As pack's, for what --overlong split would keep.")
+PackSplitMinLast = _split_min_last("--overlong split: drop (and count) a last chunk that adds fewer tokens than "
+                                   "this.")
+StatsSplitMinLast = _split_min_last("As pack's, for what --overlong split would keep.")
+PackMinDensity = Annotated[Optional[float], typer.Option(help="Fail (write nothing) below this density.",
+                                                         show_default=False, rich_help_panel=PACKING)]
+StatsMinDensity = Annotated[float, typer.Option(help="Density budget for the recommendation.",
+                                                rich_help_panel=PACKING)]
+PackMaxDisplacement = _max_displacement("Fail (write nothing) above this mean displacement (examples).")
+StatsMaxDisplacement = _max_displacement("Mean displacement budget (examples). Default: 1% of examples, at least "
+                                         "1000.")
+PackTokenizerBackend = _tokenizer_backend("auto: fastokens where proven exact, else tokenizers. Same bytes either "
+                                          "way.")
+StatsTokenizerBackend = _tokenizer_backend("As pack's: auto: fastokens where proven exact, else tokenizers. Same "
+                                           "lengths either way.")
+
+PackWorkers = _workers("Processes (default: one per CPU and per GiB free, fewer for small inputs: one per 16 MiB), "
+                       "or Ray workers. Same bytes either way.")
+StatsWorkers = _workers("Processes that tokenize (default: as pack's: one per CPU and per GiB free, one per 16 MiB "
+                        "of input). Same numbers either way.")
+VerifyWorkers = _workers("Processes that re-tokenize (default: one per CPU, fewer for small sources: one per 16 "
+                         "MiB), or Ray workers.")
+PackEngine = _engine(f"local, or ray to run on a Ray cluster ({escape('packcli[ray]')}).")
+VerifyEngine = _engine(f"local, or ray to re-tokenize on a Ray cluster ({escape('packcli[ray]')}). Same report "
+                       "either way.")
+RayAddress = Annotated[Optional[str], typer.Option(help="Ray cluster to join ('auto': the current one).",
+                                                   show_default=False, rich_help_panel=PERFORMANCE)]
+PackSharedFs = _shared_fs("Confirm --out is on a filesystem every Ray node mounts.")
+VerifySharedFs = _shared_fs("Confirm the sources and tokenizer are on a filesystem every Ray node mounts at the "
+                            "same path.")
 
 # Library messages name a parameter as Python spells it, in backticks: `capacity`, `overlong='truncate'`,
 # `fields.messages`, `reconstruct=False` (a Python caller of `packcli.pack_corpus` passes no flags). The CLI
