@@ -145,3 +145,27 @@ def test_the_cli_prints_the_flag(tmp_path, args, message):
     assert result.exit_code == 2, result.output
     assert message in result.stderr and "`" not in result.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_a_report_names_the_parameter_and_the_cli_the_flag():
+    """stats' recommendation is a result a Python caller reads; `packcli stats` prints it with the flag, --json too."""
+    import json
+
+    from packcli.stats import length_stats
+
+    reason = length_stats([CORPUS], TOKENIZER, capacities=(64,)).recommendation.reason
+    assert "or `overlong='split'` (the over-long table" in reason and "--" not in reason
+    printed = runner.invoke(app, ["stats", CORPUS, "-t", TOKENIZER, "-c", "64", "--json"])
+    assert printed.exit_code == 0, printed.output
+    shown = json.loads(printed.stdout)["recommendation"]["reason"]
+    assert shown == reason.replace("`overlong='split'`", "--overlong split")
+
+
+def test_flagged_maps_every_string_of_a_json_report():
+    from packcli.cli.render import flagged
+
+    violation = {"message": "without `mix`, one example per record", "line": 3}
+    report = {"ok": False, "checks": [{"violations": [violation], "note": None}], "skipped": [("flex", "`device='cuda'`")]}
+    shown = {"message": "without --mix, one example per record", "line": 3}
+    assert flagged(report) == {"ok": False, "checks": [{"violations": [shown], "note": None}],
+                               "skipped": [["flex", "--device cuda"]]}
