@@ -6,6 +6,7 @@ Help panels group a command's options by what they are about, so ``--help`` read
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -66,46 +67,23 @@ ArtifactDir = Annotated[Path, typer.Argument(help="The artifact directory (pack'
 # panel) per option, the help per command.
 
 
-def _tokenizer(help: str) -> Any:
-    return Annotated[Optional[str], typer.Option("--tokenizer", "-t", help=help, show_default=False,
-                                                 rich_help_panel=INPUTS)]
+def _declared(kind: Any, *names: str, panel: str, **settings: Any) -> Callable[[str], Any]:
+    """An option's declaration (its type, flag, panel and settings), to be given each command's help."""
+
+    def with_help(help: str) -> Any:
+        return Annotated[kind, typer.Option(*names, help=help, rich_help_panel=panel, **settings)]
+
+    return with_help
 
 
-def _source_root(help: str) -> Any:
-    return Annotated[Optional[Path], typer.Option(help=help, show_default=False, rich_help_panel=INPUTS)]
-
-
-def _seed(help: str) -> Any:
-    return Annotated[int, typer.Option(help=help, rich_help_panel=PACKING)]
-
-
-def _split_overlap(help: str) -> Any:
-    return Annotated[int, typer.Option(help=help, rich_help_panel=PACKING)]
-
-
-def _split_min_last(help: str) -> Any:
-    return Annotated[int, typer.Option(help=help, rich_help_panel=PACKING)]
-
-
-def _max_displacement(help: str) -> Any:
-    return Annotated[Optional[float], typer.Option(help=help, show_default=False, rich_help_panel=PACKING)]
-
-
-def _tokenizer_backend(help: str) -> Any:
-    return Annotated[BackendChoice, typer.Option(help=help, rich_help_panel=PERFORMANCE)]
-
-
-def _workers(help: str) -> Any:
-    return Annotated[Optional[int], typer.Option(help=help, show_default=False, rich_help_panel=PERFORMANCE)]
-
-
-def _engine(help: str) -> Any:
-    return Annotated[EngineName, typer.Option(help=help, rich_help_panel=PERFORMANCE)]
-
-
-def _shared_fs(help: str) -> Any:
-    return Annotated[bool, typer.Option(help=help, rich_help_panel=PERFORMANCE)]
-
+_tokenizer = _declared(Optional[str], "--tokenizer", "-t", panel=INPUTS, show_default=False)
+_source_root = _declared(Optional[Path], panel=INPUTS, show_default=False)
+_seed = _split_overlap = _split_min_last = _declared(int, panel=PACKING)
+_max_displacement = _declared(Optional[float], panel=PACKING, show_default=False)
+_tokenizer_backend = _declared(BackendChoice, panel=PERFORMANCE)
+_workers = _declared(Optional[int], panel=PERFORMANCE, show_default=False)
+_engine = _declared(EngineName, panel=PERFORMANCE)
+_shared_fs = _declared(bool, panel=PERFORMANCE)
 
 VerifyTokenizer = _tokenizer("Tokenizer to check against (default: as pinned).")
 ShowTokenizer = _tokenizer("Tokenizer (default: as pinned).")
