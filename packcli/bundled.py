@@ -18,5 +18,5 @@ def bundled(relative: str) -> str:
     path = FIXTURES / relative
     if not path.exists():
         raise InputError(f"no bundled data at {path} (packcli was not installed from a source checkout)",
-                         "pass INPUT files and --tokenizer explicitly")
+                         "pass INPUT files and `tokenizer` explicitly")
     return str(path)

@@ -1,7 +1,8 @@
 """Checks of what a user passes (numbers, input paths, output paths), made before any work starts.
 
-Each function returns the problems it finds as one-line strings that name the option, the value and
-what is allowed, so a command can collect every problem and report them all at once (`raise_all`).
+Each function returns the problems it finds as one-line strings that name the option (``flag``: the
+CLI's ``--plot``, or a library parameter in backticks, ```out```, which the CLI prints as its flag), the
+value and what is allowed, so a command can collect every problem and report them all at once (`raise_all`).
 They read the filesystem (does it exist, can it be written); where only trying tells (root, a
 read-only mount, /proc), an output check makes a probe file of its own and removes it at once. A
 failed check leaves nothing behind.
@@ -43,7 +44,7 @@ def _path_errors_are_problems(check: Callable[..., list[str]]) -> Callable[..., 
         try:
             return check(*args, **kwargs)
         except OSError as exc:
-            flag = args[0] if args and isinstance(args[0], str) and args[0].startswith("-") else None
+            flag = args[0] if args and isinstance(args[0], str) and args[0].startswith(("-", "`")) else None
             where = " ".join(str(x) for x in (flag, exc.filename) if x)
             return [f"{where}: {(exc.strerror or str(exc)).lower()}"]
 
@@ -266,9 +267,9 @@ def output_dir_problems(flag: str, path: str | Path, *, force: bool, inputs: Seq
             return [f"{flag} {p}: holds the input {held}; choose an {flag} outside the inputs"]
         reason = not_an_artifact(p)
         if reason is None and not force:
-            return [f"{flag} {p}: exists (a packcli artifact); pass --force to replace it, or choose another {flag}"]
+            return [f"{flag} {p}: exists (a packcli artifact); pass `force` to replace it, or choose another {flag}"]
         if reason not in (None, "is empty"):
-            return [f"{flag} {p}: {reason}, so packcli did not write it; --force replaces only a packcli artifact "
+            return [f"{flag} {p}: {reason}, so packcli did not write it; `force` replaces only a packcli artifact "
                     f"or an empty folder: choose another {flag}"]
         if not os.access(p, os.W_OK | os.X_OK):
             return [f"{flag} {p}: is not writable (packcli moves it aside to replace it)"]

@@ -94,14 +94,13 @@ class PackConfig:
                 object.__setattr__(self, name, kind(getattr(self, name)))
             except ValueError:
                 choices = ", ".join(k.value for k in kind)
-                flag = "--format" if name == "input_format" else f"--{name.replace('_', '-')}"
-                choice_problems.append(f"{flag} must be one of {choices}, got {getattr(self, name)!r}")
+                choice_problems.append(f"`{name}` must be one of {choices}, got {getattr(self, name)!r}")
         try:
             allowed = tuple(sorted({DroppableField(f) for f in self.allow_dropped_fields}, key=lambda f: f.value))
             object.__setattr__(self, "allow_dropped_fields", allowed)
         except ValueError:
             choices = ", ".join(f.value for f in DroppableField)
-            choice_problems.append(f"--allow-dropped-fields must name {choices}, got {self.allow_dropped_fields!r}")
+            choice_problems.append(f"`allow_dropped_fields` must name {choices}, got {self.allow_dropped_fields!r}")
         if isinstance(self.fields, dict):
             object.__setattr__(self, "fields", FieldMap(**self.fields))
         choice_problems += self.fields.problems()
@@ -115,25 +114,25 @@ class PackConfig:
         if not self.inputs:
             problems.append("no input files given")
         if not self.tokenizer:
-            problems.append("no tokenizer given (--tokenizer)")
-        problems += int_problems("--capacity", self.capacity, 2)
-        problems += int_problems("--window", self.window, 1)
+            problems.append("no tokenizer given (`tokenizer`)")
+        problems += int_problems("`capacity`", self.capacity, 2)
+        problems += int_problems("`window`", self.window, 1)
         problems += self._split_problems()
-        problems += int_problems("--seed", self.seed, 0, MAX_SEED)
-        problems += float_problems("--min-density", self.min_density, 0, 1, low_open=True)
-        problems += float_problems("--max-displacement", self.max_displacement, 0)
-        problems += float_problems("--max-reject-fraction", self.max_reject_fraction, 0, 1)
-        problems += int_problems("--packs-per-shard", self.packs_per_shard, 1)
-        problems += int_problems("--unit-lines", self.lines_per_unit, 1)
+        problems += int_problems("`seed`", self.seed, 0, MAX_SEED)
+        problems += float_problems("`min_density`", self.min_density, 0, 1, low_open=True)
+        problems += float_problems("`max_displacement`", self.max_displacement, 0)
+        problems += float_problems("`max_reject_fraction`", self.max_reject_fraction, 0, 1)
+        problems += int_problems("`packs_per_shard`", self.packs_per_shard, 1)
+        problems += int_problems("`lines_per_unit`", self.lines_per_unit, 1)
         problems += int_problems("batch_records", self.batch_records, 1)
         if not problems and self.capacity * self.packs_per_shard > MAX_INT32:
             # A shard's list columns have int32 offsets: its tokens must fit, packs full or not.
-            problems.append(f"--capacity {self.capacity:,} x --packs-per-shard {self.packs_per_shard:,} tokens do "
-                            f"not fit one shard (at most {MAX_INT32:,}); lower --packs-per-shard")
+            problems.append(f"`capacity` {self.capacity:,} x `packs_per_shard` {self.packs_per_shard:,} tokens do "
+                            f"not fit one shard (at most {MAX_INT32:,}); lower `packs_per_shard`")
         try:
             date.fromisoformat(self.template_date)
         except (TypeError, ValueError):
-            problems.append(f"--template-date must be a date as YYYY-MM-DD, got {self.template_date!r}")
+            problems.append(f"`template_date` must be a date as YYYY-MM-DD, got {self.template_date!r}")
         problems += choice_problems
         if problems:
             raise PackcliError("invalid configuration: " + "; ".join(problems))
@@ -142,12 +141,12 @@ class PackConfig:
         """The split options: integers, only with ``--overlong split``, and within `SplitRule.problems`."""
         from packcli.job.chunks import SplitRule
 
-        problems = int_problems("--split-overlap", self.split_overlap, 0) + int_problems(
-            "--split-min-last", self.split_min_last, 1)
-        if problems or int_problems("--capacity", self.capacity, 2):
+        problems = int_problems("`split_overlap`", self.split_overlap, 0) + int_problems(
+            "`split_min_last`", self.split_min_last, 1)
+        if problems or int_problems("`capacity`", self.capacity, 2):
             return problems
         if self.overlong != Overlong.split.value and (self.split_overlap, self.split_min_last) != (0, 1):
-            return ["--split-overlap and --split-min-last need --overlong split"]
+            return ["`split_overlap` and `split_min_last` need `overlong='split'`"]
         return SplitRule(self.capacity, self.split_overlap, self.split_min_last).problems()
 
     def file_problems(self) -> list[str]:
@@ -155,7 +154,7 @@ class PackConfig:
         ``out`` must be a folder packcli may write or replace (`packcli.job.workspace.out_problems`)."""
         from packcli.job.workspace import out_problems  # here: the job package imports this module
 
-        return (input_problems(self.inputs) + tokenizer_problems("--tokenizer", self.tokenizer)
+        return (input_problems(self.inputs) + tokenizer_problems("`tokenizer`", self.tokenizer)
                 + template_problems(self.template, self.tokenizer)
                 + out_problems(self.out, force=self.force, inputs=self.read_paths()))
 

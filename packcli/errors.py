@@ -51,7 +51,8 @@ class RecordError(PackcliError):
     exit_code = 1
 
     def __init__(self, source: str, line: int, reason: str) -> None:
-        super().__init__(f"{source}:{line}: {reason}", "fix the record, or use --on-error skip to reject it and go on")
+        super().__init__(f"{source}:{line}: {reason}",
+                         "fix the record, or use `on_error='skip'` to reject it and go on")
         self.args = (source, line, reason)
         self.source = source
         self.line = line

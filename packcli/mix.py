@@ -107,14 +107,14 @@ def manifest_problems(data: object, num_inputs: int) -> list[str]:
             owner[i] = k
         if type(weight) not in (int, float) or not math.isfinite(weight) or weight < 0 or \
                 (by == REPEAT and weight > MAX_REPEAT):
-            problems.append(f"{where}.weight {weight!r} is not a weight --mix accepts (finite, >= 0"
+            problems.append(f"{where}.weight {weight!r} is not a weight `mix` accepts (finite, >= 0"
                             f"{f', at most {MAX_REPEAT:,.0f}x' if by == REPEAT else ''})")
     left = sorted(set(range(num_inputs)) - set(owner))
     if left:
         problems.append(f"inputs {left[:6]} are in no source of config.mix (pack puts every input in one)")
     weights = [s["weight"] for s in sources if isinstance(s, dict) and type(s.get("weight")) in (int, float)]
     if by == PROPORTION and not problems and not sum(weights) > 0:
-        problems.append("config.mix's proportions add up to 0 (--mix refuses that)")
+        problems.append("config.mix's proportions add up to 0 (`mix` refuses that)")
     return problems
 
 
@@ -131,30 +131,30 @@ def parse_mix(text: str) -> tuple[MixSpec | None, list[str]]:
     for item in (part.strip() for part in text.split(",")):
         key, sep, value = item.rpartition("=")
         if not sep or not key.strip():
-            problems.append(f"--mix: {item!r} is not SOURCE=WEIGHT (e.g. a.jsonl=0.7 or a.jsonl=3x)")
+            problems.append(f"`mix`: {item!r} is not SOURCE=WEIGHT (e.g. a.jsonl=0.7 or a.jsonl=3x)")
             continue
         key, value = key.strip(), value.strip()
         repeat = value.lower().endswith("x")
         try:
             weight = float(value[:-1] if repeat else value)
         except ValueError:
-            problems.append(f"--mix: {key}={value}: the weight does not parse; write a number (0.7) or a repeat (3x)")
+            problems.append(f"`mix`: {key}={value}: the weight does not parse; write a number (0.7) or a repeat (3x)")
             continue
         if not math.isfinite(weight) or weight < 0 or (repeat and weight > MAX_REPEAT):
             most = f" and at most {MAX_REPEAT:,.0f}x" if repeat else ""
-            problems.append(f"--mix: {key}={value}: the weight must be a finite number >= 0{most}")
+            problems.append(f"`mix`: {key}={value}: the weight must be a finite number >= 0{most}")
             continue
         if any(key == k for k, _ in pairs):
-            problems.append(f"--mix: {key} is named twice")
+            problems.append(f"`mix`: {key} is named twice")
             continue
         modes.add(REPEAT if repeat else PROPORTION)
         pairs.append((key, weight))
     if len(modes) > 1:
-        problems.append("--mix: proportions (0.7) and repeats (3x) cannot be mixed; use one kind for every source")
+        problems.append("`mix`: proportions (0.7) and repeats (3x) cannot be mixed; use one kind for every source")
     if modes == {PROPORTION} and pairs and not sum(w for _, w in pairs) > 0:
-        problems.append("--mix: the proportions add up to 0")
+        problems.append("`mix`: the proportions add up to 0")
     if problems or not pairs:
-        return None, problems or ["--mix: empty; write SOURCE=WEIGHT,..."]
+        return None, problems or ["`mix`: empty; write SOURCE=WEIGHT,..."]
     return MixSpec(modes.pop(), tuple(pairs)), []
 
 
@@ -185,23 +185,24 @@ def resolve_mix(spec: MixSpec, patterns: Sequence[str], inputs: Sequence[str],
         elif len(names.get(key, [])) == 1:
             members = names[key]
         elif key in names:
-            problems.append(f"--mix: {key} is the name of {len(names[key])} inputs; use the path as given")
+            problems.append(f"`mix`: {key} is the name of {len(names[key])} inputs; use the path as given")
             continue
         else:
-            problems.append(f"--mix names {key}, which is not an input (inputs: {', '.join(inputs[:6])}"
+            problems.append(f"`mix` names {key}, which is not an input (inputs: {', '.join(inputs[:6])}"
                             f"{', ...' if len(inputs) > 6 else ''})")
             continue
         for i in members:
             if i in owner:
-                problems.append(f"--mix: {inputs[i]} is named by both {owner[i]} and {key}")
+                problems.append(f"`mix`: {inputs[i]} is named by both {owner[i]} and {key}")
             owner[i] = key
         sources.append(MixSource(tuple(members), weight, key))
     left = [i for i in range(len(inputs)) if i not in owner]
     if left and spec.by == PROPORTION and not problems:
-        problems.append(f"--mix gives no proportion for {', '.join(inputs[i] for i in left[:4])}; name every input, "
+        problems.append(f"`mix` gives no proportion for {', '.join(inputs[i] for i in left[:4])}; name every input, "
                         f"or use repeats (3x), where an input not named counts 1x")
     if problems:
-        raise InputError("; ".join(problems), "name inputs as given on the command line, e.g. --mix a.jsonl=0.7,b.parquet=0.3")
+        raise InputError("; ".join(problems),
+                         "name inputs as given on the command line, e.g. `mix='a.jsonl=0.7,b.parquet=0.3'`")
     sources += [MixSource((i,), 1.0, inputs[i]) for i in left]
     return Mixture(spec.by, tuple(sorted(sources, key=lambda s: s.inputs[0])))
 
@@ -224,8 +225,8 @@ def targets(mixture: Mixture, usable: Sequence[int]) -> list[int]:
             wanted[k] += 1
     for s, n, t in zip(mixture.sources, usable, wanted):
         if t and not n:
-            raise InputError(f"--mix asks for {t} examples from {s.key or s.inputs}, which has no usable record",
-                             "check its rejects (rejects.jsonl of a run without --mix), or leave it out")
+            raise InputError(f"`mix` asks for {t} examples from {s.key or s.inputs}, which has no usable record",
+                             "check its rejects (rejects.jsonl of a run without `mix`), or leave it out")
     return wanted
 
 

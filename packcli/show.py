@@ -96,10 +96,10 @@ def show_artifact(directory: str | Path, *, example_id: int | None = None, sourc
     Raises:
         PackcliError: not exactly one selector, nothing matches it, or the tokenizer cannot be found.
     """
-    chosen = [name for name, value in (("--example", example_id), ("--source", source), ("--pack", pack))
+    chosen = [name for name, value in (("`example_id`", example_id), ("`source`", source), ("`pack`", pack))
               if value is not None]
     if len(chosen) != 1:
-        raise PackcliError("choose exactly one of --example ID, --source FILE:LINE, --pack N"
+        raise PackcliError("choose exactly one of `example_id=ID`, `source=FILE:LINE`, `pack=N`"
                            + (f" (got {', '.join(chosen)})" if chosen else ""))
     directory = Path(directory)
     manifest = mf.read_manifest(directory)
@@ -160,19 +160,19 @@ def _locate_pack(manifest: dict, firsts: dict[str, int], number: int) -> tuple[s
         if firsts[shard["name"]] <= number < firsts[shard["name"]] + shard["rows"]:
             return shard["name"], number - firsts[shard["name"]]
     packs = sum(s["rows"] for s in manifest["shards"])
-    raise InputError(f"--pack {number}: the artifact has packs 0 to {packs - 1}")
+    raise InputError(f"`pack` {number}: the artifact has packs 0 to {packs - 1}")
 
 
 def _find_row(rows: list[dict], example_id: int | None, source: str | None, manifest: dict) -> dict:
     if example_id is not None:
         found = [r for r in rows if r["example_id"] == example_id]
         if not found:
-            raise InputError(f"--example {example_id}: no such example in the seam table",
-                             "example IDs are in examples.parquet, or pick one with --source FILE:LINE")
+            raise InputError(f"`example_id` {example_id}: no such example in the seam table",
+                             "example IDs are in examples.parquet, or pick one with `source=FILE:LINE`")
         return found[0]
     path, sep, line = (source or "").rpartition(":")
     if not sep or not line.isdigit() or not path:
-        raise InputError(f"--source {source!r}: expected FILE:LINE, e.g. data/chat.jsonl:42")
+        raise InputError(f"`source` {source!r}: expected FILE:LINE, e.g. data/chat.jsonl:42")
     wanted = Path(path).parts
     given = manifest.get("unhashed", {}).get("provenance", {}).get("inputs") or []
 
@@ -187,10 +187,10 @@ def _find_row(rows: list[dict], example_id: int | None, source: str | None, mani
              and any(parts[-len(wanted):] == wanted for parts in names(r["input"]))]
     inputs = sorted({r["input"] for r in found})
     if len(inputs) > 1:
-        raise InputError(f"--source {source}: matches {len(inputs)} inputs "
+        raise InputError(f"`source` {source}: matches {len(inputs)} inputs "
                          f"({', '.join(manifest['inputs'][k]['name'] for k in inputs)})", "give more of the path")
     if not found:
-        raise InputError(f"--source {source}: no record at that line of that input",
+        raise InputError(f"`source` {source}: no record at that line of that input",
                          "inputs: " + ", ".join(sorted({i["name"] for i in manifest["inputs"]})[:5]))
     return found[0]
 
@@ -210,7 +210,7 @@ class _Decoder:
             manifest, Path(source_root) if source_root else None)
         if path is None or not path.exists():
             raise InputError(f"tokenizer {path}: not found (show decodes the tokens with it)",
-                             "pass --tokenizer, or run from the directory pack ran in")
+                             "pass `tokenizer`, or run from the directory pack ran in")
         loaded = cached_tokenizer(path)
         if loaded.sha256 != pinned["sha256"]:
             raise InputError(f"tokenizer {path}: sha256 {loaded.sha256[:16]}, but the artifact was packed with "

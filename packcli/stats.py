@@ -9,14 +9,19 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
 from packcli.choices import AddToken, BackendChoice, Format, Strategy
 from packcli.contract import IGNORE_INDEX, IN_PACKS
+
+if TYPE_CHECKING:
+    from packcli.ingest import FieldMap
 
 QUANTILES = (5, 25, 50, 75, 90, 99, 99.9)
 DEFAULT_CAPACITIES = (1024, 2048, 4096, 8192, 16384, 32768)
@@ -195,7 +200,7 @@ def recommend(cells: list[WhatIf], *, min_density: float, max_displacement: floa
     if not ok_caps:
         return Recommendation(None, None, f"every capacity tried loses >= {MAX_SUPERVISED_LOSS:.1%} of supervised "
                                           f"tokens when over-long examples are dropped; try larger capacities, or "
-                                          f"--overlong split (the over-long table: what each policy keeps)")
+                                          f"`overlong='split'` (the over-long table: what each policy keeps)")
     cap = ok_caps[0]
     fitting = [w for w in cells if w.capacity == cap and w.strategy != "padding"
                and w.density >= min_density and w.displacement_mean <= max_displacement]
@@ -206,6 +211,39 @@ def recommend(cells: list[WhatIf], *, min_density: float, max_displacement: floa
     return Recommendation(cap, best.strategy, f"capacity {cap} loses {best.dropped_supervised_fraction:.4%} of "
                                               f"supervised tokens; {best.strategy} gives density {best.density:.4f} "
                                               f"with mean displacement {best.displacement_mean:.1f} examples")
+
+
+def length_stats_problems(inputs: Sequence[str], tokenizer: str, *, template: str = "auto",
+                          capacities: Sequence[int] = DEFAULT_CAPACITIES, seed: int = 0, min_density: float = 0.95,
+                          max_displacement: float | None = None, fields: FieldMap | None = None,
+                          workers: int | None = None, split_overlap: int = 0, split_min_last: int = 1) -> list[str]:
+    """What is wrong with `length_stats`'s arguments, every problem at once, before any tokenizing
+    (messages name the parameters; the CLI prints its flags). Every capacity tried must take the
+    split's overlap and last chunk, as pack's would."""
+    from packcli.checks import (
+        MAX_INT32,
+        MAX_SEED,
+        float_problems,
+        input_problems,
+        int_problems,
+        template_problems,
+        tokenizer_problems,
+    )
+    from packcli.engine import worker_problems
+    from packcli.job.chunks import SplitRule
+
+    problems = [p for c in capacities for p in int_problems("`capacities`", c, 2, MAX_INT32)]
+    problems += int_problems("`seed`", seed, 0, MAX_SEED)
+    split = int_problems("`split_overlap`", split_overlap, 0) + int_problems("`split_min_last`", split_min_last, 1)
+    if not split and not problems:
+        split = SplitRule(min(capacities), split_overlap, split_min_last).problems()
+    problems += split
+    problems += worker_problems(workers)
+    problems += float_problems("`min_density`", min_density, 0, 1, low_open=True)
+    problems += float_problems("`max_displacement`", max_displacement, 0)
+    problems += input_problems(inputs) + tokenizer_problems("`tokenizer`", tokenizer)
+    problems += template_problems(template, tokenizer)
+    return problems + (fields.problems() if fields is not None else [])
 
 
 def length_stats(inputs, tokenizer: str, *, template: str = "auto", loss=None, capacities=DEFAULT_CAPACITIES,

@@ -296,7 +296,7 @@ def test_cuda_only_backends_raise_a_clear_error_on_cpu(packs, backend):
     message = str(info.value)
     assert isinstance(info.value, ValueError)
     assert f"'{backend}'" in message and "device=cpu" in message and "dtype=float32" in message
-    assert "--device cuda" in message and "--dtype bfloat16" in message
+    assert "`device='cuda'`" in message and "`dtype='bfloat16'`" in message
     if backend == "flash-attn" and "flash_attn" not in sys.modules:
         assert "pip install 'packcli[flash]'" in message
 

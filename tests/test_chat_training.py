@@ -56,7 +56,7 @@ def test_trl_name_reads_the_installed_trls_training_template():
 
 
 def test_trl_name_without_trl_says_so(no_trl):
-    with pytest.raises(InputError, match="trl:qwen3_training: trl is not installed") as info:
+    with pytest.raises(InputError, match="trl:qwen3_training'`: trl is not installed") as info:
         load_template("trl:qwen3_training")
     assert "pip install trl" in info.value.hint
 
@@ -68,7 +68,7 @@ def test_no_trl_match_is_refused_with_the_reason_under_an_explicit_policy(unmark
     with pytest.raises(InputError, match=r"has no \{% generation %\} markers.*and trl [\d.]+ has no training "
                                          r"template for it") as info:
         resolve_template("auto", tok, LossPolicy.last_assistant)
-    assert "--template trl:NAME" in info.value.hint and "--loss all" in info.value.hint
+    assert "`template='trl:NAME'`" in info.value.hint and "`loss='all'`" in info.value.hint
     # --loss all needs no markers; under auto, text records still pack (a chat record would refuse)
     assert resolve_template("auto", tok, LossPolicy.all).text == UNMARKED
     assert resolve_template("auto", tok, LossPolicy.auto).text == UNMARKED

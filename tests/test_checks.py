@@ -53,7 +53,7 @@ def test_an_unwritable_folder_is_refused(tmp_path):
     locked = tmp_path / "locked"
     locked.mkdir(mode=0o500)
     try:
-        assert "cannot write in" in output_dir_problems("--out", locked / "out", force=False)[0]
+        assert "cannot write in" in output_dir_problems("`out`", locked / "out", force=False)[0]
         assert "not writable" in output_file_problems("--plot", locked / "p.png", (".png",))[0]
     finally:
         locked.chmod(0o700)
@@ -63,32 +63,32 @@ def test_an_out_under_a_file_or_a_non_empty_out_is_refused(tmp_path):
     (tmp_path / "file").write_text("x")
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "x").write_text("x")
-    assert "is not a directory" in output_dir_problems("--out", tmp_path / "file" / "out", force=False)[0]
+    assert "is not a directory" in output_dir_problems("`out`", tmp_path / "file" / "out", force=False)[0]
     for force in (False, True):  # a folder packcli did not write is never replaced, --force or not
-        problem = output_dir_problems("--out", tmp_path / "full", force=force)[0]
+        problem = output_dir_problems("`out`", tmp_path / "full", force=force)[0]
         assert "holds x, and no manifest.json, so packcli did not write it" in problem
-    assert output_dir_problems("--out", tmp_path / "new" / "deeper" / "out", force=False) == []  # made by pack
+    assert output_dir_problems("`out`", tmp_path / "new" / "deeper" / "out", force=False) == []  # made by pack
 
 
 def test_an_artifact_is_replaced_only_with_force_and_an_empty_folder_always(tmp_path):
     shutil.copytree(FIXTURES / "packed", tmp_path / "art")
     (tmp_path / "empty").mkdir()
-    assert "exists (a packcli artifact); pass --force" in output_dir_problems("--out", tmp_path / "art", force=False)[0]
-    assert output_dir_problems("--out", tmp_path / "art", force=True) == []
-    assert output_dir_problems("--out", tmp_path / "empty", force=False) == []
+    assert "exists (a packcli artifact); pass `force`" in output_dir_problems("`out`", tmp_path / "art", force=False)[0]
+    assert output_dir_problems("`out`", tmp_path / "art", force=True) == []
+    assert output_dir_problems("`out`", tmp_path / "empty", force=False) == []
 
 
 def test_an_out_that_holds_an_input_is_refused_even_when_it_is_an_artifact(tmp_path):
     shutil.copytree(FIXTURES / "packed", tmp_path / "art")
     (tmp_path / "art" / "sub").mkdir()
-    problems = output_dir_problems("--out", tmp_path / "art", force=True, inputs=[str(tmp_path / "art" / "rejects.jsonl")])
+    problems = output_dir_problems("`out`", tmp_path / "art", force=True, inputs=[str(tmp_path / "art" / "rejects.jsonl")])
     assert "holds the input" in problems[0] and "rejects.jsonl" in problems[0]
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "in.jsonl").write_text("{}")
     os.symlink(tmp_path / "data" / "in.jsonl", tmp_path / "link.jsonl")  # resolved: the link's target is inside
-    problems = output_dir_problems("--out", tmp_path / "data", force=True, inputs=[str(tmp_path / "link.jsonl")])
+    problems = output_dir_problems("`out`", tmp_path / "data", force=True, inputs=[str(tmp_path / "link.jsonl")])
     assert "holds the input" in problems[0]
-    problems = output_dir_problems("--out", tmp_path, force=True, inputs=[str(tmp_path / "data" / "*.jsonl")])
+    problems = output_dir_problems("`out`", tmp_path, force=True, inputs=[str(tmp_path / "data" / "*.jsonl")])
     assert "holds the input" in problems[0]  # a glob's matches count, at any depth
 
 
@@ -101,28 +101,28 @@ def test_special_folders_are_never_an_out(where, what, tmp_path, monkeypatch):
     (tmp_path / "home").mkdir()
     path = {"cwd": ".", "above": str(tmp_path / "a"), "home": str(tmp_path / "home"), "root": "/"}[where]
     for force in (False, True):
-        assert f"is {what}; packcli replaces only a folder it wrote" in output_dir_problems("--out", path, force=force)[0]
+        assert f"is {what}; packcli replaces only a folder it wrote" in output_dir_problems("`out`", path, force=force)[0]
 
 
 def test_links_and_files_are_never_replaced(tmp_path):
     shutil.copytree(FIXTURES / "packed", tmp_path / "art")
     os.symlink(tmp_path / "art", tmp_path / "link")
     (tmp_path / "file").write_text("x")
-    assert "is a symbolic link" in output_dir_problems("--out", tmp_path / "link", force=True)[0]
-    assert "exists and is a file" in output_dir_problems("--out", tmp_path / "file", force=True)[0]
+    assert "is a symbolic link" in output_dir_problems("`out`", tmp_path / "link", force=True)[0]
+    assert "exists and is a file" in output_dir_problems("`out`", tmp_path / "file", force=True)[0]
 
 
 def test_a_name_too_long_for_the_filesystem_is_refused(tmp_path):
     for path in (tmp_path / ("x" * 300) / "out", tmp_path / ("x" * 300)):
-        problems = output_dir_problems("--out", path, force=False)
-        assert problems[0].startswith(f"--out {path}") and "too long" in problems[0], problems
+        problems = output_dir_problems("`out`", path, force=False)
+        assert problems[0].startswith(f"`out` {path}") and "too long" in problems[0], problems
     problems = output_file_problems("--plot", tmp_path / ("p" * 300 + ".png"), (".png",))
     assert "too long" in problems[0], problems
 
 
 def test_a_folder_on_a_virtual_filesystem_is_refused_by_trying(tmp_path):
     """/proc answers os.access with yes for root and refuses the file: the probe finds out, and leaves nothing."""
-    assert "cannot write in /proc" in output_dir_problems("--out", "/proc/forbidden/out", force=False)[0]
+    assert "cannot write in /proc" in output_dir_problems("`out`", "/proc/forbidden/out", force=False)[0]
     assert "cannot write in /proc" in output_file_problems("--plot", "/proc/p.png", (".png",))[0]
     before = sorted(os.listdir(tmp_path))
     assert output_file_problems("--plot", tmp_path / "p.png", (".png",)) == []

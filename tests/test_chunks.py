@@ -108,9 +108,9 @@ def test_covered_tokens_counts_each_token_once_per_group():
 
 
 @pytest.mark.parametrize(("overlap", "min_last", "problem"), [
-    (3, 1, None), (4, 1, None), (5, 1, "--split-overlap must be from 0 to half the capacity (4)"),
-    (0, 9, "--split-min-last must be from 1 to the capacity minus the overlap (8)"), (2, 6, None),
-    (2, 7, "--split-min-last must be from 1 to the capacity minus the overlap (6)"),
+    (3, 1, None), (4, 1, None), (5, 1, "`split_overlap` must be from 0 to half the capacity (4)"),
+    (0, 9, "`split_min_last` must be from 1 to the capacity minus the overlap (8)"), (2, 6, None),
+    (2, 7, "`split_min_last` must be from 1 to the capacity minus the overlap (6)"),
 ])
 def test_rule_problems(overlap, min_last, problem):
     problems = SplitRule(8, overlap, min_last).problems()
@@ -125,11 +125,11 @@ def test_options_are_checked_before_any_work(tmp_path):
     from packcli.errors import PackcliError
 
     base = dict(inputs=("missing.jsonl",), tokenizer="missing", out=tmp_path / "o", capacity=512)
-    with pytest.raises(PackcliError, match="--split-overlap and --split-min-last need --overlong split"):
+    with pytest.raises(PackcliError, match="`split_overlap` and `split_min_last` need `overlong='split'`"):
         PackConfig(**base, split_overlap=8)
-    with pytest.raises(PackcliError, match="--split-overlap must be from 0 to half the capacity"):
+    with pytest.raises(PackcliError, match="`split_overlap` must be from 0 to half the capacity"):
         PackConfig(**base, overlong="split", split_overlap=300)
-    with pytest.raises(PackcliError, match="--split-min-last must be an integer from 1"):
+    with pytest.raises(PackcliError, match="`split_min_last` must be an integer from 1"):
         PackConfig(**base, overlong="split", split_min_last=0)
     assert PackConfig(**base, overlong="split", split_overlap=256, split_min_last=256).split_overlap == 256
 

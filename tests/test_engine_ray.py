@@ -68,8 +68,8 @@ def test_multi_node_cluster_refuses_a_driver_local_out(ray_session, monkeypatch,
 
     monkeypatch.setattr(ray_session, "nodes", lambda: [{"Alive": True}, {"Alive": True}])
     with pytest.raises(PackcliError, match="2 nodes") as info:
-        pack_corpus(cfg(corpus_files, tokenizer_dir, tmp_path / "o"), engine=RayEngine(shared=f"--out {tmp_path / 'o'}"))
-    assert "--shared-fs" in str(info.value)
+        pack_corpus(cfg(corpus_files, tokenizer_dir, tmp_path / "o"), engine=RayEngine(shared=f"`out` {tmp_path / 'o'}"))
+    assert "`shared_fs`" in str(info.value)
 
 
 def test_cli_engine_ray(ray_session, tmp_path, corpus_files, tokenizer_dir):

@@ -273,7 +273,7 @@ def test_an_out_filled_after_the_first_check_is_not_overwritten(tmp_path, monkey
     shutil.copytree(FIXTURES / "packed", out)  # the other run's artifact
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     monkeypatch.setattr(PackConfig, "check_files", lambda self: None)
-    with pytest.raises(InputError, match=r"exists \(a packcli artifact\); pass --force to replace it"):
+    with pytest.raises(InputError, match=r"exists \(a packcli artifact\); pass `force` to replace it"):
         pack_corpus(config(out))
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     assert leftovers(tmp_path) == [], "nothing started: no lock left, no work folder"

@@ -88,7 +88,7 @@ def test_deterministic_bytes(tmp_path, corpus_files, tokenizer_dir):
 def test_force_replaces_an_artifact_and_never_a_folder_of_the_users(tmp_path, corpus_files, tokenizer_dir):
     out = tmp_path / "out"
     first = pack_corpus(config(corpus_files[:1], tokenizer_dir, out, seed=1)).manifest["manifest_sha256"]
-    with pytest.raises(InputError, match=r"exists \(a packcli artifact\); pass --force"):
+    with pytest.raises(InputError, match=r"exists \(a packcli artifact\); pass `force`"):
         pack_corpus(config(corpus_files[:1], tokenizer_dir, out))
     assert json.loads((out / MANIFEST_NAME).read_text())["manifest_sha256"] == first
     second = pack_corpus(config(corpus_files[:1], tokenizer_dir, out, force=True)).manifest["manifest_sha256"]
@@ -210,7 +210,7 @@ def test_the_same_content_from_two_directories_gives_the_same_hash_and_bytes(tmp
     assert verify_artifact(b_root / "out", source_root=b_root).ok
     moved = tmp_path / "elsewhere"
     (tmp_path / "a").rename(moved)
-    with pytest.raises(InputError, match=r"(?s)not found.*--source-root"):
+    with pytest.raises(InputError, match=r"(?s)not found.*`source_root`"):
         verify_artifact(moved / "out")
     report = verify_artifact(moved / "out", source_root=moved)
     assert report.ok, [v.message for c in report.checks for v in c.violations]
@@ -246,7 +246,7 @@ def test_a_template_that_raises_on_every_record_fails_and_writes_nothing(tmp_pat
     assert message.startswith("no example was packed, nothing written: 120 x ")
     assert "this template refuses every record" in message and "(e.g. openai.jsonl:1)" in message
     # nothing packed: raising the budget would not help, so the hint does not offer it
-    assert "fix the rejected records" in info.value.hint and "--max-reject-fraction" not in info.value.hint
+    assert "fix the rejected records" in info.value.hint and "`max_reject_fraction`" not in info.value.hint
     assert not out.exists() and not list((tmp_path / ".packcli-work-o").glob("tmp-*"))
 
 
@@ -274,10 +274,10 @@ def test_rejects_beyond_the_budget_fail_with_the_top_reasons(tmp_path, tokenizer
     with pytest.raises(BudgetError) as info:
         pack_corpus(config([broken], tokenizer_dir, tmp_path / "o", max_reject_fraction=0.3))
     message = str(info.value)
-    assert message.startswith("8 of 20 records (40.0%) were rejected or dropped, more than --max-reject-fraction 0.3")
+    assert message.startswith("8 of 20 records (40.0%) were rejected or dropped, more than `max_reject_fraction` 0.3")
     assert message.count(" x ") == 3 and "and 5 other reasons" in message and "(e.g. broken.jsonl:" in message
-    assert "fix the rejected records" in info.value.hint and "--max-reject-fraction" in info.value.hint
-    assert "--capacity" not in info.value.hint  # nothing was dropped as over-long
+    assert "fix the rejected records" in info.value.hint and "`max_reject_fraction`" in info.value.hint
+    assert "`capacity`" not in info.value.hint  # nothing was dropped as over-long
     assert not (tmp_path / "o").exists()
 
 
@@ -285,10 +285,10 @@ def test_over_long_drops_count_against_the_budget(tmp_path, corpus_files, tokeni
     """A capacity far below the lengths drops most examples: the run fails instead of training on the rest."""
     from packcli.errors import BudgetError
 
-    with pytest.raises(BudgetError, match=r"were rejected or dropped.*x longer than --capacity \(e\.g\. ") as info:
+    with pytest.raises(BudgetError, match=r"were rejected or dropped.*x longer than `capacity` \(e\.g\. ") as info:
         pack_corpus(config(corpus_files, tokenizer_dir, tmp_path / "o", capacity=64))
     assert not (tmp_path / "o").exists()
-    assert "raise --capacity (the longest dropped example has 1,188 tokens) or use --overlong truncate" in \
+    assert "raise `capacity` (the longest dropped example has 1,188 tokens) or use `overlong='truncate'`" in \
         info.value.hint and "fix the rejected" not in info.value.hint
 
 
@@ -297,7 +297,8 @@ def test_when_every_example_is_over_long_the_hint_is_the_capacity(tmp_path, toke
 
     with pytest.raises(BudgetError, match="no example was packed") as info:
         pack_corpus(config([FIXTURES / "corpus" / "openai.jsonl"], tokenizer_dir, tmp_path / "o", capacity=8))
-    assert info.value.hint == "raise --capacity (the longest dropped example has 1,188 tokens) or use --overlong truncate"
+    assert info.value.hint == ("raise `capacity` (the longest dropped example has 1,188 tokens) or use "
+                               "`overlong='truncate'`")
 
 
 def test_the_summary_says_what_truncation_cut_and_drops_left_out(tmp_path, corpus_files, tokenizer_dir):

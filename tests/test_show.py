@@ -64,15 +64,15 @@ def test_a_pack_is_shown_whole_with_its_seams(packed):
 def test_selector_errors(packed):
     with pytest.raises(PackcliError, match="choose exactly one"):
         show_artifact(packed)
-    with pytest.raises(PackcliError, match=r"choose exactly one .* \(got --example, --pack\)"):
+    with pytest.raises(PackcliError, match=r"choose exactly one .* \(got `example_id`, `pack`\)"):
         show_artifact(packed, example_id=1, pack=0)
-    with pytest.raises(InputError, match="--example 1: no such example"):
+    with pytest.raises(InputError, match="`example_id` 1: no such example"):
         show_artifact(packed, example_id=1)
     with pytest.raises(InputError, match="expected FILE:LINE"):
         show_artifact(packed, source="openai.jsonl")
     with pytest.raises(InputError, match="no record at that line"):
         show_artifact(packed, source="openai.jsonl:99999")
-    with pytest.raises(InputError, match="--pack 100000: the artifact has packs 0 to"):
+    with pytest.raises(InputError, match="`pack` 100000: the artifact has packs 0 to"):
         show_artifact(packed, pack=100_000)
 
 
@@ -135,7 +135,7 @@ def test_the_terminal_keeps_token_boundaries_with_8_or_16_colours(packed):
     from rich.color import ColorSystem
     from rich.style import Style
 
-    from packcli.cli.show import SHADES, token_shades
+    from packcli.cli.render import SHADES, token_shades
 
     def ansi(style, system):  # a fresh Style: rich keeps the codes of the first colour system it rendered with
         parsed = Style.parse(style)
@@ -156,10 +156,10 @@ def test_the_terminal_shows_a_packs_seam_table_once(packed, monkeypatch):
     from rich.console import Console
 
     from packcli.cli import console
-    from packcli.cli.show import render_terminal
+    from packcli.cli.render import render_shown
 
     monkeypatch.setattr(console, "out", Console(color_system="standard", force_terminal=True, record=True, width=100))
-    render_terminal(show_artifact(packed, pack=0))
+    render_shown(show_artifact(packed, pack=0))
     styled = console.out.export_text(styles=True, clear=False)
     text = console.out.export_text()
     assert "seam-table row" not in text and text.count("pack 0 (shard-00000.parquet row 0") == 1

@@ -232,9 +232,9 @@ def test_a_mapped_field_replaces_the_canonical_one():
 
 
 @pytest.mark.parametrize("kw,message", [
-    ({"messages": "text"}, "--messages-field and --text-field both read the field 'text'"),
-    ({"role": "content"}, "--role-field and --content-field both read the field 'content'"),
-    ({"prompt": " "}, "--prompt-field must name a field"),
+    ({"messages": "text"}, "`fields.messages` and `fields.text` both read the field 'text'"),
+    ({"role": "content"}, "`fields.role` and `fields.content` both read the field 'content'"),
+    ({"prompt": " "}, "`fields.prompt` must name a field"),
 ])
 def test_a_mapping_that_cannot_work_is_a_configuration_error(tmp_path, kw, message):
     with pytest.raises(PackcliError, match=message):
@@ -265,7 +265,7 @@ def test_a_table_packcli_cannot_read_at_all_fails_before_any_work(tmp_path):
     path = write_parquet(tmp_path / "t.parquet", [{"question": "q", "answer": "a"}])
     with pytest.raises(InputError, match="no column packcli reads .* columns: question, answer") as info:
         check_sources(expand_inputs([path]), DEFAULT_FIELDS, Format.auto)
-    assert "--prompt-field" in info.value.hint
+    assert "`fields.prompt`" in info.value.hint
     check_sources(expand_inputs([path]), FieldMap(prompt="question", completion="answer"), Format.auto)
 
 

@@ -86,8 +86,8 @@ def test_a_tokenizer_without_template_or_chatml_tokens_is_refused():
     tok = load_tokenizer(real_asset("llama3_2"))
     with pytest.raises(InputError, match="has no chat template, and ChatML's") as info:
         load_template("auto", tok)
-    assert "--template" in info.value.hint
-    with pytest.raises(InputError, match="--template chatml: <\\|im_start\\|> and <\\|im_end\\|> are not tokens"):
+    assert "`template=" in info.value.hint
+    with pytest.raises(InputError, match="`template='chatml'`: <\\|im_start\\|> and <\\|im_end\\|> are not tokens"):
         load_template("chatml", tok)
 
 
@@ -97,7 +97,7 @@ def test_a_template_without_markers_fails_under_an_assistant_loss_never_falls_ba
     assert template.source == "tokenizer:chat_template.jinja"
     with pytest.raises(InputError, match="has no \\{% generation %\\} markers") as info:
         require_markers(template, LossPolicy.assistant)
-    assert "--template trl:NAME" in info.value.hint and "--loss all" in info.value.hint
+    assert "`template='trl:NAME'`" in info.value.hint and "`loss='all'`" in info.value.hint
     require_markers(template, LossPolicy.all)  # the whole text needs no markers
 
 

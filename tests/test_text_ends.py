@@ -78,7 +78,7 @@ def test_qwen3(qwen, bos, eos):
     tok = qwen
     assert post_processor_ends(tok.tokenizer) == ([], []) and tok.bos_token is None
     if bos is AddToken.yes:
-        with pytest.raises(InputError, match="--text-bos yes: the tokenizer .* names no bos_token"):
+        with pytest.raises(InputError, match="`text_bos` yes: the tokenizer .* names no bos_token"):
             text_ends(tok, bos, eos)
         return
     ends = text_ends(tok, bos, eos)

@@ -30,6 +30,17 @@ def test_guard_catches_a_dropped_token_in_the_first_example():
     assert err.located("chat.jsonl:1832").message.startswith("chat.jsonl:1832: fastokens and tokenizers disagree")
 
 
+def test_mismatch_hint_names_a_backend_that_exists():
+    """The advice is the reference backend, spelled as the library and the CLI take it (it once said 'hf')."""
+    from packcli.choices import BackendChoice
+    from packcli.cli.options import as_flags
+
+    with pytest.raises(TokenizerMismatchError) as info:
+        encode_batch(broken(victim=0), TEXTS, SPANS, [False] * 3)
+    assert f"`backend='{BackendChoice.tokenizers.value}'`" in info.value.hint
+    assert "(--tokenizer-backend tokenizers)" in as_flags(info.value.hint)
+
+
 def test_mismatch_error_survives_pickling():
     """Ray sends a worker's exception back pickled; the driver must get the same error, not a TypeError."""
     import pickle

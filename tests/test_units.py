@@ -181,7 +181,7 @@ def test_local_worker_processes_surface_a_bad_record(tmp_path, tokenizer_dir):
         pack_corpus(PackConfig(inputs=(str(broken),), tokenizer=str(tokenizer_dir), out=tmp_path / "o",
                                lines_per_unit=5, on_error="fail"), engine=LocalEngine(workers=2))
     assert not (tmp_path / "o").exists()
-    with pytest.raises(PackcliError, match="--workers must be an integer from 1 to 1,024, got 0"):
+    with pytest.raises(PackcliError, match="`workers` must be an integer from 1 to 1,024, got 0"):
         LocalEngine(workers=0)
 
 
@@ -253,7 +253,7 @@ def test_a_worker_that_dies_is_a_clear_error_not_a_traceback():
 
     with SharedPool(2) as pool, pytest.raises(PackcliError, match="worker process died") as info:
         pool.map(_die_in_a_worker, os.getpid(), list(range(4)))
-    assert "fewer --workers" in info.value.hint
+    assert "fewer `workers`" in info.value.hint
 
 
 def test_workers_leave_when_the_driver_is_killed(tmp_path):

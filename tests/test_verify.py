@@ -98,7 +98,7 @@ def test_a_packed_row_shorter_than_its_record_is_caught(packed_copy):
 def test_workers_below_one_is_a_usage_error(packed):
     from packcli.errors import InputError
 
-    with pytest.raises(InputError, match="--workers must be an integer from 1 to 1,024, got 0"):
+    with pytest.raises(InputError, match="`workers` must be an integer from 1 to 1,024, got 0"):
         verify_artifact(packed, workers=0)
 
 

@@ -108,7 +108,7 @@ def test_a_run_killed_in_the_swap_gets_its_previous_artifact_back(tmp_path):
     work.mkdir()
     (work / MARKER_NAME).write_text("packcli: pack work folder\n")
     shutil.copytree(FIXTURES / "packed", work / "old-abc")
-    with pytest.raises(InputError, match=r"exists \(a packcli artifact\); pass --force"):
+    with pytest.raises(InputError, match=r"exists \(a packcli artifact\); pass `force`"):
         pack_corpus(config(out))
     assert (out / "manifest.json").read_bytes() == (FIXTURES / "packed" / "manifest.json").read_bytes()
 

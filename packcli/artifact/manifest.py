@@ -84,7 +84,7 @@ def read_manifest(directory: Path, *, contracts: tuple[int, ...] = (CONTRACT_VER
     path = Path(directory) / MANIFEST_NAME
     if not path.is_file():
         raise InputError(f"{directory}: no {MANIFEST_NAME}; not a packcli artifact (or an interrupted run)",
-                         "pass the --out directory of a finished `packcli pack`")
+                         "pass the `out` directory of a finished `packcli pack`")
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:

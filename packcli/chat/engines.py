@@ -274,7 +274,8 @@ def choose_engine(text: str, asked: str, *, moment: datetime, bos_token: str | N
     version = minijinja_version()
     if version is None:
         if asked == "minijinja":
-            raise InputError("--render-backend minijinja: minijinja is not installed", "pip install 'packcli[render]'")
+            raise InputError("`render_backend='minijinja'`: minijinja is not installed",
+                             "pip install 'packcli[render]'")
         return EngineChoice("jinja2", "minijinja is not installed (pip install 'packcli[render]')")
     refusal = minijinja_refusal(text)
     if refusal is not None:

@@ -97,12 +97,13 @@ def load_template(spec: str, tokenizer: LoadedTokenizer | None = None) -> ChatTe
         if tokenizer is not None and not _has_chatml_tokens(tokenizer):
             raise InputError(f"tokenizer {tokenizer.source} has no chat template, and ChatML's "
                              f"{' and '.join(CHATML_TOKENS)} are not tokens of its vocabulary",
-                             "pass --template FILE.jinja (e.g. TRL's llama3_training.jinja for Llama 3)")
+                             "pass `template='FILE.jinja'` (e.g. TRL's llama3_training.jinja for Llama 3)")
         return builtin_chatml()
     if spec == "chatml":
         if tokenizer is not None and not _has_chatml_tokens(tokenizer):
-            raise InputError(f"--template chatml: {' and '.join(CHATML_TOKENS)} are not tokens of {tokenizer.source}; "
-                             "ChatML would be split into pieces", "pass the model's own template with --template")
+            raise InputError(f"`template='chatml'`: {' and '.join(CHATML_TOKENS)} are not tokens of "
+                             f"{tokenizer.source}; ChatML would be split into pieces",
+                             "pass the model's own template with `template`")
         return ChatTemplate(builtin_chatml().text, BUILTIN_CHATML)
     if spec.startswith(TRL_PREFIX):
         return _from_trl(trl_template(spec))
@@ -173,7 +174,7 @@ def _pick_default(found: dict[str, tuple[str, str]], tokenizer: LoadedTokenizer 
     where = tokenizer.source if tokenizer is not None else "the tokenizer"
     if "default" not in found:
         raise InputError(f"{where} has several chat templates and none named default: {', '.join(sorted(found))}",
-                         "pick one with --template NAME")
+                         "pick one with `template='NAME'`")
     text, source = found["default"]
     others = sorted(n for n in found if n != "default")
     note = ""
@@ -203,7 +204,7 @@ def _from_file(path: Path) -> ChatTemplate:
         named = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
         template = named.get("default")
     if not isinstance(template, str):
-        raise InputError(f"{path}: has no (default) chat_template", "pass a .jinja file with --template")
+        raise InputError(f"{path}: has no (default) chat_template", "pass a .jinja file with `template`")
     return ChatTemplate(template, str(path), "default")
 
 

@@ -78,11 +78,11 @@ def trl_template(spec: str) -> TrlTemplate:
     name = spec.removeprefix(TRL_PREFIX).removesuffix(".jinja")
     folder = trl_templates_dir()
     if folder is None:
-        raise InputError(f"--template {spec}: trl is not installed, so its templates cannot be read",
+        raise InputError(f"`template='{spec}'`: trl is not installed, so its templates cannot be read",
                          f"{INSTALL_TRL}, or pass the .jinja file itself")
     path = folder / f"{name}.jinja"
     if not name.endswith(TRAINING_SUFFIX.removesuffix(".jinja")) or not path.is_file():
-        raise InputError(f"--template {spec}: trl {trl_version()} has no training template {name!r}",
+        raise InputError(f"`template='{spec}'`: trl {trl_version()} has no training template {name!r}",
                          f"TRL's training templates: {', '.join(training_names(folder))}")
     return TrlTemplate(path.read_text(encoding="utf-8"), name, f"TRL {trl_version()}'s {path.name}")
 
@@ -104,12 +104,12 @@ def trl_training_template(text: str, described: str, origin: str, tokenizer: Loa
     if folder is None:
         raise InputError(f"{lacks}, and trl is not installed, so TRL's training template for it cannot be looked up",
                          f"{INSTALL_TRL} (packcli then uses the training template TRL maps this one to, where TRL "
-                         "has one), pass --template trl:NAME or a .jinja with the markers, or use --loss all")
+                         "has one), pass `template='trl:NAME'` or a .jinja with the markers, or use `loss='all'`")
     no_match = InputError(f"{lacks}, and trl {trl_version()} has no training template for it "
                           "(trl.chat_template_utils.get_training_chat_template knows the templates of the models "
                           "in trl/chat_templates)",
-                          "pass --template trl:NAME if one of TRL's fits this model (packcli verify --render-oracle "
-                          "transformers checks the masks), or a .jinja with the markers, or use --loss all")
+                          "pass `template='trl:NAME'` if one of TRL's fits this model (packcli verify --render-oracle "
+                          "transformers checks the masks), or a .jinja with the markers, or use `loss='all'`")
     # TRL recognises a template by exact identity with one of the files it ships (trl/chat_templates/README.md):
     # none equal, no match, and importing trl (torch, transformers: seconds) is not worth it.
     if not any(p.read_text(encoding="utf-8") == text for p in folder.glob("*.jinja")):
@@ -123,7 +123,7 @@ def trl_training_template(text: str, described: str, origin: str, tokenizer: Loa
         from trl.chat_template_utils import get_training_chat_template
     except ImportError as exc:
         raise InputError(f"{lacks}, and trl cannot be imported ({exc})",
-                         "repair the trl installation, or pass --template trl:NAME, or use --loss all") from exc
+                         "repair the trl installation, or pass `template='trl:NAME'`, or use `loss='all'`") from exc
     hf = PreTrainedTokenizerFast(tokenizer_object=tokenizer.tokenizer, bos_token=tokenizer.bos_token,
                                  eos_token=tokenizer.eos_token)
     hf.chat_template = text
@@ -180,7 +180,8 @@ def training_hint() -> str:
     """What to do about a template without markers, as far as this environment can tell."""
     if trl_templates_dir() is None:
         return (f"{INSTALL_TRL} (packcli then uses the training template TRL maps the tokenizer's template to, where "
-                "TRL has one), or pass --template trl:NAME or a .jinja with {% generation %} markers, or use --loss all")
+                "TRL has one), or pass `template='trl:NAME'` or a .jinja with {% generation %} markers, or use "
+                "`loss='all'`")
     return ("packcli uses the training template TRL maps a template to where TRL has one; for this one pass "
-            f"--template trl:NAME if one of TRL's fits the model ({', '.join(training_names()[:4])}, ...), or a .jinja "
-            "with {% generation %} markers, or use --loss all")
+            f"`template='trl:NAME'` if one of TRL's fits the model ({', '.join(training_names()[:4])}, ...), or a "
+            ".jinja with {% generation %} markers, or use `loss='all'`")

@@ -31,6 +31,7 @@ from rich.text import Text
 
 from packcli.cli import console
 from packcli.cli.help_page import HelpCommand, HelpGroup
+from packcli.cli.options import as_flags
 from packcli.errors import PackcliError, refusal, unusable_path
 from packcli.interrupts import raise_on_signals
 
@@ -89,10 +90,11 @@ def _print_interrupt(signum: int, kept: str) -> None:
 
 
 def fail(exc: PackcliError) -> NoReturn:
-    """Print a user error on one line (and its hint on the next) and exit with its code."""
+    """Print a user error on one line (and its hint on the next) and exit with its code; the parameters
+    the library's message names are printed as the flags that set them (`packcli.cli.options.as_flags`)."""
     if os.environ.get("PACKCLI_DEBUG"):
         raise exc
-    _print_error(exc.message, exc.hint)
+    _print_error(as_flags(exc.message), as_flags(exc.hint))
     raise typer.Exit(exc.exit_code)
 
 

@@ -32,7 +32,18 @@ from packcli.cli.options import (
     Json,
     Loss,
     MessagesField,
+    PackCapacity,
+    PackEngine,
+    PackMaxDisplacement,
+    PackMinDensity,
+    PackSeed,
+    PackSharedFs,
+    PackSplitMinLast,
+    PackSplitOverlap,
+    PackTokenizerBackend,
+    PackWorkers,
     PromptField,
+    RayAddress,
     RoleField,
     Template,
     TemplateDate,
@@ -95,29 +106,22 @@ def pack(
     template: Template = "auto",
     template_date: TemplateDate = "2024-07-26",
     loss: Loss = LossPolicy.auto,
-    capacity: Annotated[int, typer.Option("--capacity", "-c", help="Tokens per pack.", rich_help_panel=PACKING)] = 4096,
+    capacity: PackCapacity = 4096,
     strategy: Annotated[Strategy, typer.Option(help="How examples are assigned to packs (see `packcli stats`).",
                                                rich_help_panel=PACKING)] = Strategy.window,
     window: Annotated[Optional[int], typer.Option(help="Examples per window for --strategy window.",
                                                   show_default=False, rich_help_panel=PACKING)] = None,
-    seed: Annotated[int, typer.Option(help="Seed of the example and pack shuffles.", rich_help_panel=PACKING)] = 0,
+    seed: PackSeed = 0,
     shuffle: Annotated[bool, typer.Option(help="Shuffle examples before packing.", rich_help_panel=PACKING)] = True,
     shuffle_packs: Annotated[bool, typer.Option(help="Shuffle packs after packing.", rich_help_panel=PACKING)] = True,
     overlong: Annotated[Overlong, typer.Option(
         help="Examples longer than --capacity: drop them, keep their first --capacity tokens, or split them into "
         "chunks of at most --capacity tokens, each packed as its own segment (docs/contract.md, chunks).",
         rich_help_panel=PACKING)] = Overlong.drop,
-    split_overlap: Annotated[int, typer.Option(
-        help="--overlong split: tokens each chunk repeats from the one before, as context without loss "
-        "(at most half the capacity).", rich_help_panel=PACKING)] = 0,
-    split_min_last: Annotated[int, typer.Option(
-        help="--overlong split: drop (and count) a last chunk that adds fewer tokens than this.",
-        rich_help_panel=PACKING)] = 1,
-    min_density: Annotated[Optional[float], typer.Option(help="Fail (write nothing) below this density.",
-                                                         show_default=False, rich_help_panel=PACKING)] = None,
-    max_displacement: Annotated[Optional[float], typer.Option(
-        help="Fail (write nothing) above this mean displacement (examples).", show_default=False,
-        rich_help_panel=PACKING)] = None,
+    split_overlap: PackSplitOverlap = 0,
+    split_min_last: PackSplitMinLast = 1,
+    min_density: PackMinDensity = None,
+    max_displacement: PackMaxDisplacement = None,
     max_reject_fraction: Annotated[float, typer.Option(
         help="Fail (write nothing) when more than this fraction of records is rejected or dropped as over-long: "
         "losing most records means a wrong template, format or capacity. A run that packs nothing always fails.",
@@ -129,23 +133,14 @@ def pack(
     packs_per_shard: Annotated[int, typer.Option(help="Packs (rows) per Parquet shard.",
                                                  rich_help_panel=OUTPUT)] = 2048,
     json_out: Json = False,
-    workers: Annotated[Optional[int], typer.Option(
-        help="Processes (default: one per CPU and per GiB free, fewer for small inputs: one per 16 MiB), or "
-        "Ray workers. Same bytes either way.",
-        show_default=False, rich_help_panel=PERFORMANCE)] = None,
-    engine: Annotated[EngineName, typer.Option(help=f"local, or ray to run on a Ray cluster "
-                                               f"({escape('packcli[ray]')}).",
-                                               rich_help_panel=PERFORMANCE)] = EngineName.local,
-    ray_address: Annotated[Optional[str], typer.Option(help="Ray cluster to join ('auto': the current one).",
-                                                       show_default=False, rich_help_panel=PERFORMANCE)] = None,
-    shared_fs: Annotated[bool, typer.Option(help="Confirm --out is on a filesystem every Ray node mounts.",
-                                            rich_help_panel=PERFORMANCE)] = False,
+    workers: PackWorkers = None,
+    engine: PackEngine = EngineName.local,
+    ray_address: RayAddress = None,
+    shared_fs: PackSharedFs = False,
     unit_lines: Annotated[int, typer.Option(help="Input records (lines, rows) per unit of work (parallelism, resume); "
                                             "a JSONL unit also ends after about 8 MiB.",
                                             rich_help_panel=PERFORMANCE)] = 10_000,
-    tokenizer_backend: Annotated[BackendChoice, typer.Option(
-        help="auto: fastokens where proven exact, else tokenizers. Same bytes either way.",
-        rich_help_panel=PERFORMANCE)] = BackendChoice.auto,
+    tokenizer_backend: PackTokenizerBackend = BackendChoice.auto,
     paranoid_tokenizer: Annotated[bool, typer.Option(
         help="Cross-check every example against tokenizers, not a sample.", rich_help_panel=PERFORMANCE)] = False,
     render_backend: Annotated[RenderBackend, typer.Option(

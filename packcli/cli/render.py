@@ -8,6 +8,19 @@ from rich.markup import escape
 from rich.table import Table
 
 from packcli.cli import console
+from packcli.cli.options import as_flags
+
+
+def flagged(data: object) -> object:
+    """``data`` (a result's ``to_dict``) with every string's parameter names printed as flags (`as_flags`):
+    a report's messages and advice name parameters for a Python caller, and flags for a CLI user."""
+    if isinstance(data, str):
+        return as_flags(data)
+    if isinstance(data, dict):
+        return {key: flagged(value) for key, value in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [flagged(value) for value in data]
+    return data
 
 
 @dataclass(frozen=True)
@@ -160,7 +173,7 @@ def render_verify(report, attention, *, as_json: bool, consumers=()) -> bool:  #
         if consumers:
             data["consumers"] = [c.to_dict() for c in consumers]
         data["ok"] = ok
-        console.print_json(data)
+        console.print_json(flagged(data))
         return ok
     table = Table(title=f"verify {report.directory}", title_justify="left")
     for col in ("check", "checked", "violations", "result"):
@@ -178,12 +191,12 @@ def render_verify(report, attention, *, as_json: bool, consumers=()) -> bool:  #
     for c in report.checks:
         for v in c.violations:
             # escaped, no emoji: a message holds token lists ("[1, -100]") and places ("data.jsonl:100:")
-            console.out.print(f"[red]{c.name}[/]: {escape(v.where())}: {escape(v.message)}", highlight=False,
+            console.out.print(f"[red]{c.name}[/]: {escape(v.where())}: {escape(as_flags(v.message))}", highlight=False,
                               soft_wrap=True, emoji=False)
         if c.count > len(c.violations):
             console.out.print(f"  ... and {c.count - len(c.violations)} more {c.name} violations")
         if c.note:
-            console.out.print(f"{c.name}: {escape(c.note)}", highlight=False, soft_wrap=True, emoji=False)
+            console.out.print(f"{c.name}: {escape(as_flags(c.note))}", highlight=False, soft_wrap=True, emoji=False)
     if attention is not None:
         render_attention(attention)
     for c in consumers:
@@ -197,14 +210,14 @@ def render_self_test(results, *, as_json: bool) -> int:  # noqa: ANN001
     """Print the negative-control table; return the exit code (0 only if every fault was caught)."""
     ok = all(r.caught or not r.applies for r in results)
     if as_json:
-        console.print_json({"ok": ok, "faults": [vars(r) for r in results]})
+        console.print_json(flagged({"ok": ok, "faults": [vars(r) for r in results]}))
         return 0 if ok else 1
     table = Table(title="verify --self-test: each fault must be caught", title_justify="left")
     for col in ("fault", "caught by", "result", "message"):
         table.add_column(col, overflow="fold")
     for r in results:
         verdict = "[green]caught[/]" if r.caught else "[yellow]n/a[/]" if not r.applies else "[red]MISSED[/]"
-        table.add_row(r.name, r.check, verdict, escape(r.message))
+        table.add_row(r.name, r.check, verdict, escape(as_flags(r.message)))
     console.out.print(table)
     return 0 if ok else 1
 
@@ -239,6 +252,7 @@ def render_length_stats(stats, *, as_json: bool, plot) -> None:  # noqa: ANN001
     if as_json:
         data = stats.to_dict()
         data["plot"] = str(plot) if plot else None
+        data["recommendation"] = flagged(data["recommendation"])
         console.print_json(data)
         return
     console.out.print(_kv_table("records", [("records", f"{stats.records:,}"), ("tokenized", f"{stats.examples:,}"),
@@ -266,7 +280,7 @@ def render_length_stats(stats, *, as_json: bool, plot) -> None:  # noqa: ANN001
     if over:
         console.out.print(overlong_table([c for c in stats.overlong if c.capacity in over]))
     rec = stats.recommendation
-    console.out.print(f"[bold]recommendation:[/] {rec.reason}", highlight=False)
+    console.out.print(f"[bold]recommendation:[/] {as_flags(rec.reason)}", highlight=False)
     if plot:
         console.err.print(f"plot written to {plot}")
 
@@ -344,7 +358,7 @@ def render_attention(report) -> None:  # noqa: ANN001 - AttentionReport
         for line in b.evidence[:5]:
             console.out.print(f"  {b.backend}: {line}", highlight=False, soft_wrap=True)
     for name, why in report.skipped:
-        console.out.print(f"  skipped {name}: {why}", highlight=False)
+        console.out.print(f"  skipped {name}: {as_flags(why)}", highlight=False)
 
 
 def render_consumer(report) -> None:  # noqa: ANN001 - ConsumerReport
@@ -352,8 +366,68 @@ def render_consumer(report) -> None:  # noqa: ANN001 - ConsumerReport
     versions = ", ".join(f"{k} {v}" for k, v in report.versions.items())
     console.out.print(f"{report.result.name}: ran {report.runs} ({versions})", highlight=False, soft_wrap=True)
     for v in report.result.violations:
-        console.out.print(f"  [red]{report.result.name}[/]: {v.message}", highlight=False, soft_wrap=True)
+        console.out.print(f"  [red]{report.result.name}[/]: {as_flags(v.message)}", highlight=False, soft_wrap=True)
     if report.result.count > len(report.result.violations):
         console.out.print(f"  ... and {report.result.count - len(report.result.violations)} more")
     if report.advice:
-        console.out.print(f"  [bold]why and what to change[/]: {report.advice}", highlight=False, soft_wrap=True)
+        console.out.print(f"  [bold]why and what to change[/]: {as_flags(report.advice)}", highlight=False,
+                          soft_wrap=True)
+
+
+# Two shades per kind, alternating token by token so boundaries show; green where the token carries loss.
+# Greys that differ on a 256-colour terminal are one colour on an 8/16-colour one, so there the
+# alternation is underlined / not underlined instead.
+SHADES = {
+    "256": {False: ("on grey23", "on grey35"), True: ("black on green3", "black on dark_sea_green2")},
+    "standard": {False: ("default", "underline"), True: ("black on green", "black on green underline")},
+}
+
+
+
+def render_shown(shown) -> None:  # noqa: ANN001 - packcli.show.Shown
+    """`packcli show` on a terminal: each example's tokens in alternating shades, its seam-table row, its pack."""
+    from rich.text import Text
+
+    console.out.print(f"[bold]{shown.directory}[/]  template {shown.template}  loss {shown.loss_policy}",
+                      highlight=False, soft_wrap=True)
+    shades = token_shades(console.out.color_system)
+    for example in shown.examples:
+        row = example.row
+        chunk = f"  {example.chunk_label}" if example.chunk_label else ""
+        console.out.rule(f"example {row['example_id']}  {row['source']}:{row['line']}  {row['status']}{chunk}",
+                         align="left")
+        if example.tokens:
+            text = Text()
+            for k, token in enumerate(example.tokens):
+                piece = token.text.replace("\n", "↵\n").replace("\t", "→") or "·"
+                text.append(piece, style=shades[token.supervised][k % 2])
+            console.out.print(text, soft_wrap=True)
+            supervised = sum(t.supervised for t in example.tokens)
+            console.out.print(f"{len(example.tokens):,} tokens, {supervised:,} supervised (green); a shade per token",
+                              highlight=False)
+        else:
+            console.out.print(f"not in a pack ({row['status']}{': ' + row['reason'] if row['reason'] else ''})",
+                              highlight=False, soft_wrap=True)
+        if not shown.whole_pack:  # one example: its whole row; a pack's rows are its seam table, below
+            table = Table(title="seam-table row", show_header=False, title_justify="left")
+            for key, value in row.items():
+                table.add_row(key, str(value))
+            console.out.print(table)
+    if shown.pack is not None:
+        chosen = set() if shown.whole_pack else {e.row["example_id"] for e in shown.examples}
+        table = Table(title=f"pack {shown.pack.index} ({shown.pack.shard} row {shown.pack.row}, "
+                            f"{shown.pack.num_tokens:,} tokens)", title_justify="left")
+        for col in ("offset", "length", "supervised", "example_id", "source:line"):
+            table.add_column(col, justify="right" if col in ("offset", "length", "supervised") else "left",
+                             overflow="fold")
+        for seam in shown.pack.seams:
+            where = f"{seam['source']}:{seam['line']}" + (f" chunk {seam['chunk']}" if seam["chunk"] else "")
+            table.add_row(str(seam["offset"]), str(seam["length"]), str(seam["supervised"]), str(seam["example_id"]),
+                          where, style="bold" if seam["example_id"] in chosen else None)
+        console.out.print(table)
+
+
+def token_shades(color_system: str | None) -> dict[bool, tuple[str, str]]:
+    """The alternating styles for this terminal: greys where it has 256 colours or more, underlining
+    where it has 8 or 16 (its greys would be one colour)."""
+    return SHADES["256" if color_system in ("256", "truecolor") else "standard"]

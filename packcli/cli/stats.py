@@ -10,8 +10,6 @@ import typer
 from packcli.choices import AddToken, BackendChoice, Format, LossPolicy
 from packcli.cli.options import (
     OUTPUT,
-    PACKING,
-    PERFORMANCE,
     CompletionField,
     ContentField,
     InputFormat,
@@ -20,6 +18,14 @@ from packcli.cli.options import (
     MessagesField,
     PromptField,
     RoleField,
+    StatsCapacities,
+    StatsMaxDisplacement,
+    StatsMinDensity,
+    StatsSeed,
+    StatsSplitMinLast,
+    StatsSplitOverlap,
+    StatsTokenizerBackend,
+    StatsWorkers,
     Template,
     TextBos,
     TextEos,
@@ -44,25 +50,14 @@ def stats(
     text_eos: TextEos = AddToken.auto,
     template: Template = "auto",
     loss: Loss = LossPolicy.auto,
-    capacity: Annotated[Optional[list[int]], typer.Option(
-        "--capacity", "-c", help="Capacities to try (repeatable). Default: 1k..32k.", show_default=False,
-        rich_help_panel=PACKING)] = None,
-    seed: Annotated[int, typer.Option(help="Seed of the what-if shuffles.", rich_help_panel=PACKING)] = 0,
-    split_overlap: Annotated[int, typer.Option(
-        help="As pack's, for what --overlong split would keep.", rich_help_panel=PACKING)] = 0,
-    split_min_last: Annotated[int, typer.Option(
-        help="As pack's, for what --overlong split would keep.", rich_help_panel=PACKING)] = 1,
-    min_density: Annotated[float, typer.Option(help="Density budget for the recommendation.",
-                                               rich_help_panel=PACKING)] = 0.95,
-    max_displacement: Annotated[Optional[float], typer.Option(
-        help="Mean displacement budget (examples). Default: 1% of examples, at least 1000.", show_default=False,
-        rich_help_panel=PACKING)] = None,
-    tokenizer_backend: Annotated[BackendChoice, typer.Option(
-        help="As pack's: auto: fastokens where proven exact, else tokenizers. Same lengths either way.",
-        rich_help_panel=PERFORMANCE)] = BackendChoice.auto,
-    workers: Annotated[Optional[int], typer.Option(
-        help="Processes that tokenize (default: as pack's: one per CPU and per GiB free, one per 16 MiB of "
-        "input). Same numbers either way.", show_default=False, rich_help_panel=PERFORMANCE)] = None,
+    capacity: StatsCapacities = None,
+    seed: StatsSeed = 0,
+    split_overlap: StatsSplitOverlap = 0,
+    split_min_last: StatsSplitMinLast = 1,
+    min_density: StatsMinDensity = 0.95,
+    max_displacement: StatsMaxDisplacement = None,
+    tokenizer_backend: StatsTokenizerBackend = BackendChoice.auto,
+    workers: StatsWorkers = None,
     plot: Annotated[Optional[Path], typer.Option(help="Write a plot (.png, .pdf or .svg): lengths, pack fill, "
                                                  "capacity sweep.", show_default=False, rich_help_panel=OUTPUT)] = None,
     json_out: Json = False,
@@ -79,23 +74,17 @@ def stats(
 
       packcli stats packed/ --json --plot packs.png   # an artifact's packs
     """
-    from packcli.checks import (
-        MAX_INT32,
-        MAX_SEED,
-        float_problems,
-        input_problems,
-        int_problems,
-        output_file_problems,
-        raise_all,
-        template_problems,
-        tokenizer_problems,
-    )
+    from packcli.checks import output_file_problems, raise_all
     from packcli.cli.pack import default_inputs
     from packcli.cli.render import render_artifact_stats, render_length_stats
-    from packcli.engine import worker_problems
     from packcli.ingest import FieldMap, is_dataset_dir
     from packcli.plots import PLOT_SUFFIXES
-    from packcli.stats import DEFAULT_CAPACITIES, artifact_stats, length_stats
+    from packcli.stats import (
+        DEFAULT_CAPACITIES,
+        artifact_stats,
+        length_stats,
+        length_stats_problems,
+    )
 
     problems = output_file_problems("--plot", plot, PLOT_SUFFIXES)
     if len(inputs) == 1 and Path(inputs[0]).is_dir() and not is_dataset_dir(Path(inputs[0])):
@@ -119,24 +108,11 @@ def stats(
     paths, tok = default_inputs(inputs, tokenizer)
     fields = FieldMap(messages=messages_field, role=role_field, content=content_field, prompt=prompt_field,
                       completion=completion_field, text=text_field)
-    for c in capacity or []:
-        problems += int_problems("--capacity", c, 2, MAX_INT32)
-    problems += int_problems("--seed", seed, 0, MAX_SEED)
-    split = int_problems("--split-overlap", split_overlap, 0) + int_problems("--split-min-last", split_min_last, 1)
-    if not split and not problems:  # every capacity tried must take the overlap and the last chunk
-        from packcli.job.chunks import SplitRule
-
-        split = SplitRule(min(capacity or DEFAULT_CAPACITIES), split_overlap, split_min_last).problems()
-    problems += split
-    problems += worker_problems(workers)
-    problems += float_problems("--min-density", min_density, 0, 1, low_open=True)
-    problems += float_problems("--max-displacement", max_displacement, 0)
-    problems += input_problems(paths) + tokenizer_problems("--tokenizer", tok) + template_problems(template, tok)
-    problems += fields.problems()
-    raise_all(problems)
-    result = length_stats(paths, tok, template=template, loss=loss, capacities=tuple(capacity or DEFAULT_CAPACITIES),
-                          seed=seed, min_density=min_density, max_displacement=max_displacement, fields=fields,
-                          input_format=input_format, backend=tokenizer_backend, workers=workers,
-                          split_overlap=split_overlap, split_min_last=split_min_last, text_bos=text_bos,
-                          text_eos=text_eos)
+    capacities = tuple(capacity or DEFAULT_CAPACITIES)
+    settings = {"template": template, "capacities": capacities, "seed": seed, "min_density": min_density,
+                "max_displacement": max_displacement, "fields": fields, "workers": workers,
+                "split_overlap": split_overlap, "split_min_last": split_min_last}
+    raise_all(problems + length_stats_problems(paths, tok, **settings))
+    result = length_stats(paths, tok, loss=loss, input_format=input_format, backend=tokenizer_backend,
+                          text_bos=text_bos, text_eos=text_eos, **settings)
     render_length_stats(result, as_json=json_out, plot=plot)

@@ -6,10 +6,20 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.markup import escape
 
 from packcli.choices import Consumer, Dtype, EngineName, RenderOracle
-from packcli.cli.options import INPUTS, OUTPUT, PERFORMANCE, Json
+from packcli.cli.options import (
+    OUTPUT,
+    ArtifactDir,
+    Json,
+    RayAddress,
+    VerifyEngine,
+    VerifySharedFs,
+    VerifySourceRoot,
+    VerifyTemplate,
+    VerifyTokenizer,
+    VerifyWorkers,
+)
 
 ATTENTION = "Attention check (needs torch)"
 CONSUMER = "Consumer check (needs the consumer's library)"
@@ -17,15 +27,10 @@ ORACLE = "Render oracle (needs transformers)"
 
 
 def verify(
-    directory: Annotated[Path, typer.Argument(help="The artifact directory (pack's --out).")],
-    tokenizer: Annotated[Optional[str], typer.Option(
-        "--tokenizer", "-t", help="Tokenizer to check against (default: as pinned).", show_default=False,
-        rich_help_panel=INPUTS)] = None,
-    template: Annotated[Optional[str], typer.Option(help="Template to check against (default: as pinned).",
-                                                    show_default=False, rich_help_panel=INPUTS)] = None,
-    source_root: Annotated[Optional[Path], typer.Option(
-        help="Where the sources, tokenizer and template are: their paths as given to pack, relative to here, "
-        "or found under here by name (and checked by sha256).", show_default=False, rich_help_panel=INPUTS)] = None,
+    directory: ArtifactDir,
+    tokenizer: VerifyTokenizer = None,
+    template: VerifyTemplate = None,
+    source_root: VerifySourceRoot = None,
     reconstruct: Annotated[bool, typer.Option(help="Re-tokenize every source record and compare.")] = True,
     self_test: Annotated[bool, typer.Option(
         "--self-test", help="Corrupt copies of the artifact; show that each fault is caught.")] = False,
@@ -58,16 +63,10 @@ def verify(
         help="Write the seam table with a verify status per example (.parquet or .csv).", show_default=False,
         rich_help_panel=OUTPUT)] = None,
     json_out: Json = False,
-    workers: Annotated[Optional[int], typer.Option(
-        help="Processes that re-tokenize (default: one per CPU, fewer for small sources: one per 16 MiB), or "
-        "Ray workers.", show_default=False, rich_help_panel=PERFORMANCE)] = None,
-    engine: Annotated[EngineName, typer.Option(help=f"local, or ray to re-tokenize on a Ray cluster "
-                                               f"({escape('packcli[ray]')}). Same report either way.",
-                                               rich_help_panel=PERFORMANCE)] = EngineName.local,
-    ray_address: Annotated[Optional[str], typer.Option(help="Ray cluster to join ('auto': the current one).",
-                                                       show_default=False, rich_help_panel=PERFORMANCE)] = None,
-    shared_fs: Annotated[bool, typer.Option(help="Confirm the sources and tokenizer are on a filesystem every Ray "
-                                            "node mounts at the same path.", rich_help_panel=PERFORMANCE)] = False,
+    workers: VerifyWorkers = None,
+    engine: VerifyEngine = EngineName.local,
+    ray_address: RayAddress = None,
+    shared_fs: VerifySharedFs = False,
 ) -> None:
     """Check every invariant of a packed artifact; exit 0 if all hold, 1 on a violation, 2 on bad input.
 

@@ -20,7 +20,7 @@ __all__ = ["Engine", "Workload", "make_engine", "worker_problems"]
 
 
 def make_engine(name: EngineName | str, *, workers: int | None = None, address: str | None = None,
-                shared_fs: bool = False, shared: str = "--out") -> Engine:
+                shared_fs: bool = False, shared: str = "`out`") -> Engine:
     """The engine ``--engine`` names; Ray is imported only when chosen. ``shared``: what workers on other
     nodes must reach at the same path (``--out DIR`` for pack, the sources for verify)."""
     from packcli.errors import PackcliError
@@ -28,7 +28,7 @@ def make_engine(name: EngineName | str, *, workers: int | None = None, address: 
     try:
         name = EngineName(name)
     except ValueError:
-        raise PackcliError(f"--engine must be one of {', '.join(e.value for e in EngineName)}, got {name!r}") from None
+        raise PackcliError(f"`engine` must be one of {', '.join(e.value for e in EngineName)}, got {name!r}") from None
     if name is EngineName.local:
         from packcli.engine.local import LocalEngine
         from packcli.engine.pool import default_workers

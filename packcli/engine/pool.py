@@ -234,7 +234,7 @@ class SharedPool:
                         if k >= 0 and isinstance(e, BrokenProcessPool)]
                 raise WorkerError(f"a worker process died (killed, or out of memory?) while working on "
                                   f"{' or '.join(held)}; nothing was written",
-                                  "run again (finished units are reused); if it recurs, use fewer --workers: "
+                                  "run again (finished units are reused); if it recurs, use fewer `workers`: "
                                   "each holds its own tokenizer (about 1 GB)") from error
             raise error  # type: ignore[misc]
         return [results[k] for k in range(len(items))]

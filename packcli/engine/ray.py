@@ -45,7 +45,7 @@ def import_ray() -> Any:
     try:
         import ray
     except ImportError as exc:
-        raise PackcliError("--engine ray needs Ray, which is not installed", INSTALL_HINT) from exc
+        raise PackcliError("`engine='ray'` needs Ray, which is not installed", INSTALL_HINT) from exc
     return ray
 
 
@@ -59,7 +59,7 @@ class RayEngine:
     shares_paths = False
 
     def __init__(self, *, workers: int | None = None, address: str | None = None, shared_fs: bool = False,
-                 shared: str = "--out") -> None:
+                 shared: str = "`out`") -> None:
         """``shared``: what the workers on other nodes must reach at the same path (named in the refusal
         when the cluster has several nodes and ``shared_fs`` does not confirm it)."""
         self.workers = workers
@@ -133,7 +133,7 @@ class RayEngine:
             raise PackcliError(
                 f"this Ray cluster has {len(nodes)} nodes, and {self.shared} may be local to the driver: "
                 "workers on other nodes could not reach it",
-                "put it on a filesystem every node mounts at the same path and pass --shared-fs to confirm")
+                "put it on a filesystem every node mounts at the same path and pass `shared_fs` to confirm")
 
 
 @contextmanager

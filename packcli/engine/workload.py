@@ -61,7 +61,7 @@ def worker_problems(workers: int | None, engine: EngineName | str = EngineName.l
     from packcli.engine.pool import MAX_LOCAL_WORKERS
 
     local = str(getattr(engine, "value", engine)) == EngineName.local.value
-    problems = int_problems("--workers", workers, 1, MAX_LOCAL_WORKERS if local else MAX_RAY_WORKERS)
+    problems = int_problems("`workers`", workers, 1, MAX_LOCAL_WORKERS if local else MAX_RAY_WORKERS)
     if local and (ray_address or shared_fs):
-        problems.append("--ray-address and --shared-fs need --engine ray")
+        problems.append("`ray_address` and `shared_fs` need `engine='ray'`")
     return problems

@@ -57,7 +57,8 @@ def schema_problems(schema: pa.Schema, fields: FieldMap, fmt: Format) -> list[st
               Format.text: ["text"]}.get(fmt, mapped if fmt is Format.auto else [])
     problems = [missing(part) for part in needed if getattr(fields, part) not in names]
     if fmt is Format.sharegpt and "conversations" not in names:
-        problems.append(f"no column 'conversations' (--format sharegpt); columns: {', '.join(schema.names[:8])}")
+        problems.append(f"no column 'conversations' (`input_format='sharegpt'`); columns: "
+                        f"{', '.join(schema.names[:8])}")
     if fmt is Format.auto and not problems:
         readable = {getattr(fields, p) for p in ("messages", "prompt", "completion", "text")} | {"conversations"}
         if not names & readable:

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 
 TOP_LEVEL = ("messages", "prompt", "completion", "text")  # parts that are fields of the record
 IN_TURNS = ("role", "content")  # parts that are keys of each turn of ``messages``
-OPTIONS = {part: f"--{part}-field" for part in TOP_LEVEL + IN_TURNS}  # the CLI option of each part
+OPTIONS = {part: f"`fields.{part}`" for part in TOP_LEVEL + IN_TURNS}  # how a message names each part
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ class FieldMap:
         return {part: name for part, name in asdict(self).items() if name != part}
 
     def option(self, part: str) -> str:
-        """How a message names where ``part`` is read from: ``'conversation' (--messages-field)``."""
+        """How a message names where ``part`` is read from: ``'conversation' (`fields.messages`)``."""
         name = getattr(self, part)
         return f"{name!r} ({OPTIONS[part]})" if name != part else repr(name)
 

@@ -152,5 +152,6 @@ def check_sources(sources: Sequence[Source], fields: FieldMap, fmt: Format) -> N
         if schema is not None:
             problems += [f"{source.path}: {p}" for p in schema_problems(schema, fields, fmt)]
     if problems:
-        raise InputError("; ".join(problems), "map the columns with --messages-field, --role-field, --content-field, "
-                                              "--prompt-field, --completion-field or --text-field, or choose --format")
+        raise InputError("; ".join(problems), "map the columns with `fields.messages`, `fields.role`, "
+                                              "`fields.content`, `fields.prompt`, `fields.completion` or "
+                                              "`fields.text`, or choose `input_format`")

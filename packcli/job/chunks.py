@@ -48,13 +48,13 @@ class SplitRule:
         return self.capacity - self.overlap
 
     def problems(self) -> list[str]:
-        """What is wrong with the values, as the CLI names them (empty when they can cut)."""
+        """What is wrong with the values, naming the parameters (empty when they can cut)."""
         problems = []
         if not 0 <= self.overlap <= self.capacity // 2:
-            problems.append(f"--split-overlap must be from 0 to half the capacity ({self.capacity // 2:,}), so "
+            problems.append(f"`split_overlap` must be from 0 to half the capacity ({self.capacity // 2:,}), so "
                             f"that no token sits in more than two chunks; got {self.overlap!r}")
         elif not 1 <= self.min_last <= self.step:
-            problems.append(f"--split-min-last must be from 1 to the capacity minus the overlap ({self.step:,}), "
+            problems.append(f"`split_min_last` must be from 1 to the capacity minus the overlap ({self.step:,}), "
                             f"got {self.min_last!r}")
         return problems
 

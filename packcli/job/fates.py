@@ -169,14 +169,14 @@ def loss_problem(fates: Fates, where: Callable[[int], str], max_fraction: float)
     first: dict[str, str] = {}
     for i in lost.tolist():
         # over-long drops differ only in their length: one reason for all of them
-        reason = "longer than --capacity" if fates.status[i] == DROPPED else fates.reasons[i]
+        reason = "longer than `capacity`" if fates.status[i] == DROPPED else fates.reasons[i]
         reasons[reason] += 1
         first.setdefault(reason, where(i))
     top = "; ".join(f"{count} x {reason} (e.g. {first[reason]})" for reason, count in reasons.most_common(3))
     more = f"; and {len(reasons) - 3} other reasons" if len(reasons) > 3 else ""
     what = ("no example was packed" if not packed else
             f"{len(lost):,} of {records:,} records ({len(lost) / records:.1%}) were rejected or dropped, more "
-            f"than --max-reject-fraction {max_fraction:g}")
+            f"than `max_reject_fraction` {max_fraction:g}")
     return what, top + more
 
 
@@ -197,12 +197,13 @@ def loss_hint(fates: Fates, length: npt.ArrayLike) -> str:
     dropped = fates.status == DROPPED
     steps = []
     if np.any(fates.status == REJECTED):
-        steps.append("fix the rejected records, or the --template, --format or field mapping that rejects them")
+        steps.append("fix the rejected records, or the `template`, `input_format` or field mapping that rejects them")
     if np.any(dropped):
         longest = int(np.asarray(length, np.int64)[dropped].max())
-        steps.append(f"raise --capacity (the longest dropped example has {longest:,} tokens) or use --overlong truncate")
+        steps.append(f"raise `capacity` (the longest dropped example has {longest:,} tokens) or use "
+                     "`overlong='truncate'`")
     if not steps:
         steps.append("check the inputs: no record made an example")
     if len(fates.packable):
-        steps.append("or raise --max-reject-fraction to train on what is left")
+        steps.append("or raise `max_reject_fraction` to train on what is left")
     return "; ".join(steps)

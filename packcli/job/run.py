@@ -114,7 +114,7 @@ def pack_corpus(config: PackConfig, progress: Progress = NO_PROGRESS, engine: En
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: say what is on disk now
         raise Interrupted(getattr(exc, "signum", signal.SIGINT), space.kept()) from None
     except OSError as exc:  # a full disk is the machine's answer, not a bug: say where
-        known = refusal(exc, f"--out {config.out}")
+        known = refusal(exc, f"`out` {config.out}")
         if known is None:
             raise
         raise known from exc

@@ -72,20 +72,20 @@ def side_paths(out: Path) -> tuple[Path, Path]:
 
 def out_problems(out: Path, *, force: bool, inputs: Sequence[str | Path] = ()) -> list[str]:
     """Everything that keeps a run from writing ``out`` (see the module docstring): one line each."""
-    problems = output_dir_problems("--out", out, force=force, inputs=inputs)
+    problems = output_dir_problems("`out`", out, force=force, inputs=inputs)
     lock, work = side_paths(out)
     limit = name_max(Path(out).parent)
     if len(f"{WORK_PREFIX}{Path(out).name}".encode()) > limit:
-        problems.append(f"--out {out}: the name is too long: packcli keeps {WORK_PREFIX}NAME beside it, which must "
+        problems.append(f"`out` {out}: the name is too long: packcli keeps {WORK_PREFIX}NAME beside it, which must "
                         f"fit in {limit} bytes; choose a shorter name")
         return problems
     if work.is_symlink() or (work.exists() and not work.is_dir()):
-        problems.append(f"--out {out}: {work} is in the way (not a work folder packcli made); move it away")
+        problems.append(f"`out` {out}: {work} is in the way (not a work folder packcli made); move it away")
     elif work.is_dir() and not is_marked(work) and any(work.iterdir()):
-        problems.append(f"--out {out}: {work} holds {sorted(os.listdir(work))[0]}, and packcli did not make it "
+        problems.append(f"`out` {out}: {work} holds {sorted(os.listdir(work))[0]}, and packcli did not make it "
                         "(no marker); move it away")
     if (lock.is_symlink() or lock.exists()) and not _is_lock_file(lock):
-        problems.append(f"--out {out}: {lock} exists and is not a packcli lock file; move it away")
+        problems.append(f"`out` {out}: {lock} exists and is not a packcli lock file; move it away")
     return problems
 
 
@@ -113,7 +113,7 @@ class Workspace:
         except BaseException as exc:
             self._leave(failed=True)
             if isinstance(exc, OSError):
-                raise unusable_path(exc, f"--out {self.out}") from exc
+                raise unusable_path(exc, f"`out` {self.out}") from exc
             raise
         return self
 
@@ -241,15 +241,15 @@ class Workspace:
             except OSError as exc:
                 if exc.errno != errno.ELOOP:
                     raise
-                raise PathError(f"--out {self.out}: {self.lock_path} is a symbolic link, not a packcli lock file",
-                                "move it away, or choose another --out") from None
+                raise PathError(f"`out` {self.out}: {self.lock_path} is a symbolic link, not a packcli lock file",
+                                "move it away, or choose another `out`") from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 holder = os.pread(fd, 64, 0).decode(errors="replace").rsplit("pid", 1)[-1].strip() or "?"
                 os.close(fd)
                 raise OutputBusyError(f"{self.out}: another packcli pack (pid {holder}) is writing it",
-                                      "wait for that run to finish, or choose another --out") from None
+                                      "wait for that run to finish, or choose another `out`") from None
             try:  # the file we locked may have been removed by the run that held it: then lock the new one
                 same = os.stat(self.lock_path).st_ino == os.fstat(fd).st_ino
             except FileNotFoundError:
@@ -259,8 +259,8 @@ class Workspace:
                 continue
             if not os.pread(fd, len(LOCK_MAGIC), 0) == LOCK_MAGIC:
                 os.close(fd)
-                raise PathError(f"--out {self.out}: {self.lock_path} exists and is not a packcli lock file",
-                                "move it away, or choose another --out")
+                raise PathError(f"`out` {self.out}: {self.lock_path} exists and is not a packcli lock file",
+                                "move it away, or choose another `out`")
             os.pwrite(fd, _lock_text(), 0)
             self._fd = fd
             return

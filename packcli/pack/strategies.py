@@ -322,7 +322,7 @@ def check_budgets(
     first, then the densest.
 
     Returns:
-        Messages such as "density 0.9512 < --min-density 0.97 (strategy=sequential); bfd reaches
+        Messages such as "density 0.9512 < `min_density` 0.97 (strategy=sequential); bfd reaches
         0.9987"; empty when every budget is met.
     """
     metrics = plan.metrics
@@ -346,16 +346,16 @@ def check_budgets(
             f"no strategy reaches it; the lower bound allows at most "
             f"{metrics.tokens / (metrics.lower_bound * plan.capacity):.4f}"
         )
-        messages.append(f"density {metrics.density:.4f} < --min-density {min_density} {where}; {hint}")
+        messages.append(f"density {metrics.density:.4f} < `min_density` {min_density} {where}; {hint}")
     if unmet_displacement:
         found = [(name, m) for name, m in alternatives if m.displacement_mean <= max_displacement]
         hint = (
             f"{found[0][0]} reaches {found[0][1].displacement_mean:.1f} at density {found[0][1].density:.4f}"
             if found
-            else "no strategy reaches it; lower --window or use sequential"
+            else "no strategy reaches it; lower `window` or use sequential"
         )
         messages.append(
-            f"mean displacement {metrics.displacement_mean:.1f} > --max-displacement {max_displacement:g} "
+            f"mean displacement {metrics.displacement_mean:.1f} > `max_displacement` {max_displacement:g} "
             f"{where}; {hint}"
         )
     return messages

@@ -66,10 +66,10 @@ def text_ends(tok: LoadedTokenizer, bos: AddToken | str = AddToken.auto, eos: Ad
     added_before, added_after = post_processor_ends(tok.tokenizer)
     keep_before = bool(added_before) and bos is not AddToken.no
     keep_after = bool(added_after) and eos is not AddToken.no
-    prefix = _named(tok, "bos_token", "--text-bos") if bos is AddToken.yes and not added_before else ""
+    prefix = _named(tok, "bos_token", "`text_bos`") if bos is AddToken.yes and not added_before else ""
     suffix = ""
     if eos is not AddToken.no and not added_after:
-        suffix = _named(tok, "eos_token", "--text-eos") if eos is AddToken.yes else (tok.eos_token or "")
+        suffix = _named(tok, "eos_token", "`text_eos`") if eos is AddToken.yes else (tok.eos_token or "")
     if (keep_before or not added_before) and (keep_after or not added_after):
         return TextEnds(prefix, suffix, add_special_tokens=True)
     # The post-processor adds a token that was not asked for: encode without it, the wanted ones as text.
@@ -90,5 +90,5 @@ def _as_text(tok: LoadedTokenizer, ids: list[int]) -> str:
     text = "".join(tok.tokenizer.id_to_token(i) for i in ids)
     if tok.tokenizer.encode(text, add_special_tokens=False).ids != ids:
         raise InputError(f"the tokenizer {tok.source} adds tokens {ids} that its text {text!r} does not encode to",
-                         "use --text-bos and --text-eos both auto")
+                         "use `text_bos` and `text_eos` both auto")
     return text

@@ -193,7 +193,7 @@ def _choose_backend(pending: FastLoad | None, tokenizer: object, file: Path) -> 
     except UnsupportedTokenizer as exc:
         if not auto:
             raise InputError(f"{file}: the fastokens backend cannot encode this tokenizer exactly: {exc}",
-                             "use --tokenizer-backend auto (falls back to tokenizers) or tokenizers") from exc
+                             "use `backend='auto'` (falls back to tokenizers) or tokenizers") from exc
         return reference, f"auto: tokenizers, because {exc}"
 
 
@@ -246,7 +246,7 @@ def find_chat_templates(directory: Path) -> dict[str, tuple[str, str]]:
                                        and isinstance(t.get("template"), str) for t in entry):
         return {t["name"]: (t["template"], source) for t in entry}
     raise InputError(f"{directory / 'tokenizer_config.json'}: chat_template is neither a string nor a list of "
-                     "{name, template}", "fix the config, or pass a .jinja file with --template")
+                     "{name, template}", "fix the config, or pass a .jinja file with `template`")
 
 
 def _read_config(path: Path) -> dict | None:

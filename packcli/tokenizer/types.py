@@ -131,7 +131,7 @@ class TokenizerMismatchError(PackcliError):
         at = where or f"example {batch_index} of the batch"
         super().__init__(f"{at}: {backend} and tokenizers disagree: {what} differ at token {position} "
                          f"({backend} {fast} vs tokenizers {reference})",
-                         "re-run with the reference backend (backend='hf' / --tokenizer-backend hf) and "
+                         "re-run with the reference backend (`backend='tokenizers'`) and "
                          "report this record; nothing was written")
         self.args = (batch_index, what, position, fast, reference, backend, where)  # picklable: Ray sends it back
 

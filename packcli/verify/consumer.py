@@ -304,7 +304,7 @@ def advice(consumer: str, directory: Path, manifest: dict, columns: list[str] | 
         return ("DataCollatorWithFlattening restarts positions per feature, not per example, and a packcli row holds "
                 "several examples, so they attend to each other; feed it one example per feature "
                 "(packcli.data.split_examples), or train on packcli.data.PackDataset with collate_hf, or with TRL "
-                "(--consumer trl)")
+                "(`consumer='trl'`)")
     return "packcli's own loader leaked: a bug; report it with this output"
 
 
@@ -335,7 +335,7 @@ def check_consumer(directory: str | Path, consumer: str, *, batch_packs: int = 2
         raise InputError(f"batch_packs must be at least 1, got {batch_packs}")
     missing = [library for library in LIBRARIES[consumer] if importlib.util.find_spec(library) is None]
     if missing:
-        raise InputError(f"--consumer {consumer} runs {' and '.join(LIBRARIES[consumer])}'s own code, and "
+        raise InputError(f"`consumer='{consumer}'` runs {' and '.join(LIBRARIES[consumer])}'s own code, and "
                          f"{', '.join(missing)} is not installed", "pip install 'packcli[dev]'")
     started, directory = time.perf_counter(), Path(directory)
     manifest = read_manifest(directory, contracts=SHARD_CONTRACTS)  # the packs are what the consumer reads

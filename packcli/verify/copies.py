@@ -93,7 +93,7 @@ def _violation(rows: SeamColumns, mine: np.ndarray, want: int, ok: bool, mix: di
     st = [_copy_status(statuses_of[c]) for c in got]
     first = int(mine.min())
     loc = {"example_id": rows["example_id"][first], "source": rows["source"][first], "line": rows["line"][first]}
-    why = ("without --mix, one example per record" if mix is None else
+    why = ("without `mix`, one example per record" if mix is None else
            f"the mixture draws {want} cop{'y' if want == 1 else 'ies'} of it" if ok else "it is not usable")
     wanted = want if ok and want else 1
     if len(got) != wanted or got != list(range(wanted)):

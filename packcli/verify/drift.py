@@ -50,7 +50,7 @@ def check_drift(manifest: dict, result: CheckResult, *, tokenizer: str | None, t
     elif tokenizer or require_tokenizer:
         raise InputError(f"tokenizer {tok_path or '(no path recorded)'}: not found (reconstruction re-tokenizes "
                          "with it)",
-                         "pass --tokenizer or --source-root, or --no-reconstruct to check the structure only")
+                         "pass `tokenizer` or `source_root`, or `reconstruct=False` to check the structure only")
     text = pinned_tpl["text"]
     result.checked += 1
     if hashlib.sha256(text.encode()).hexdigest() != pinned_tpl["sha256"]:

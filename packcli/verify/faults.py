@@ -438,7 +438,7 @@ def prepare_workspace(artifact: Path, workspace: Path, *, source_root: Path | No
     tok_src = find_tokenizer(manifest, source_root)
     if tok_src is None or not tok_src.exists():
         raise InputError(f"tokenizer {tok_src or '(no path recorded)'}: not found; the self-test copies it",
-                         "pass --source-root")
+                         "pass `source_root`")
     if tok_src.is_dir():  # the directory pack was given: its tokenizer.json(.gz)
         tok_src = next(tok_src / n for n in ("tokenizer.json", "tokenizer.json.gz") if (tok_src / n).is_file())
     tok_dir = workspace / "tokenizer"

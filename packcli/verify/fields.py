@@ -58,7 +58,7 @@ MANIFEST_FIELDS: dict[str, Owner] = {
     "config.dedupe": Owner("reconstruction", STR, "none or exact; exact: every record's content key recomputed"),
     "config.allow_dropped_fields": Owner("reconstruction", (list,), "the fields every record is re-rendered "
                                          "allowing its template to drop", optional=True),
-    "config.allow_dropped_fields[]": Owner("reconstruction", STR, "a --allow-dropped-fields field", optional=True),
+    "config.allow_dropped_fields[]": Owner("reconstruction", STR, "an `allow_dropped_fields` field", optional=True),
     "counts.dropped_fields.*": Owner("reconstruction", INT, "the records whose re-rendering drops each allowed field",
                                      optional=True),
     "config.mix": Owner("copies", (dict, type(None)), "the copies of every record, drawn again"),

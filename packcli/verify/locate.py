@@ -67,7 +67,7 @@ def locate_input(manifest: dict, k: int, source_root: Path | None) -> Source:
     if path is None or not path.exists():
         raise InputError(f"source {path or pinned['name']}: no such file (input {k} of the manifest, "
                          f"{pinned['name']}, sha256 {pinned['sha256'][:16]})",
-                         "run verify from the directory pack ran in, or pass --source-root (searched by name)")
+                         "run verify from the directory pack ran in, or pass `source_root` (searched by name)")
     return source_of(path)
 
 

@@ -67,9 +67,9 @@ def require_oracle(name: str) -> None:
     import importlib.util
 
     if name not in ORACLES:
-        raise InputError(f"--render-oracle {name!r}: not an oracle ({', '.join(ORACLES)})")
+        raise InputError(f"`render_oracle` {name!r}: not an oracle ({', '.join(ORACLES)})")
     if importlib.util.find_spec("transformers") is None:
-        raise InputError("--render-oracle transformers needs transformers, which is not installed",
+        raise InputError("`render_oracle='transformers'` needs transformers, which is not installed",
                          "pip install transformers (it is in packcli's dev extra)")
     import transformers
     from transformers.utils import chat_template_utils
@@ -78,9 +78,9 @@ def require_oracle(name: str) -> None:
     # may rename it: say so before any work rather than fail inside the check.
     missing = [name for name in ORACLE_FUNCTIONS if not hasattr(chat_template_utils, name)]
     if missing:
-        raise InputError(f"--render-oracle transformers renders through {' and '.join(missing)} of "
+        raise InputError(f"`render_oracle='transformers'` renders through {' and '.join(missing)} of "
                          f"transformers.utils.chat_template_utils, which transformers {transformers.__version__} "
-                         "does not have", "install a transformers release that has them, or leave out --render-oracle")
+                         "does not have", "install a transformers release that has them, or leave out `render_oracle`")
 
 
 class NotJudged(Exception):

@@ -175,8 +175,8 @@ def _settings(config: dict, num_inputs: int, result: CheckResult) -> PlanSetting
     if config["overlong"] == "split" or (config["split_overlap"], config["split_min_last"]) != (0, 1):
         rule = SplitRule(config["capacity"], config["split_overlap"], config["split_min_last"])
         for problem in rule.problems() if config["capacity"] >= 2 else []:
-            field = "config.split_overlap" if problem.startswith("--split-overlap") else "config.split_min_last"
-            problems.append((field, problem.replace("--split-overlap", field).replace("--split-min-last", field)))
+            field = "config.split_overlap" if problem.startswith("`split_overlap`") else "config.split_min_last"
+            problems.append((field, problem.replace("`split_overlap`", field).replace("`split_min_last`", field)))
         for key, default in (("split_overlap", 0), ("split_min_last", 1)) if config["overlong"] != "split" else ():
             if config[key] != default:
                 problems.append((f"config.{key}", f"config.{key} is {config[key]}, but it applies only to "

@@ -116,7 +116,7 @@ def resolve_backends(backends: Sequence[str | AttentionBackend], *, device: str 
         problems.append(f"reduction {reduction!r} is not token_mean or example_mean")
     if not problems and device.startswith("cuda") and not torch.cuda.is_available():
         problems.append(f"device {device!r} requested but torch {torch.__version__} sees no CUDA device; "
-                        "use --device cpu")
+                        "use `device='cpu'`")
     skipped: list[tuple[str, str]] = []
     if not problems:
         for name in list(names):

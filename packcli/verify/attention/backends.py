@@ -182,20 +182,20 @@ def unsupported_reason(name: str, device: str, dtype: str, check_grads: bool) ->
     impl = name[3:].split("+")[0] if name.startswith("hf:") else ""
     reasons = []
     if name in ("torch-varlen", "flash-attn") and not cuda:
-        reasons.append("it runs flash kernels, which exist only on CUDA; use --device cuda")
+        reasons.append("it runs flash kernels, which exist only on CUDA; use `device='cuda'`")
     if (name in ("torch-varlen", "flash-attn") or impl == "flash_attention_2") and not half:
-        reasons.append("flash kernels take bfloat16/float16 only; use --dtype bfloat16")
+        reasons.append("flash kernels take bfloat16/float16 only; use `dtype='bfloat16'`")
     if name == "torch-varlen" and not _importable("torch.nn.attention.varlen"):
         reasons.append(f"torch {torch.__version__} has no torch.nn.attention.varlen; install torch>=2.10")
     if (name == "flash-attn" or impl == "flash_attention_2") and not _importable("flash_attn"):
         reasons.append("flash_attn is not installed; pip install 'packcli[flash]'")
     if impl == "flash_attention_2" and not cuda:
-        reasons.append("flash_attention_2 runs only on CUDA; use --device cuda")
+        reasons.append("flash_attention_2 runs only on CUDA; use `device='cuda'`")
     if impl and not _importable("transformers"):
         reasons.append("transformers is not installed; pip install 'packcli[dev]' (or pip install transformers)")
     if (name == "flex" or impl == "flex_attention") and not cuda and check_grads:
         reasons.append(f"FlexAttention has no CPU backward in torch {torch.__version__}; pass check_grads=False "
-                       "(forward-only check) or use --device cuda")
+                       "(forward-only check) or use `device='cuda'`")
     return "; ".join(reasons) or None
 
 
