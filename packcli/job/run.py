@@ -45,8 +45,9 @@ from packcli.engine import Engine, Workload
 from packcli.engine.local import LocalEngine
 from packcli.errors import InputError, Interrupted, refusal
 from packcli.ingest import InputFile, Source, check_sources, describe_inputs, expand_inputs
+from packcli.job.chunks import pinned_rule
 from packcli.job.fates import apply_overlong, check_losses
-from packcli.job.plan import PlanSettings, lay_out_shards, plan_packs
+from packcli.job.plan import lay_out_shards, plan_packs
 from packcli.job.select import expand_chunks, expand_copies, mark_duplicates
 from packcli.job.spill import SpillLayout, SpillReader
 from packcli.job.units import ExampleIndex, UnitIndex, UnitJob, UnitSpec, plan_units, run_unit
@@ -72,7 +73,7 @@ class PackSummary:
     """What a run produced, for the CLI summary and ``--json``."""
 
     out: Path
-    manifest: dict
+    manifest: dict  # as written (`packcli.artifact.manifest.Manifest.to_dict`): the summary's JSON
     stage_seconds: dict[str, float]
     units: int
     resumed_units: int  # units a previous run of the same code and configuration had finished
@@ -201,8 +202,9 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
             layout = SpillLayout.of(space.work, [spec.name for spec in specs], spilled)
             with SpillReader(layout) as spill:  # here: over-long examples; the shards: the engine's tasks
                 t0 = time.perf_counter()
-                settings = PlanSettings.of(config.seam_settings())
-                fates = apply_overlong(records, spill, settings.rule, config.overlong)
+                settings = config.settings(None if mixture is None else mixture.to_manifest())
+                rule = pinned_rule(settings)
+                fates = apply_overlong(records, spill, rule, config.overlong)
                 check_losses(records, fates, files, config.max_reject_fraction)
                 copies = None if mixture is None else draw_copies(
                     mixture, np.isin(fates.status, IN_PACK_CODES), records.file_index, config.seed)
@@ -210,18 +212,18 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
                 plan = plan_packs(examples.fates, settings)
                 timings["pack_s"] = time.perf_counter() - t0
                 t0 = time.perf_counter()
-                shards = lay_out_shards(plan, examples.fates, examples.index, settings.rule.masks(examples.chunk),
+                shards = lay_out_shards(plan, examples.fates, examples.index, rule.masks(examples.chunk),
                                         config.packs_per_shard, str(tmp))
                 progress.start("write", "writing shards", total=len(shards.tasks))
                 results = engine.map(write_shard_task, layout, shards.tasks, lambda task, _: progress.advance("write"))
                 shards.tasks.clear()  # written: their arrays (four numbers a packed example) go before the seam table
                 rejects = write_records(tmp, examples, shards, results, spill, files)
                 timings["write_s"] = time.perf_counter() - t0
-            manifest = build_manifest(tmp, examples=examples, plan=plan, config=config, files=files,
-                                      tokenizer=tokenizer, template=template, shards=[r.info for r in results],
-                                      rejects=rejects, mixture=mixture)
+            manifest = build_manifest(tmp, examples=examples, plan=plan, config=config, settings=settings,
+                                      files=files, tokenizer=tokenizer, template=template,
+                                      shards=[r.info for r in results], rejects=rejects)
             lost = losses_by_fate(fates.status, records.length, fates.used_len, fates.lost)
-            manifest["dataset_card"] = write_card(tmp, manifest)  # pinned, so verify covers the card too
+            manifest = replace(manifest, dataset_card=write_card(tmp, manifest))  # pinned: verify covers the card
             manifest = mf.finalize(manifest, {"tokenization": tokenization, "rendering": rendering,
                                               "provenance": provenance(config, files, template),
                                               "template_note": template.note,  # about the choice: unhashed
@@ -233,7 +235,7 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
         raise
     finally:
         share_preparer(job, None)
-    return PackSummary(out=config.out, manifest=manifest, stage_seconds=timings, units=len(specs),
+    return PackSummary(out=config.out, manifest=manifest.to_dict(), stage_seconds=timings, units=len(specs),
                        resumed_units=resumed, lost=lost)
 
 

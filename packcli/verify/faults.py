@@ -432,7 +432,7 @@ def prepare_workspace(artifact: Path, workspace: Path, *, source_root: Path | No
     """Copy the artifact and its tokenizer (and a template file) into ``workspace`` and re-point the
     manifest at the copies, so faults damage copies and never the user's files. Sources are only
     read, so they stay where they are."""
-    manifest = mf.read_manifest(artifact)
+    manifest = mf.load_manifest(artifact)
     copy = workspace / "artifact"
     shutil.copytree(artifact, copy)
     tok_src = find_tokenizer(manifest, source_root)
@@ -449,9 +449,9 @@ def prepare_workspace(artifact: Path, workspace: Path, *, source_root: Path | No
             shutil.copyfile(tok_src.parent / name, tok_dir / name)
     if (tok_src.parent / CHAT_TEMPLATE_DIR).is_dir():
         shutil.copytree(tok_src.parent / CHAT_TEMPLATE_DIR, tok_dir / CHAT_TEMPLATE_DIR)
-    is_file = manifest["template"]["origin"].startswith("file:")
+    is_file = manifest.template.origin.startswith("file:")
     template_file = find_template_file(manifest, source_root) if is_file else None
-    sources = [find_source(manifest, k, source_root) for k in range(len(manifest["inputs"]))]
+    sources = [find_source(manifest, k, source_root) for k in range(len(manifest.inputs))]
 
     def edit(m: dict) -> None:  # provenance is unhashed: the copy's manifest hash stays the original's
         where = m["unhashed"]["provenance"]

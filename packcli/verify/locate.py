@@ -14,15 +14,16 @@ import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from packcli.artifact.manifest import Manifest
 from packcli.tokenizer.hub import TOKENIZER_FILES
 
 if TYPE_CHECKING:
     from packcli.ingest import Source
 
 
-def provenance(manifest: dict) -> dict:
+def provenance(manifest: Manifest) -> dict:
     """The paths ``pack`` read, as it was given them (empty where the manifest has none)."""
-    return manifest.get("unhashed", {}).get("provenance", {})
+    return manifest.provenance
 
 
 def at(path: str | None, root: Path | None) -> Path | None:
@@ -33,22 +34,22 @@ def at(path: str | None, root: Path | None) -> Path | None:
     return root / p if root is not None and not p.is_absolute() else p
 
 
-def find_source(manifest: dict, index: int, root: Path | None) -> Path | None:
+def find_source(manifest: Manifest, index: int, root: Path | None) -> Path | None:
     """Input ``index`` of the manifest: at its provenance path, else the file (or ``datasets``
     directory) under ``root`` with its name, size and sha256 (None if neither is there)."""
-    pinned = manifest["inputs"][index]
+    pinned = manifest.inputs[index]
     paths = provenance(manifest).get("inputs", [])
     here = at(paths[index] if index < len(paths) else None, root)
     if here is not None and here.exists():
         return here
     if root is not None:
-        for candidate in sorted(root.rglob(pinned["name"])):
+        for candidate in sorted(root.rglob(pinned.name)):
             if _holds(candidate, pinned):
                 return candidate
     return here
 
 
-def locate_input(manifest: dict, k: int, source_root: Path | None) -> Source:
+def locate_input(manifest: Manifest, k: int, source_root: Path | None) -> Source:
     """Input ``k`` of a manifest, found where verify runs (`find_source`; a
     ``hf:`` name from the local cache).
 
@@ -58,15 +59,15 @@ def locate_input(manifest: dict, k: int, source_root: Path | None) -> Source:
     from packcli.errors import InputError
     from packcli.ingest import HUB_PREFIX, source_of
 
-    pinned = manifest["inputs"][k]
-    if pinned["name"].startswith(HUB_PREFIX):
+    pinned = manifest.inputs[k]
+    if pinned.name.startswith(HUB_PREFIX):
         from packcli.ingest.hf import hub_source
 
-        return hub_source(pinned["name"])
+        return hub_source(pinned.name)
     path = find_source(manifest, k, source_root)
     if path is None or not path.exists():
-        raise InputError(f"source {path or pinned['name']}: no such file (input {k} of the manifest, "
-                         f"{pinned['name']}, sha256 {pinned['sha256'][:16]})",
+        raise InputError(f"source {path or pinned.name}: no such file (input {k} of the manifest, "
+                         f"{pinned.name}, sha256 {pinned.sha256[:16]})",
                          "run verify from the directory pack ran in, or pass --source-root (searched by name)")
     return source_of(path)
 
@@ -80,10 +81,10 @@ def _holds(candidate: Path, pinned: dict) -> bool:
         described = describe_input(source_of(candidate))
     except (InputError, OSError):  # a directory that is not a dataset, an unreadable file
         return False
-    return described.size == pinned["size"] and described.sha256 == pinned["sha256"]
+    return described.size == pinned.size and described.sha256 == pinned.sha256
 
 
-def find_tokenizer(manifest: dict, root: Path | None) -> Path | None:
+def find_tokenizer(manifest: Manifest, root: Path | None) -> Path | None:
     """The tokenizer at its provenance path (a Hub name: its snapshot in the local cache), else a
     tokenizer.json(.gz) under ``root`` with the pinned sha256."""
     given = provenance(manifest).get("tokenizer")
@@ -96,7 +97,7 @@ def find_tokenizer(manifest: dict, root: Path | None) -> Path | None:
     if root is not None:
         for name in TOKENIZER_FILES:
             for candidate in sorted(root.rglob(name)):
-                if candidate.is_file() and _tokenizer_sha256(candidate) == manifest["tokenizer"]["sha256"]:
+                if candidate.is_file() and _tokenizer_sha256(candidate) == manifest.tokenizer.sha256:
                     return candidate
     return here
 
@@ -114,16 +115,16 @@ def _cached_snapshot(given: str | None) -> Path | None:
         return None
 
 
-def find_template_file(manifest: dict, root: Path | None) -> Path | None:
+def find_template_file(manifest: Manifest, root: Path | None) -> Path | None:
     """A ``file:NAME`` template at its provenance path, else a file under ``root`` with its name and text."""
-    pinned = manifest["template"]
+    pinned = manifest.template
     here = at(provenance(manifest).get("template"), root)
     if here is not None and here.is_file():
         return here
-    name = pinned["origin"].removeprefix("file:")
+    name = pinned.origin.removeprefix("file:")
     if root is not None:
         for candidate in sorted(root.rglob(name)):
-            if candidate.is_file() and _template_sha256(candidate) == pinned["sha256"]:
+            if candidate.is_file() and _template_sha256(candidate) == pinned.sha256:
                 return candidate
     return here
 
