@@ -56,7 +56,7 @@ def check_global(artifact: Artifact, rows: SeamColumns, manifest: Manifest, resu
                                   **at(i)))
         elif sources[i] != inputs[k].name:
             result.fail(Violation(f"source {sources[i]!r} is not the name of input {k}, inputs[{k}].name "
-                                  f"{inputs[k]['name']!r}", field="source", **at(i)))
+                                  f"{inputs[k].name!r}", field="source", **at(i)))
         elif eid != (want := example_id(inputs[k].sha256, occurrence[k], line, copy)):
             result.fail(Violation(f"example_id {eid} is not the id of its input, line and copy {sources[i]}:{line} "
                                   f"copy {copy} (expected {want})", field="example_id", **at(i)))

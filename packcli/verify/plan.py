@@ -116,7 +116,7 @@ def _in_read_order(manifest: Manifest, rows: dict[str, list], facts: Reconstruct
         k = next(j for j, r in enumerate(ranked) if r != j)
         names = manifest.inputs
         result.fail(Violation(f"the inputs are not in the order pack reads them (by name, then sha256): inputs[{k}] is "
-                              f"{names[k]['name']!r}, but {names[ranked[k]]['name']!r} (inputs[{ranked[k]}]) comes "
+                              f"{names[k].name!r}, but {names[ranked[k]].name!r} (inputs[{ranked[k]}]) comes "
                               "first; the plan is re-derived in pack's order", field="inputs"))
     if np.array_equal(order, np.arange(len(order))):
         return rows, facts
