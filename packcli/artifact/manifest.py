@@ -280,7 +280,8 @@ def problems(data: object) -> list[str]:
         found.extend(f"{where}.{f.name} is missing" for f in fields(kind)
                      if f.name not in value and f.name not in optional)
 
-    need(Manifest, data, "manifest", optional=("dataset_card", "contract_version", "unhashed", "manifest_sha256"))
+    need(Manifest, data, "manifest",
+         optional=("dataset_card", "contract_version", "unhashed", "manifest_sha256", "data"))
     for name, kind, optional in (("config", PackSettings, ("allow_dropped_fields",)), ("tokenizer", TokenizerPin, ()),
                                  ("template", TemplatePin, ()), ("seam_table", FilePin, ("rows",)),
                                  ("rejects", FilePin, ("rows",)), ("dataset_card", FilePin, ("rows",))):

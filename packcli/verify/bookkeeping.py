@@ -19,7 +19,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from packcli.artifact.manifest import Manifest
+from packcli.artifact.manifest import InputPin, Manifest
 from packcli.artifact.seams import reject_line
 from packcli.contract import IN_PACKS, REJECTED, STATUSES, example_id
 from packcli.job.units import occurrences
@@ -90,7 +90,7 @@ def check_global(artifact: Artifact, rows: SeamColumns, manifest: Manifest, resu
     _check_counts(artifact, rows, manifest, result)
 
 
-def _suspects(artifact: Artifact, rows: SeamColumns, inputs: list[dict],
+def _suspects(artifact: Artifact, rows: SeamColumns, inputs: tuple[InputPin, ...],
               occurrence: list[int]) -> tuple[np.ndarray, np.ndarray]:
     """The rows `check_global` must walk one by one (ascending), and the ids of examples with a segment no
     row may account for (in the order the shards first hold them).

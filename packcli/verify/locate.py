@@ -14,16 +14,11 @@ import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from packcli.artifact.manifest import Manifest
+from packcli.artifact.manifest import InputPin, Manifest
 from packcli.tokenizer.hub import TOKENIZER_FILES
 
 if TYPE_CHECKING:
     from packcli.ingest import Source
-
-
-def provenance(manifest: Manifest) -> dict:
-    """The paths ``pack`` read, as it was given them (empty where the manifest has none)."""
-    return manifest.provenance
 
 
 def at(path: str | None, root: Path | None) -> Path | None:
@@ -38,7 +33,7 @@ def find_source(manifest: Manifest, index: int, root: Path | None) -> Path | Non
     """Input ``index`` of the manifest: at its provenance path, else the file (or ``datasets``
     directory) under ``root`` with its name, size and sha256 (None if neither is there)."""
     pinned = manifest.inputs[index]
-    paths = provenance(manifest).get("inputs", [])
+    paths = manifest.provenance.get("inputs", [])
     here = at(paths[index] if index < len(paths) else None, root)
     if here is not None and here.exists():
         return here
@@ -72,7 +67,7 @@ def locate_input(manifest: Manifest, k: int, source_root: Path | None) -> Source
     return source_of(path)
 
 
-def _holds(candidate: Path, pinned: dict) -> bool:
+def _holds(candidate: Path, pinned: InputPin) -> bool:
     """Whether ``candidate`` is the input ``pinned`` names: the same size and sha256, as `describe_input` takes them."""
     from packcli.errors import InputError
     from packcli.ingest import describe_input, source_of
@@ -87,7 +82,7 @@ def _holds(candidate: Path, pinned: dict) -> bool:
 def find_tokenizer(manifest: Manifest, root: Path | None) -> Path | None:
     """The tokenizer at its provenance path (a Hub name: its snapshot in the local cache), else a
     tokenizer.json(.gz) under ``root`` with the pinned sha256."""
-    given = provenance(manifest).get("tokenizer")
+    given = manifest.provenance.get("tokenizer")
     here = at(given, root)
     if here is not None and here.exists():
         return here
@@ -118,7 +113,7 @@ def _cached_snapshot(given: str | None) -> Path | None:
 def find_template_file(manifest: Manifest, root: Path | None) -> Path | None:
     """A ``file:NAME`` template at its provenance path, else a file under ``root`` with its name and text."""
     pinned = manifest.template
-    here = at(provenance(manifest).get("template"), root)
+    here = at(manifest.provenance.get("template"), root)
     if here is not None and here.is_file():
         return here
     name = pinned.origin.removeprefix("file:")
