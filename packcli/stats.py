@@ -7,7 +7,6 @@ The control row ``padding`` is one example per row padded to the capacity.
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -230,7 +229,7 @@ def length_stats(inputs, tokenizer: str, *, template: str = "auto", loss=None, c
     from packcli.engine.pool import auto_processes, default_workers
     from packcli.ingest import DEFAULT_FIELDS, check_sources, describe_input, expand_inputs
     from packcli.job.units import UnitJob, plan_units
-    from packcli.prepare import share_preparer
+    from packcli.prepare import PrepareSpec, TokenizerRef, share_preparer
     from packcli.tokenizer.load import cached_tokenizer
 
     policy = loss or LossPolicy.auto
@@ -241,16 +240,14 @@ def length_stats(inputs, tokenizer: str, *, template: str = "auto", loss=None, c
     tpl = resolve_template(template, tok, policy)
     files = [describe_input(source, content=False) for source in sources]  # in the order given, as by_input
     specs = plan_units(files, unit_lines)
-    job = UnitJob(tokenizer=os.path.abspath(tok.source), tokenizer_sha256=tok.sha256,
-                  tokenizer_backend=BackendChoice(backend).value, tokenizer_backend_resolved=tok.backend_name,
-                  tokenizer_backend_version=tok.backend_version, paranoid_tokenizer=False, template_text=tpl.text,
-                  template_source=tpl.source, template_date=DEFAULT_TEMPLATE_DATE.isoformat(), loss=policy.value,
-                  input_format=Format(input_format).value, batch_records=batch, fail_fast=False, work_dir="",
-                  config_hash="", fields=tuple(sorted(fields.renames().items())), text_bos=AddToken(text_bos).value,
-                  text_eos=AddToken(text_eos).value)
+    spec = PrepareSpec(TokenizerRef.of(tok, BackendChoice(backend).value), template_text=tpl.text,
+                       template_source=tpl.source, template_date=DEFAULT_TEMPLATE_DATE.isoformat(), loss=policy.value,
+                       input_format=Format(input_format).value, fields=tuple(sorted(fields.renames().items())),
+                       text_bos=AddToken(text_bos).value, text_eos=AddToken(text_eos).value)
+    job = UnitJob(spec, batch_records=batch, fail_fast=False, work_dir="", config_hash="")
     if workers is None:
         workers = auto_processes(default_workers(), units=len(specs), input_bytes=sum(f.size for f in files))
-    share_preparer(job, job.build_preparer())  # this process is a worker too, with the tokenizer it has loaded
+    share_preparer(job, spec.build_preparer("stats", tok))  # this process is a worker too, its tokenizer loaded
     engine = LocalEngine(max(1, min(workers, len(specs))))
     try:
         with engine.session():

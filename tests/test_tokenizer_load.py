@@ -164,12 +164,12 @@ def test_unknown_backend_is_an_input_error():
 def _unit_job(tmp_path, *, asked: str, resolved: str, version: str, sha256: str | None = None):
     from packcli.chat import load_template
     from packcli.job.units import UnitJob
+    from packcli.prepare import PrepareSpec, TokenizerRef
 
-    return UnitJob(tokenizer=str(FIXTURE_JSON), tokenizer_sha256=sha256 or load_tokenizer(FIXTURE_JSON).sha256,
-                   tokenizer_backend=asked, tokenizer_backend_resolved=resolved, tokenizer_backend_version=version,
-                   paranoid_tokenizer=False, template_text=load_template("chatml").text,
-                   template_source="builtin:chatml", template_date="2024-07-26", loss="auto", input_format="auto",
-                   batch_records=8, fail_fast=False, work_dir=str(tmp_path), config_hash=f"{asked}-{resolved}")
+    tokenizer = TokenizerRef(str(FIXTURE_JSON), sha256 or load_tokenizer(FIXTURE_JSON).sha256, asked, resolved, version)
+    spec = PrepareSpec(tokenizer, template_text=load_template("chatml").text, template_source="builtin:chatml",
+                       template_date="2024-07-26", loss="auto", input_format="auto")
+    return UnitJob(spec, batch_records=8, fail_fast=False, work_dir=str(tmp_path), config_hash=f"{asked}-{resolved}")
 
 
 def test_a_worker_with_another_backend_version_refuses(tmp_path):

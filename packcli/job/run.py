@@ -24,7 +24,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
 import signal
 import time
 from dataclasses import dataclass, replace
@@ -37,7 +36,7 @@ import numpy as np
 
 from packcli.artifact import manifest as mf
 from packcli.artifact.card import write_card
-from packcli.chat import ChatTemplate, Renderer, resolve_template
+from packcli.chat import ChatTemplate, resolve_template
 from packcli.choices import BackendChoice, Dedupe
 from packcli.config import OnError, PackConfig
 from packcli.contract import IN_PACK_CODES
@@ -54,9 +53,8 @@ from packcli.job.units import ExampleIndex, UnitIndex, UnitJob, UnitSpec, plan_u
 from packcli.job.workspace import Workspace
 from packcli.job.write import build_manifest, losses_by_fate, provenance, write_records, write_shard_task
 from packcli.mix import Mixture, draw_copies, resolve_mix
-from packcli.prepare import Preparer, share_preparer
+from packcli.prepare import PrepareSpec, TokenizerRef, share_preparer
 from packcli.progress import NO_PROGRESS, Progress
-from packcli.tokenizer.ends import text_ends
 from packcli.tokenizer.load import LoadedTokenizer, cached_tokenizer, warm_tokenizer
 
 if TYPE_CHECKING:
@@ -158,25 +156,20 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
     tokenizer = cached_tokenizer(config.tokenizer, backend=config.tokenizer_backend, paranoid=config.paranoid_tokenizer)
     template = resolve_template(config.template, tokenizer, config.loss)
     engine_choice = _render_engine(config, template, tokenizer)
-    renderer = Renderer(template, config.loss, bos_token=tokenizer.bos_token, eos_token=tokenizer.eos_token,
-                        template_date=date.fromisoformat(config.template_date),
-                        text_ends=text_ends(tokenizer, config.text_bos, config.text_eos),
-                        allow_dropped=frozenset(config.allowed_dropped()), engine=engine_choice.engine)
     if mixture is not None:  # the mixture numbers inputs as resolved; the manifest, as read
         position = {f.path: i for i, f in enumerate(files)}
         mixture = mixture.renumbered([position[s.path] for s in sources])
-    job = UnitJob(tokenizer=os.path.abspath(tokenizer.source), tokenizer_sha256=tokenizer.sha256, template_text=template.text,
-                  template_source=template.source, template_date=config.template_date,
-                  paranoid_tokenizer=config.paranoid_tokenizer, tokenizer_backend=config.tokenizer_backend.value,
-                  tokenizer_backend_resolved=tokenizer.backend_name,
-                  tokenizer_backend_version=tokenizer.backend_version, loss=config.loss.value,
-                  input_format=config.input_format.value, fields=tuple(sorted(config.fields.renames().items())),
-                  keys=config.dedupe is Dedupe.exact, text_bos=config.text_bos.value, text_eos=config.text_eos.value,
-                  allow_dropped=tuple(config.allowed_dropped()), render_engine=engine_choice.engine,
-                  batch_records=config.batch_records,
-                  fail_fast=config.on_error is OnError.fail, work_dir=str(space.work),
+    spec = PrepareSpec(TokenizerRef.of(tokenizer, config.tokenizer_backend.value, paranoid=config.paranoid_tokenizer),
+                       template_text=template.text, template_source=template.source,
+                       template_date=config.template_date, loss=config.loss.value,
+                       input_format=config.input_format.value, fields=tuple(sorted(config.fields.renames().items())),
+                       keys=config.dedupe is Dedupe.exact, text_bos=config.text_bos.value,
+                       text_eos=config.text_eos.value, allow_dropped=tuple(config.allowed_dropped()),
+                       render_engine=engine_choice.engine)
+    job = UnitJob(spec, batch_records=config.batch_records, fail_fast=config.on_error is OnError.fail,
+                  work_dir=str(space.work),
                   config_hash=_tokenization_hash(tokenizer, template, config, engine_choice.engine))
-    share_preparer(job, Preparer(renderer, tokenizer, config.input_format, config.fields, keys=job.keys))
+    share_preparer(job, spec.build_preparer("pack", tokenizer))  # the driver is a worker too, its tokenizer loaded
     space.units_key = job.config_hash
     tmp = space.new_artifact_dir()
     try:

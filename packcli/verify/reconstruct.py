@@ -22,7 +22,6 @@ one pass over their unit, to report the first differing token (up to the violati
 
 from __future__ import annotations
 
-import os
 import threading
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -35,9 +34,8 @@ import numpy as np
 import numpy.typing as npt
 
 from packcli.artifact.manifest import Manifest
-from packcli.chat import ChatTemplate, Renderer
 from packcli.checks import raise_all
-from packcli.choices import AddToken, BackendChoice, DroppableField, Format, LossPolicy, Overlong
+from packcli.choices import AddToken, DroppableField, Format, LossPolicy, Overlong
 from packcli.contract import IGNORE_INDEX, token_hash
 from packcli.engine import Engine, worker_problems
 from packcli.engine.local import LocalEngine
@@ -48,10 +46,9 @@ from packcli.job.chunks import Cut, SplitRule, chunk_labels, cut_example, pinned
 from packcli.job.pause import pause_at
 from packcli.job.select import duplicate_reason
 from packcli.job.units import UnitSpec, iter_unit_lines, plan_units, unit_batches
-from packcli.prepare import Preparer, preparer_for, share_preparer
+from packcli.prepare import Preparer, PrepareSpec, TokenizerRef, preparer_for, share_preparer
 from packcli.progress import NO_PROGRESS, Progress
-from packcli.tokenizer.ends import text_ends
-from packcli.tokenizer.load import LoadedTokenizer, cached_tokenizer
+from packcli.tokenizer.load import LoadedTokenizer
 from packcli.verify.locate import locate_input
 from packcli.verify.packs import PackIndex
 from packcli.verify.report import CheckResult, Violation
@@ -96,46 +93,26 @@ class Reconstructed:
 class ReconstructJob:
     """What a worker needs to rebuild the preparer (picklable): the pinned tokenizer, template, policy."""
 
-    tokenizer: str
-    tokenizer_sha256: str
-    template_text: str
-    template_source: str
-    template_date: str
-    loss: str
-    input_format: str
-    fields: tuple[tuple[str, str], ...]  # the pinned column mapping (`FieldMap.renames` items)
-    keys: bool  # compute content keys (the artifact was deduplicated)
-    bos_token: str | None
-    eos_token: str | None
-    text_bos: str  # a text record's BOS and EOS (`packcli.tokenizer.ends.text_ends`)
-    text_eos: str
+    spec: PrepareSpec  # the reference tokenizer (always: a fast-path fault cannot verify itself), template, policies
     rule: SplitRule  # how over-long examples are cut (`packcli.job.chunks.pinned_rule`)
     overlong: str  # the pinned policy: under truncate or split each over-long fresh example's cut is sent back
-    allow_dropped: tuple[str, ...] = ()  # config.allow_dropped_fields (absent: none)
 
     @classmethod
     def of(cls, manifest: Manifest, tokenizer: str, template_text: str) -> ReconstructJob:
         """The job a manifest pins, with the tokenizer found at ``tokenizer``."""
         config, pinned = manifest.config, manifest.tokenizer
-        return cls(tokenizer=tokenizer, tokenizer_sha256=pinned.sha256, template_text=template_text,
-                   template_source=manifest.template.origin, template_date=config.template_date,
-                   loss=manifest.loss_policy, input_format=config.input_format,
-                   fields=tuple(sorted(config.fields.items())), keys=config.dedupe == "exact",
-                   bos_token=pinned.bos_token, eos_token=pinned.eos_token, text_bos=config.text_bos,
-                   text_eos=config.text_eos, rule=pinned_rule(config), overlong=config.overlong,
-                   allow_dropped=tuple(config.allow_dropped_fields or ()))
+        spec = PrepareSpec(TokenizerRef.reference(tokenizer, pinned.sha256), template_text=template_text,
+                           template_source=manifest.template.origin, template_date=config.template_date,
+                           loss=manifest.loss_policy, input_format=config.input_format,
+                           fields=tuple(sorted(config.fields.items())), keys=config.dedupe == "exact",
+                           text_bos=config.text_bos, text_eos=config.text_eos,
+                           allow_dropped=tuple(config.allow_dropped_fields or ()),
+                           ends=(pinned.bos_token, pinned.eos_token))
+        return cls(spec, rule=pinned_rule(config), overlong=config.overlong)
 
     def build_preparer(self, tokenizer: LoadedTokenizer | None = None) -> Preparer:
-        """The reference tokenizer (always: a fast-path fault cannot verify itself), template, renderer."""
-        tok = tokenizer or cached_tokenizer(self.tokenizer, backend=BackendChoice.tokenizers)
-        if tok.sha256 != self.tokenizer_sha256:
-            raise InputError(f"tokenizer {self.tokenizer} changed while verify ran", "run verify again")
-        renderer = Renderer(ChatTemplate(self.template_text, self.template_source), LossPolicy(self.loss),
-                            bos_token=self.bos_token, eos_token=self.eos_token,
-                            template_date=date.fromisoformat(self.template_date),
-                            text_ends=text_ends(tok, self.text_bos, self.text_eos),
-                            allow_dropped=frozenset(self.allow_dropped))
-        return Preparer(renderer, tok, Format(self.input_format), FieldMap.of(dict(self.fields)), keys=self.keys)
+        """The preparer the spec describes (``tokenizer``: this process's, already loaded)."""
+        return self.spec.build_preparer("verify", tokenizer)
 
 
 def check_reconstruction(manifest: Manifest, rows: dict[str, list], packs: PackIndex,
@@ -228,7 +205,7 @@ def check_reconstruction(manifest: Manifest, rows: dict[str, list], packs: PackI
                 result.fail(Violation("record has no seam-table row (dropped without a record)", source=entry.name,
                                       line=line))
                 continue
-            _check_duplicate(rows, found, key, first, duplicate_reason(entry.name, line, k), job.keys, result,
+            _check_duplicate(rows, found, key, first, duplicate_reason(entry.name, line, k), job.spec.keys, result,
                              entry.name)
             chunked = _chunked_rows(rows, found)
             for i in found:
@@ -363,7 +340,7 @@ def _outcomes(job: ReconstructJob, preparer: Preparer, specs: list[UnitSpec], wo
     if engine is None:
         engine = LocalEngine(max(1, min(workers or usable_cpus(), len(specs))))
     if not engine.shares_paths:
-        job, specs = replace(job, tokenizer=os.path.abspath(job.tokenizer)), [spec.absolute() for spec in specs]
+        job, specs = replace(job, spec=job.spec.absolute()), [spec.absolute() for spec in specs]
     share_preparer(job, preparer)  # this process is a worker too, with the tokenizer it has loaded
     try:
         with engine.session():
