@@ -200,14 +200,10 @@ class _Decoder:
 
     def __init__(self, manifest: mf.Manifest, override: str | None, source_root: str | Path | None) -> None:
         from packcli.tokenizer.load import cached_tokenizer
-
         from packcli.verify.locate import find_tokenizer
 
-        from packcli.tokenizer.hub import resolve_tokenizer_path
-
         pinned = manifest.tokenizer
-        path = resolve_tokenizer_path(override) if override else find_tokenizer(
-            manifest, Path(source_root) if source_root else None)
+        path = find_tokenizer(manifest, Path(source_root) if source_root else None, override)
         if path is None or not path.exists():
             raise InputError(f"tokenizer {path}: not found (show decodes the tokens with it)",
                              "pass --tokenizer, or run from the directory pack ran in")

@@ -17,7 +17,6 @@ from packcli.chat.training import TRL_PREFIX
 from packcli.choices import BackendChoice
 from packcli.errors import InputError
 from packcli.tokenizer import LoadedTokenizer, load_tokenizer
-from packcli.tokenizer.hub import resolve_tokenizer_path
 from packcli.tokenizer.load import TOKENIZER_SOURCE, find_chat_templates
 from packcli.verify.locate import find_template_file, find_tokenizer
 from packcli.verify.report import CheckResult, Violation
@@ -31,7 +30,7 @@ def check_drift(manifest: Manifest, result: CheckResult, *, tokenizer: str | Non
     else None for the one that drifted or could not be found.
     """
     pinned_tok, pinned_tpl = manifest.tokenizer, manifest.template
-    tok_path = resolve_tokenizer_path(tokenizer) if tokenizer else find_tokenizer(manifest, source_root)
+    tok_path = find_tokenizer(manifest, source_root, tokenizer)
     loaded = None
     result.checked += 1
     if tok_path is not None and tok_path.exists():

@@ -21,6 +21,7 @@ from packcli.artifact import manifest as mf
 from packcli.artifact.shards import SCHEMA, load_flat, read_parquet, write_shard
 from packcli.contract import CARD_NAME, IGNORE_INDEX, MANIFEST_NAME, SEAM_TABLE_NAME, token_hash
 from packcli.errors import InputError
+from packcli.tokenizer.hub import TOKENIZER_FILES
 from packcli.tokenizer.load import CHAT_TEMPLATE_DIR, CHAT_TEMPLATE_FILE, TOKENIZER_SOURCE
 from packcli.verify import forge
 from packcli.verify.locate import find_source, find_template_file, find_tokenizer
@@ -440,7 +441,7 @@ def prepare_workspace(artifact: Path, workspace: Path, *, source_root: Path | No
         raise InputError(f"tokenizer {tok_src or '(no path recorded)'}: not found; the self-test copies it",
                          "pass --source-root")
     if tok_src.is_dir():  # the directory pack was given: its tokenizer.json(.gz)
-        tok_src = next(tok_src / n for n in ("tokenizer.json", "tokenizer.json.gz") if (tok_src / n).is_file())
+        tok_src = next(tok_src / n for n in TOKENIZER_FILES if (tok_src / n).is_file())
     tok_dir = workspace / "tokenizer"
     tok_dir.mkdir()
     shutil.copyfile(tok_src, tok_dir / tok_src.name)

@@ -79,9 +79,15 @@ def _holds(candidate: Path, pinned: InputPin) -> bool:
     return described.size == pinned.size and described.sha256 == pinned.sha256
 
 
-def find_tokenizer(manifest: Manifest, root: Path | None) -> Path | None:
-    """The tokenizer at its provenance path (a Hub name: its snapshot in the local cache), else a
-    tokenizer.json(.gz) under ``root`` with the pinned sha256."""
+def find_tokenizer(manifest: Manifest, root: Path | None, override: str | None = None) -> Path | None:
+    """The pinned tokenizer, where verify, show and the self-test look for it: ``override`` (a ``--tokenizer``
+    the user gave: a path or a Hub name) when given, else its provenance path (a Hub name: its snapshot in the
+    local cache), else a tokenizer.json(.gz) under ``root`` with the pinned sha256. The caller loads it and
+    checks the sha256 (a ``--tokenizer`` is taken as given, and must hash as pinned too)."""
+    if override:
+        from packcli.tokenizer.hub import resolve_tokenizer_path
+
+        return resolve_tokenizer_path(override)
     given = manifest.provenance.get("tokenizer")
     here = at(given, root)
     if here is not None and here.exists():
