@@ -111,3 +111,12 @@ def test_shard_pins_read_contract_2_too():
     v2 = json.loads((FIXTURES / "packed-v2" / MANIFEST_NAME).read_text(encoding="utf-8"))
     assert [pin.name for pin in mf.shard_pins(v2)] == [s["name"] for s in v2["shards"]]
     assert dataclasses.asdict(mf.shard_pins(v2)[0]) == v2["shards"][0]
+
+
+def test_verify_owns_every_setting_and_no_other():
+    """verify's field table (`packcli.verify.fields.MANIFEST_FIELDS`) names each `PackSettings` field once: a
+    setting added to one and not the other fails here, not in a forger's hands."""
+    from packcli.verify.fields import MANIFEST_FIELDS
+
+    owned = {path.split(".")[1].removesuffix("[]") for path in MANIFEST_FIELDS if path.startswith("config.")}
+    assert owned == {f.name for f in dataclasses.fields(mf.PackSettings)}

@@ -159,7 +159,8 @@ def test_pack_by_name_pins_the_same_tokenizer_and_bytes_as_by_path(model_cache, 
     assert by_name.manifest["unhashed"]["provenance"]["tokenizer"] == "org/tok"
     from packcli.verify.locate import find_tokenizer  # verify and show find it again by its name
 
-    assert find_tokenizer(mf.Manifest.of(by_name.manifest), None) == model_cache / "models--org--tok" / "snapshots" / MAIN
+    found = find_tokenizer(mf.Manifest.of(by_name.manifest), None)
+    assert found == model_cache / "models--org--tok" / "snapshots" / MAIN
 
 
 def test_the_cli_names_the_miss_and_the_command(model_cache, tmp_path):

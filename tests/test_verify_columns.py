@@ -156,8 +156,8 @@ def test_copies_on_columns_finds_what_walking_every_record_finds(seed: int, tmp_
     pq.write_table(pa.table(data, schema=SEAM_TABLE_SCHEMA), path)
     columns, _ = read_seam_columns(path)
     fixture = mf.load_manifest(Path(__file__).resolve().parents[1] / "fixtures" / "packed")
-    manifest = dataclasses.replace(fixture, inputs=tuple(mf.InputPin(f"in{j}", "jsonl", 0, "0" * 64, 0) for j in range(3)),
-                       config=dataclasses.replace(fixture.config, mix=None, seed=0))
+    inputs = tuple(mf.InputPin(f"in{j}", "jsonl", 0, "0" * 64, 0) for j in range(3))
+    manifest = dataclasses.replace(fixture, inputs=inputs, config=dataclasses.replace(fixture.config, mix=None, seed=0))
     fast, slow = CheckResult("copies", limit=10_000), CheckResult("copies", limit=10_000)
     check_copies(columns, manifest, fast)
     _copies_walked(data, 3, slow)

@@ -119,7 +119,7 @@ class FilePin:
 
 @dataclass(frozen=True)
 class ShardPin:
-    """A shard as the manifest pins it (`packcli.artifact.shards.ShardInfo`)."""
+    """A shard as the manifest pins it (`packcli.artifact.shards.write_shard` returns it)."""
 
     name: str
     rows: int

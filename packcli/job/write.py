@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from packcli.artifact.manifest import FilePin, InputPin, Manifest, PackSettings, ShardPin, TemplatePin, TokenizerPin
 from packcli.artifact.seams import Codes, EmptyAsNull, FixedWidth, write_rejects, write_seam_table
-from packcli.artifact.shards import ShardInfo, build_table, write_shard
+from packcli.artifact.shards import build_table, write_shard
 from packcli.contract import (
     CONVENTIONS,
     DROPPED,
@@ -59,7 +59,7 @@ class ShardResult:
     """The written shard, and the token hash of each of its examples (task order) for the seam table."""
 
     index: int
-    info: ShardInfo
+    info: ShardPin
     token_hashes: npt.NDArray[np.bytes_]  # `packcli.contract.token_hash`, ASCII, fixed width (no object per example)
 
 
@@ -137,7 +137,7 @@ def provenance(config: PackConfig, files: Sequence[InputFile], template: ChatTem
 
 def build_manifest(directory: Path, *, examples: Examples, plan: PackPlan, config: PackConfig, settings: PackSettings,
                    files: Sequence[InputFile], tokenizer: LoadedTokenizer, template: ChatTemplate,
-                   shards: Sequence[ShardInfo], rejects: int) -> Manifest:
+                   shards: Sequence[ShardPin], rejects: int) -> Manifest:
     """The manifest's hashed fields: what shaped every seam, and what the artifact holds.
 
     Content only, never a location: inputs by name, size and sha256, the tokenizer and template by
@@ -165,7 +165,7 @@ def build_manifest(directory: Path, *, examples: Examples, plan: PackPlan, confi
         loss_policy=settings.loss, conventions=CONVENTIONS, config=settings,
         inputs=tuple(InputPin(f.name, f.kind.value, f.size, f.sha256, index.records_per_file[i])
                      for i, f in enumerate(files)),
-        counts=counts, metrics=plan_metrics(plan, fates), shards=tuple(ShardPin(**vars(s)) for s in shards),
+        counts=counts, metrics=plan_metrics(plan, fates), shards=tuple(shards),
         seam_table=FilePin(seam_table.name, seam_table.stat().st_size, file_sha256(seam_table), rows=n),
         rejects=FilePin(REJECTS_NAME, (directory / REJECTS_NAME).stat().st_size, file_sha256(directory / REJECTS_NAME),
                         rows=rejects))
