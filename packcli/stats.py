@@ -230,23 +230,25 @@ def length_stats(inputs, tokenizer: str, *, template: str = "auto", loss=None, c
     from packcli.ingest import DEFAULT_FIELDS, check_sources, describe_input, expand_inputs
     from packcli.job.units import UnitJob, plan_units
     from packcli.prepare import PrepareSpec, TokenizerRef, share_preparer
-    from packcli.tokenizer.load import cached_tokenizer
+    from packcli.tokenizer.load import auto_backend, cached_tokenizer
 
     policy = loss or LossPolicy.auto
     fields = fields or DEFAULT_FIELDS
     sources = expand_inputs(inputs)
     check_sources(sources, fields, input_format)
-    tok = cached_tokenizer(tokenizer, backend=backend)
-    tpl = resolve_template(template, tok, policy)
     files = [describe_input(source, content=False) for source in sources]  # in the order given, as by_input
+    input_bytes = sum(f.size for f in files)
+    tok = cached_tokenizer(tokenizer, backend=backend, input_bytes=input_bytes)  # as pack chooses: small, tokenizers
+    tpl = resolve_template(template, tok, policy)
     specs = plan_units(files, unit_lines)
-    spec = PrepareSpec(TokenizerRef.of(tok, BackendChoice(backend).value), template_text=tpl.text,
+    asked, _ = auto_backend(backend, input_bytes)
+    spec = PrepareSpec(TokenizerRef.of(tok, asked.value), template_text=tpl.text,
                        template_source=tpl.source, template_date=DEFAULT_TEMPLATE_DATE.isoformat(), loss=policy.value,
                        input_format=Format(input_format).value, fields=tuple(sorted(fields.renames().items())),
                        text_bos=AddToken(text_bos).value, text_eos=AddToken(text_eos).value)
     job = UnitJob(spec, batch_records=batch, fail_fast=False, work_dir="", config_hash="")
     if workers is None:
-        workers = auto_processes(default_workers(), units=len(specs), input_bytes=sum(f.size for f in files))
+        workers = auto_processes(default_workers(), units=len(specs), input_bytes=input_bytes)
     share_preparer(job, spec.build_preparer("stats", tok))  # this process is a worker too, its tokenizer loaded
     engine = LocalEngine(max(1, min(workers, len(specs))))
     try:

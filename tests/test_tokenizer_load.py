@@ -183,3 +183,20 @@ def test_a_worker_that_finds_another_tokenizer_file_refuses(tmp_path):
                     sha256="0" * 64)
     with pytest.raises(PackcliError, match="changed while pack ran"):
         job.build_preparer()
+
+
+def test_auto_on_a_small_input_takes_tokenizers_and_says_why():
+    """The small-input rule is the tokenizer's own (pack and stats alike): ``auto`` below AUTO_FAST_MIN_BYTES
+    loads the reference, with the reason; a size at the bound, an unknown size, or an explicit choice do not."""
+    from packcli.tokenizer.load import AUTO_FAST_MIN_BYTES, auto_backend, cached_tokenizer
+
+    small = cached_tokenizer(FIXTURE_JSON, backend="auto", input_bytes=AUTO_FAST_MIN_BYTES - 1)
+    assert small.backend_name == "tokenizers"
+    assert small.backend_reason == ("auto: tokenizers, because the input (4.0 MiB) is under 4 MiB, where loading "
+                                    "fastokens costs more than it saves")
+    assert cached_tokenizer(FIXTURE_JSON, backend="auto", input_bytes=AUTO_FAST_MIN_BYTES).backend_name == "fastokens"
+    assert cached_tokenizer(FIXTURE_JSON, backend="auto").backend_name == "fastokens"
+    assert cached_tokenizer(FIXTURE_JSON, backend="fastokens", input_bytes=1).backend_name == "fastokens"
+    assert auto_backend("tokenizers", 1) == (auto_backend("tokenizers", None)[0], None)
+    # the reference asked for directly is cached apart from auto's, whose reason differs
+    assert cached_tokenizer(FIXTURE_JSON, backend="tokenizers").backend_reason == "requested"

@@ -37,7 +37,7 @@ import numpy as np
 from packcli.artifact import manifest as mf
 from packcli.artifact.card import write_card
 from packcli.chat import ChatTemplate, resolve_template
-from packcli.choices import BackendChoice, Dedupe
+from packcli.choices import Dedupe
 from packcli.config import OnError, PackConfig
 from packcli.contract import IN_PACK_CODES
 from packcli.engine import Engine, Workload
@@ -55,15 +55,10 @@ from packcli.job.write import build_manifest, losses_by_fate, provenance, write_
 from packcli.mix import Mixture, draw_copies, resolve_mix
 from packcli.prepare import PrepareSpec, TokenizerRef, share_preparer
 from packcli.progress import NO_PROGRESS, Progress
-from packcli.tokenizer.load import LoadedTokenizer, cached_tokenizer, warm_tokenizer
+from packcli.tokenizer.load import LoadedTokenizer, auto_backend, cached_tokenizer, warm_tokenizer
 
 if TYPE_CHECKING:
     from packcli.chat.engines import EngineChoice
-
-AUTO_FAST_MIN_BYTES = 4 << 20
-"""Input bytes from which ``auto`` loads fastokens. Loading it takes ~2.5 CPU seconds more than tokenizers
-alone for Qwen3; tokenizing long conversations costs tokenizers ~0.6 CPU s per input MB and fastokens
-~0.04, so the load pays for itself from ~4.5 MB (docs/tokenizer-backends.md, start-up)."""
 
 
 @dataclass(frozen=True)
@@ -105,10 +100,10 @@ def pack_corpus(config: PackConfig, progress: Progress = NO_PROGRESS, engine: En
             files = describe_inputs(sources)
             specs = plan_units(files, config.lines_per_unit)
             work = Workload(units=len(specs), input_bytes=sum(f.size for f in files))
-            config, backend_reason = _small_input_backend(config, work.input_bytes)
-            with engine.session(warm=partial(warm_tokenizer, config.tokenizer, config.tokenizer_backend.value,
+            backend, _ = auto_backend(config.tokenizer_backend, work.input_bytes)  # what every worker loads
+            with engine.session(warm=partial(warm_tokenizer, config.tokenizer, backend.value,
                                              config.paranoid_tokenizer), work=work):
-                summary = _pack(config, progress, engine, space, files, specs, sources, mixture, backend_reason)
+                summary = _pack(config, progress, engine, space, files, specs, sources, mixture, work.input_bytes)
             space.discard_work()
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: say what is on disk now
         raise Interrupted(getattr(exc, "signum", signal.SIGINT), space.kept()) from None
@@ -136,30 +131,19 @@ def resolve_sources(config: PackConfig) -> tuple[list[Source], Mixture | None]:
     return sources, resolve_mix(config.mix, config.inputs, [s.path for s in sources], matched)
 
 
-def _small_input_backend(config: PackConfig, input_bytes: int) -> tuple[PackConfig, str | None]:
-    """``auto`` on an input under `AUTO_FAST_MIN_BYTES`: tokenizers, and the reason (None: the choice stands).
-
-    Loading fastokens costs seconds that tokenizing a small input never wins back (the driver and every
-    worker load it), so ``auto`` skips it there; the bytes are the same either way.
-    """
-    if config.tokenizer_backend is not BackendChoice.auto or input_bytes >= AUTO_FAST_MIN_BYTES:
-        return config, None
-    return replace(config, tokenizer_backend=BackendChoice.tokenizers), (
-        f"auto: tokenizers, because the input ({input_bytes / 2**20:.1f} MiB) is under "
-        f"{AUTO_FAST_MIN_BYTES >> 20} MiB, where loading fastokens costs more than it saves")
-
-
 def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspace, files: list[InputFile],
           specs: list[UnitSpec], sources: list[Source], mixture: Mixture | None,
-          backend_reason: str | None = None) -> PackSummary:
+          input_bytes: int) -> PackSummary:
     timings: dict[str, float] = {}
-    tokenizer = cached_tokenizer(config.tokenizer, backend=config.tokenizer_backend, paranoid=config.paranoid_tokenizer)
+    tokenizer = cached_tokenizer(config.tokenizer, backend=config.tokenizer_backend, paranoid=config.paranoid_tokenizer,
+                                 input_bytes=input_bytes)  # ``auto`` on a small input: tokenizers, saying why
     template = resolve_template(config.template, tokenizer, config.loss)
     engine_choice = _render_engine(config, template, tokenizer)
     if mixture is not None:  # the mixture numbers inputs as resolved; the manifest, as read
         position = {f.path: i for i, f in enumerate(files)}
         mixture = mixture.renumbered([position[s.path] for s in sources])
-    spec = PrepareSpec(TokenizerRef.of(tokenizer, config.tokenizer_backend.value, paranoid=config.paranoid_tokenizer),
+    asked, _ = auto_backend(config.tokenizer_backend, input_bytes)  # the key the warmed workers loaded it by
+    spec = PrepareSpec(TokenizerRef.of(tokenizer, asked.value, paranoid=config.paranoid_tokenizer),
                        template_text=template.text, template_source=template.source,
                        template_date=config.template_date, loss=config.loss.value,
                        input_format=config.input_format.value, fields=tuple(sorted(config.fields.renames().items())),
@@ -183,7 +167,7 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
                 timings[key] = sum(u.seconds.get(key, 0.0) for u in units)
             records = ExampleIndex.merge(specs, units, len(files))
             spilled = [int(u.lengths.sum()) for u in units]
-            tokenization, resumed = _tokenization_facts(tokenizer, units, backend_reason), sum(u.resumed for u in units)
+            tokenization, resumed = _tokenization_facts(tokenizer, units), sum(u.resumed for u in units)
             rendering = _rendering_facts(config, engine_choice, units)
             # Every per-record fact is in ``records`` now; the units' own copies would stay alive through
             # planning and writing, the driver's peak (docs/benchmarks-pipeline.md, memory).
@@ -294,7 +278,7 @@ def source_digest(root: Path) -> str:
     return digest.hexdigest()
 
 
-def _tokenization_facts(tokenizer: LoadedTokenizer, units: list[UnitIndex], reason: str | None = None) -> dict:
+def _tokenization_facts(tokenizer: LoadedTokenizer, units: list[UnitIndex]) -> dict:
     """Which backend encoded the run and what its exactness guard checked (summed over units).
 
     This goes to the manifest's unhashed part: the backend is a fact about the run, not the data
@@ -302,7 +286,7 @@ def _tokenization_facts(tokenizer: LoadedTokenizer, units: list[UnitIndex], reas
     """
     guard = {key: sum(u.guard.get(key, 0) for u in units) for key in tokenizer.guard_counts()}
     facts = {"backend": tokenizer.backend_name, "version": tokenizer.backend_version,
-             "reason": reason or tokenizer.backend_reason, "paranoid": tokenizer.paranoid, "guard": guard}
+             "reason": tokenizer.backend_reason, "paranoid": tokenizer.paranoid, "guard": guard}
     if guard["offset_mismatches"]:
         facts["note"] = ("offsets differed from tokenizers on a checked example, so tokenizers encoded the rest "
                          "of that unit (and of its process)")
