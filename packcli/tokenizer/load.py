@@ -99,6 +99,17 @@ def _why_not_a_tokenizer(text: str | None, exc: Exception) -> str:
     return f"{type(exc).__name__}: {str(exc)[:200]}"
 
 
+def tokenizer_json(file: Path) -> bytes:
+    """A tokenizer file's JSON, decompressed from a ``.gz``: the bytes its sha256 (what a manifest pins) is over,
+    so a ``.gz`` and a plain copy pin the same tokenizer.
+
+    Raises:
+        OSError: unreadable, or not gzip. EOFError: a truncated ``.gz``.
+    """
+    raw = file.read_bytes()
+    return gzip.decompress(raw) if file.name.endswith(".gz") else raw
+
+
 AUTO_FAST_MIN_BYTES = 4 << 20
 """Input bytes from which ``auto`` loads fastokens. Loading it takes ~2.5 CPU seconds more than tokenizers
 alone for Qwen3; tokenizing long conversations costs tokenizers ~0.6 CPU s per input MB and fastokens
@@ -153,7 +164,7 @@ def load_tokenizer(path: str | Path, *, backend: BackendChoice | str = BackendCh
     file = _find_tokenizer_file(path)
     pending, text = None, None
     try:
-        raw = gzip.decompress(file.read_bytes()) if file.name.endswith(".gz") else file.read_bytes()
+        raw = tokenizer_json(file)
         text = raw.decode("utf-8")
         if backend is not BackendChoice.tokenizers:  # fastokens parses on a thread while tokenizers does
             from packcli.tokenizer.fast.load import FastLoad

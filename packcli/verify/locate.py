@@ -9,13 +9,13 @@ violation ("changed since packing"), never a silent substitute.
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from packcli.artifact.manifest import InputPin, Manifest
 from packcli.tokenizer.hub import TOKENIZER_FILES
+from packcli.tokenizer.load import tokenizer_json
 
 if TYPE_CHECKING:
     from packcli.ingest import Source
@@ -131,10 +131,9 @@ def find_template_file(manifest: Manifest, root: Path | None) -> Path | None:
 
 
 def _tokenizer_sha256(path: Path) -> str | None:
-    """As `packcli.tokenizer.load_tokenizer` pins it: over the decompressed JSON (None: unreadable)."""
+    """As `packcli.tokenizer.load_tokenizer` pins it (`packcli.tokenizer.load.tokenizer_json`; None: unreadable)."""
     try:
-        raw = path.read_bytes()
-        return hashlib.sha256(gzip.decompress(raw) if path.name.endswith(".gz") else raw).hexdigest()
+        return hashlib.sha256(tokenizer_json(path)).hexdigest()
     except (OSError, EOFError):
         return None
 
