@@ -157,7 +157,8 @@ def tokenizer_problems(flag: str, path: str | Path | None) -> list[str]:
     if not p.is_file():
         return [f"{flag} {p}: no such file or directory"]
     if p.name in NEIGHBOURS:
-        where = (f"its folder {p.parent}, which holds tokenizer.json and this file" if (p.parent / "tokenizer.json").is_file()
+        beside = any((p.parent / name).is_file() for name in TOKENIZER_FILES)
+        where = (f"its folder {p.parent}, which holds tokenizer.json and this file" if beside
                  else "the tokenizer.json it belongs with, or the folder holding both")
         return [f"{flag} {p}: is the model's {p.name}, not its tokenizer.json; pass {where}"]
     return []

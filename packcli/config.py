@@ -6,11 +6,21 @@ user never waits for tokenization to learn that ``--capacity`` was zero.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import date
-from enum import Enum
 from pathlib import Path
 
+from packcli.artifact.manifest import PackSettings
+from packcli.checks import (
+    MAX_INT32,
+    MAX_SEED,
+    float_problems,
+    input_problems,
+    int_problems,
+    raise_all,
+    template_problems,
+    tokenizer_problems,
+)
 from packcli.choices import (
     AddToken,
     BackendChoice,
@@ -22,16 +32,6 @@ from packcli.choices import (
     Overlong,
     RenderBackend,
     Strategy,
-)
-from packcli.checks import (
-    MAX_INT32,
-    MAX_SEED,
-    float_problems,
-    input_problems,
-    int_problems,
-    raise_all,
-    template_problems,
-    tokenizer_problems,
 )
 from packcli.errors import InputError, PackcliError
 from packcli.ingest.fields import DEFAULT_FIELDS, FieldMap
@@ -170,16 +170,22 @@ class PackConfig:
         """
         raise_all(self.file_problems(), error=InputError)
 
-    def seam_settings(self) -> dict:
-        """The settings that decide where seams fall and what carries loss (pinned in the manifest)."""
-        data = asdict(self)
-        keep = ("capacity", "loss", "input_format", "strategy", "window", "seed", "shuffle", "shuffle_packs",
-                "overlong", "split_overlap", "split_min_last", "min_density", "max_displacement",
-                "max_reject_fraction", "packs_per_shard", "template_date", "dedupe", "text_bos", "text_eos")
-        settings = {k: (v.value if isinstance(v, Enum) else v) for k, v in data.items() if k in keep}
-        if self.allow_dropped_fields:  # written only when given: artifacts packed without it keep their bytes
-            settings["allow_dropped_fields"] = self.allowed_dropped()
-        return dict(settings, fields=self.fields.renames())
+    def settings(self, mix: dict | None = None) -> PackSettings:
+        """The settings that decide where seams fall and what carries loss (the manifest's ``config``), with
+        ``window`` resolved to the one the strategy packs with (`packcli.pack.strategies.resolved_window`) and ``mix``
+        the run's mixture as the manifest pins it (`packcli.mix.Mixture.to_manifest`)."""
+        from packcli.pack.strategies import resolved_window  # here: the CLI's start-up imports no numpy
+
+        return PackSettings(
+            capacity=self.capacity, loss=self.loss.value, input_format=self.input_format.value,
+            strategy=self.strategy.value, window=resolved_window(self.strategy.value, self.window), seed=self.seed,
+            shuffle=self.shuffle, shuffle_packs=self.shuffle_packs, overlong=self.overlong.value,
+            split_overlap=self.split_overlap, split_min_last=self.split_min_last, min_density=self.min_density,
+            max_displacement=self.max_displacement, max_reject_fraction=self.max_reject_fraction,
+            packs_per_shard=self.packs_per_shard, template_date=self.template_date, dedupe=self.dedupe.value,
+            text_bos=self.text_bos.value, text_eos=self.text_eos.value, fields=self.fields.renames(), mix=mix,
+            # written only when given: artifacts packed without it keep their bytes
+            allow_dropped_fields=tuple(self.allowed_dropped()) if self.allow_dropped_fields else None)
 
     def allowed_dropped(self) -> list[str]:
         """``--allow-dropped-fields`` as the manifest pins it: field names, sorted."""

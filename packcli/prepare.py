@@ -6,16 +6,19 @@ parsing, rendering or masking that would move a seam shows up as a reconstructio
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import date
 from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-from packcli.chat import Renderer, RenderError
-from packcli.choices import Format
+from packcli.chat import ChatTemplate, Renderer, RenderError
+from packcli.choices import Format, LossPolicy
+from packcli.errors import InputError, PackcliError
 from packcli.ingest import DEFAULT_FIELDS, FieldMap, Kind, Record, content_key, parse_record
 from packcli.tokenizer import (
     Encoded,
@@ -24,6 +27,8 @@ from packcli.tokenizer import (
     TokenizerMismatchError,
     encode_batch,
 )
+from packcli.tokenizer.ends import text_ends
+from packcli.tokenizer.load import cached_tokenizer
 
 NO_SUPERVISED = "no supervised tokens after tokenization (the template's generation blocks map to no tokens)"
 
@@ -168,6 +173,94 @@ class Preparer:
         self.seconds["read_render_s"] += t1 - t0
         self.seconds["tokenize_s"] += time.perf_counter() - t1
         return Prepared(encoded, supervised, outcomes, formats, warnings, keys, dropped)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class TokenizerRef:
+    """One tokenizer, named once for every process that loads it: where it is, what it hashes to, the backend
+    asked for and the one the first process resolved, and that backend's version. A process that finds another
+    file there, or resolves another backend or version, refuses (`load`): every process encodes alike."""
+
+    path: str
+    sha256: str
+    backend: str = "tokenizers"  # the BackendChoice asked for ("auto" included): the per-process cache's key
+    resolved: str = "tokenizers"  # the backend the first process loaded
+    version: str | None = None  # that backend's version (None: any; verify's reference tokenizer)
+    paranoid: bool = False
+
+    @classmethod
+    def of(cls, tokenizer: LoadedTokenizer, asked: str, *, paranoid: bool = False) -> TokenizerRef:
+        """The reference to a tokenizer this process loaded (by absolute path: a Ray worker runs elsewhere)."""
+        return cls(os.path.abspath(tokenizer.source), tokenizer.sha256, asked, tokenizer.backend_name,
+                   tokenizer.backend_version, paranoid)
+
+    @classmethod
+    def reference(cls, path: str, sha256: str) -> TokenizerRef:
+        """The reference backend (``tokenizers``), any version: what verify re-tokenizes with (a fast-path
+        fault cannot verify itself)."""
+        return cls(path, sha256)
+
+    def load(self, during: str) -> LoadedTokenizer:
+        """The tokenizer, loaded once per process (`packcli.tokenizer.load.cached_tokenizer`) and checked.
+
+        Raises:
+            PackcliError: another file at ``path`` (it changed while ``during`` ran), or another backend version.
+        """
+        tok = cached_tokenizer(self.path, backend=self.backend, paranoid=self.paranoid)
+        if tok.backend_name != self.resolved:  # ``auto`` resolved otherwise here than there
+            tok = cached_tokenizer(self.path, backend=self.resolved, paranoid=self.paranoid)
+        self.check(tok, during)
+        return tok
+
+    def check(self, tok: LoadedTokenizer, during: str) -> None:
+        """Refuse a tokenizer that is not the one referenced (see `load`)."""
+        if tok.sha256 != self.sha256:
+            raise InputError(f"tokenizer {self.path} changed while {during} ran (sha256 {tok.sha256[:16]}, "
+                               f"first loaded {self.sha256[:16]})", f"run {during} again")
+        if self.version is not None and tok.backend_version != self.version:
+            raise PackcliError(f"this worker has {tok.backend_name} {tok.backend_version}; the driver resolved "
+                               f"{self.version}", "install the same version on every node")
+
+
+@dataclass(frozen=True)
+class PrepareSpec:
+    """How records become examples, in full: the tokenizer, the template, the policies, the column mapping.
+    Hashable and picklable, so a worker process builds the same `Preparer` (`preparer_for`); pack, stats
+    and verify each describe their preparer with one."""
+
+    tokenizer: TokenizerRef
+    template_text: str  # the template the driver resolved: every worker renders with exactly it
+    template_source: str
+    template_date: str  # ISO date that strftime_now formats
+    loss: str
+    input_format: str
+    fields: tuple[tuple[str, str], ...] = ()  # the column mapping, as `FieldMap.renames` items (hashable)
+    keys: bool = False  # compute content keys (--dedupe exact)
+    text_bos: str = "auto"  # a text record's BOS and EOS (`packcli.tokenizer.ends.text_ends`)
+    text_eos: str = "auto"
+    allow_dropped: tuple[str, ...] = ()  # fields the template may drop (--allow-dropped-fields)
+    render_engine: str = "jinja2"  # the engine the driver chose (`packcli.chat.engines.choose_engine`)
+    # The BOS and EOS tokens the template renders with: None, the tokenizer's own; verify renders with the pinned
+    # ones (its drift check proves them the tokenizer's).
+    ends: tuple[str | None, str | None] | None = None
+
+    def absolute(self) -> PrepareSpec:
+        """This spec with its tokenizer named by absolute path (`packcli.engine.Engine.shares_paths`)."""
+        return replace(self, tokenizer=replace(self.tokenizer, path=os.path.abspath(self.tokenizer.path)))
+
+    def build_preparer(self, during: str, tokenizer: LoadedTokenizer | None = None) -> Preparer:
+        """The preparer: ``tokenizer`` (this process's, already loaded) or the referenced one, loaded and checked
+        (`TokenizerRef.load`; ``during`` names the command in its refusal)."""
+        if tokenizer is None:
+            tokenizer = self.tokenizer.load(during)
+        else:
+            self.tokenizer.check(tokenizer, during)
+        bos, eos = self.ends if self.ends is not None else (tokenizer.bos_token, tokenizer.eos_token)
+        renderer = Renderer(ChatTemplate(self.template_text, self.template_source), LossPolicy(self.loss),
+                            bos_token=bos, eos_token=eos, template_date=date.fromisoformat(self.template_date),
+                            text_ends=text_ends(tokenizer, self.text_bos, self.text_eos),
+                            allow_dropped=frozenset(self.allow_dropped), engine=self.render_engine)
+        return Preparer(renderer, tokenizer, Format(self.input_format), FieldMap.of(dict(self.fields)), keys=self.keys)
 
 
 class PreparerJob(Protocol):

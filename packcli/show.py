@@ -102,8 +102,8 @@ def show_artifact(directory: str | Path, *, example_id: int | None = None, sourc
         raise PackcliError("choose exactly one of `example_id=ID`, `source=FILE:LINE`, `pack=N`"
                            + (f" (got {', '.join(chosen)})" if chosen else ""))
     directory = Path(directory)
-    manifest = mf.read_manifest(directory)
-    rows = read_parquet(directory / manifest["seam_table"]["name"]).to_pylist()
+    manifest = mf.load_manifest(directory)
+    rows = read_parquet(directory / manifest.seam_table.name).to_pylist()
     firsts = _pack_numbers(manifest)
     if pack is not None:
         shard, row = _locate_pack(manifest, firsts, pack)
@@ -140,30 +140,30 @@ def show_artifact(directory: str | Path, *, example_id: int | None = None, sourc
             ids, labels = flat.ids[a:a + r["length"]].tolist(), flat.labels[a:a + r["length"]].tolist()
             tokens = tuple(Token(i, piece, label != IGNORE_INDEX) for i, piece, label in zip(ids, decoder(ids), labels))
         examples.append(Example(r, tokens, chunks[r["example_id"]]))
-    note = manifest["unhashed"].get("template_note")
-    described = manifest["template"]["origin"] + (f": {note}" if note else "")
-    return Shown(str(directory), described, manifest["loss_policy"], tuple(examples), shown_pack,
+    note = manifest.unhashed.get("template_note")
+    described = manifest.template.origin + (f": {note}" if note else "")
+    return Shown(str(directory), described, manifest.loss_policy, tuple(examples), shown_pack,
                  whole_pack=pack is not None)
 
 
-def _pack_numbers(manifest: dict) -> dict[str, int]:
+def _pack_numbers(manifest: mf.Manifest) -> dict[str, int]:
     """Each shard's first pack number: packs are numbered over the whole artifact, in shard order."""
     firsts, total = {}, 0
-    for shard in manifest["shards"]:
-        firsts[shard["name"]] = total
-        total += shard["rows"]
+    for shard in manifest.shards:
+        firsts[shard.name] = total
+        total += shard.rows
     return firsts
 
 
-def _locate_pack(manifest: dict, firsts: dict[str, int], number: int) -> tuple[str, int]:
-    for shard in manifest["shards"]:
-        if firsts[shard["name"]] <= number < firsts[shard["name"]] + shard["rows"]:
-            return shard["name"], number - firsts[shard["name"]]
-    packs = sum(s["rows"] for s in manifest["shards"])
+def _locate_pack(manifest: mf.Manifest, firsts: dict[str, int], number: int) -> tuple[str, int]:
+    for shard in manifest.shards:
+        if firsts[shard.name] <= number < firsts[shard.name] + shard.rows:
+            return shard.name, number - firsts[shard.name]
+    packs = sum(s.rows for s in manifest.shards)
     raise InputError(f"`pack` {number}: the artifact has packs 0 to {packs - 1}")
 
 
-def _find_row(rows: list[dict], example_id: int | None, source: str | None, manifest: dict) -> dict:
+def _find_row(rows: list[dict], example_id: int | None, source: str | None, manifest: mf.Manifest) -> dict:
     if example_id is not None:
         found = [r for r in rows if r["example_id"] == example_id]
         if not found:
@@ -174,11 +174,11 @@ def _find_row(rows: list[dict], example_id: int | None, source: str | None, mani
     if not sep or not line.isdigit() or not path:
         raise InputError(f"`source` {source!r}: expected FILE:LINE, e.g. data/chat.jsonl:42")
     wanted = Path(path).parts
-    given = manifest.get("unhashed", {}).get("provenance", {}).get("inputs") or []
+    given = manifest.provenance.get("inputs") or []
 
     def names(k: int) -> list[tuple[str, ...]]:
         """How input ``k`` may be named: the path pack was given, and its file name."""
-        known = [Path(manifest["inputs"][k]["name"]).parts]
+        known = [Path(manifest.inputs[k].name).parts]
         if k < len(given) and given[k]:
             known.append(Path(given[k]).parts)
         return known
@@ -188,33 +188,29 @@ def _find_row(rows: list[dict], example_id: int | None, source: str | None, mani
     inputs = sorted({r["input"] for r in found})
     if len(inputs) > 1:
         raise InputError(f"`source` {source}: matches {len(inputs)} inputs "
-                         f"({', '.join(manifest['inputs'][k]['name'] for k in inputs)})", "give more of the path")
+                         f"({', '.join(manifest.inputs[k].name for k in inputs)})", "give more of the path")
     if not found:
         raise InputError(f"`source` {source}: no record at that line of that input",
-                         "inputs: " + ", ".join(sorted({i["name"] for i in manifest["inputs"]})[:5]))
+                         "inputs: " + ", ".join(sorted({i.name for i in manifest.inputs})[:5]))
     return found[0]
 
 
 class _Decoder:
     """Each token's text, decoded in order with the pinned tokenizer's streaming decoder."""
 
-    def __init__(self, manifest: dict, override: str | None, source_root: str | Path | None) -> None:
+    def __init__(self, manifest: mf.Manifest, override: str | None, source_root: str | Path | None) -> None:
         from packcli.tokenizer.load import cached_tokenizer
-
         from packcli.verify.locate import find_tokenizer
 
-        from packcli.tokenizer.hub import resolve_tokenizer_path
-
-        pinned = manifest["tokenizer"]
-        path = resolve_tokenizer_path(override) if override else find_tokenizer(
-            manifest, Path(source_root) if source_root else None)
+        pinned = manifest.tokenizer
+        path = find_tokenizer(manifest, Path(source_root) if source_root else None, override)
         if path is None or not path.exists():
             raise InputError(f"tokenizer {path}: not found (show decodes the tokens with it)",
                              "pass `tokenizer`, or run from the directory pack ran in")
         loaded = cached_tokenizer(path)
-        if loaded.sha256 != pinned["sha256"]:
+        if loaded.sha256 != pinned.sha256:
             raise InputError(f"tokenizer {path}: sha256 {loaded.sha256[:16]}, but the artifact was packed with "
-                             f"{pinned['sha256'][:16]}", "pass the tokenizer the artifact was packed with")
+                             f"{pinned.sha256[:16]}", "pass the tokenizer the artifact was packed with")
         self.tokenizer = loaded.tokenizer
 
     def __call__(self, ids: list[int]) -> list[str]:

@@ -7,7 +7,6 @@ The control row ``padding`` is one example per row padded to the capacity.
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -17,6 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from packcli.artifact.manifest import Manifest
 from packcli.choices import AddToken, BackendChoice, Format, Strategy
 from packcli.contract import IGNORE_INDEX, IN_PACKS
 
@@ -267,27 +267,27 @@ def length_stats(inputs, tokenizer: str, *, template: str = "auto", loss=None, c
     from packcli.engine.pool import auto_processes, default_workers
     from packcli.ingest import DEFAULT_FIELDS, check_sources, describe_input, expand_inputs
     from packcli.job.units import UnitJob, plan_units
-    from packcli.prepare import share_preparer
-    from packcli.tokenizer.load import cached_tokenizer
+    from packcli.prepare import PrepareSpec, TokenizerRef, share_preparer
+    from packcli.tokenizer.load import auto_backend, cached_tokenizer
 
     policy = loss or LossPolicy.auto
     fields = fields or DEFAULT_FIELDS
     sources = expand_inputs(inputs)
     check_sources(sources, fields, input_format)
-    tok = cached_tokenizer(tokenizer, backend=backend)
-    tpl = resolve_template(template, tok, policy)
     files = [describe_input(source, content=False) for source in sources]  # in the order given, as by_input
+    input_bytes = sum(f.size for f in files)
+    tok = cached_tokenizer(tokenizer, backend=backend, input_bytes=input_bytes)  # as pack chooses: small, tokenizers
+    tpl = resolve_template(template, tok, policy)
     specs = plan_units(files, unit_lines)
-    job = UnitJob(tokenizer=os.path.abspath(tok.source), tokenizer_sha256=tok.sha256,
-                  tokenizer_backend=BackendChoice(backend).value, tokenizer_backend_resolved=tok.backend_name,
-                  tokenizer_backend_version=tok.backend_version, paranoid_tokenizer=False, template_text=tpl.text,
-                  template_source=tpl.source, template_date=DEFAULT_TEMPLATE_DATE.isoformat(), loss=policy.value,
-                  input_format=Format(input_format).value, batch_records=batch, fail_fast=False, work_dir="",
-                  config_hash="", fields=tuple(sorted(fields.renames().items())), text_bos=AddToken(text_bos).value,
-                  text_eos=AddToken(text_eos).value)
+    asked, _ = auto_backend(backend, input_bytes)
+    spec = PrepareSpec(TokenizerRef.of(tok, asked.value), template_text=tpl.text,
+                       template_source=tpl.source, template_date=DEFAULT_TEMPLATE_DATE.isoformat(), loss=policy.value,
+                       input_format=Format(input_format).value, fields=tuple(sorted(fields.renames().items())),
+                       text_bos=AddToken(text_bos).value, text_eos=AddToken(text_eos).value)
+    job = UnitJob(spec, batch_records=batch, fail_fast=False, work_dir="", config_hash="")
     if workers is None:
-        workers = auto_processes(default_workers(), units=len(specs), input_bytes=sum(f.size for f in files))
-    share_preparer(job, job.build_preparer())  # this process is a worker too, with the tokenizer it has loaded
+        workers = auto_processes(default_workers(), units=len(specs), input_bytes=input_bytes)
+    share_preparer(job, spec.build_preparer("stats", tok))  # this process is a worker too, its tokenizer loaded
     engine = LocalEngine(max(1, min(workers, len(specs))))
     try:
         with engine.session():
@@ -410,25 +410,25 @@ def artifact_stats(directory: str | Path) -> ArtifactStats:
     from packcli.artifact.shards import read_parquet
 
     directory = Path(directory)
-    manifest = mf.read_manifest(directory)
-    capacity = manifest["config"]["capacity"]
+    manifest = mf.load_manifest(directory)
+    capacity = manifest.config.capacity
     fills, sup_fills, shards = [], [], []
-    for info in manifest["shards"]:
-        table = read_parquet(directory / info["name"], columns=["num_tokens", "num_supervised", "cu_seqlens"])
+    for info in manifest.shards:
+        table = read_parquet(directory / info.name, columns=["num_tokens", "num_supervised", "cu_seqlens"])
         tokens = table["num_tokens"].to_numpy()
         fills.append(tokens / capacity)
         sup_fills.append(table["num_supervised"].to_numpy() / capacity)
-        shards.append({"name": info["name"], "packs": len(table), "tokens": int(tokens.sum()),
+        shards.append({"name": info.name, "packs": len(table), "tokens": int(tokens.sum()),
                        "supervised": int(pc.sum(table["num_supervised"]).as_py() or 0),
                        "examples": int(pc.sum(pc.subtract(pc.list_value_length(table["cu_seqlens"]), 1)).as_py() or 0),
                        "density": float(tokens.sum() / (len(table) * capacity)) if len(table) else 0.0,
-                       "bytes": info["bytes"]})
-    lengths = _packed_lengths(directory / manifest["seam_table"]["name"])
-    identity = {"manifest_sha256": manifest["manifest_sha256"], "contract_version": manifest["contract_version"],
-                "tokenizer_sha256": manifest["tokenizer"]["sha256"], "template_sha256": manifest["template"]["sha256"],
-                "template_origin": manifest["template"]["origin"], "loss_policy": manifest["loss_policy"],
-                "config": manifest["config"], "versions": manifest["unhashed"].get("versions", {})}
-    return ArtifactStats(str(directory), identity, manifest["counts"], manifest["metrics"], shards, input_counts(manifest),
+                       "bytes": info.bytes})
+    lengths = _packed_lengths(directory / manifest.seam_table.name)
+    identity = {"manifest_sha256": manifest.manifest_sha256, "contract_version": manifest.contract_version,
+                "tokenizer_sha256": manifest.tokenizer.sha256, "template_sha256": manifest.template.sha256,
+                "template_origin": manifest.template.origin, "loss_policy": manifest.loss_policy,
+                "config": manifest.config.to_dict(), "versions": manifest.unhashed.get("versions", {})}
+    return ArtifactStats(str(directory), identity, manifest.counts, manifest.metrics, shards, input_counts(manifest),
                          fill=np.concatenate(fills) if fills else np.zeros(0),
                          supervised_fill=np.concatenate(sup_fills) if sup_fills else np.zeros(0), lengths=lengths)
 
@@ -449,18 +449,18 @@ def _packed_lengths(path: Path) -> npt.NDArray[np.int64]:
     return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
 
-def input_counts(manifest: dict) -> list[dict]:
+def input_counts(manifest: Manifest) -> list[dict]:
     """Per input of an artifact: where it came from, what its mixture asked of it, what became of its records."""
     from packcli.mix import Mixture, describe
 
-    mix = manifest["config"].get("mix")
+    mix = manifest.config.mix
     weight = {}
     if mix is not None:
         mixture = Mixture.from_manifest(mix)
         weight = {i: describe(mixture.by, s.weight) for s in mixture.sources for i in s.inputs}
-    by_input = manifest["counts"].get("by_input") or [{} for _ in manifest["inputs"]]
-    return [{"source": pinned["name"], "kind": pinned["kind"], "records": pinned["records"], "weight": weight.get(i),
-             **counts} for i, (pinned, counts) in enumerate(zip(manifest["inputs"], by_input))]
+    by_input = manifest.counts.get("by_input") or [{} for _ in manifest.inputs]
+    return [{"source": pinned.name, "kind": pinned.kind, "records": pinned.records, "weight": weight.get(i),
+             **counts} for i, (pinned, counts) in enumerate(zip(manifest.inputs, by_input))]
 
 
 def terminal_histogram(lengths: npt.NDArray[np.int64], *, width: int = 40) -> list[str]:

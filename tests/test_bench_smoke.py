@@ -46,7 +46,7 @@ def test_pack_then_verify_modes(bench, corpus, tmp_path, capsys):
     data = _run(bench, capsys, ["pack", "--corpus", str(corpus), "--tokenizer", str(FIXTURES / "tokenizer"),
                                 "--workdir", str(tmp_path / "packs"), "--backend", "tokenizers", "--backend", "auto"], pack_json)
     assert data["mode"] == "pack" and [r["backend"] for r in data["results"]] == ["tokenizers", "auto"]
-    # auto on a corpus under run.AUTO_FAST_MIN_BYTES: tokenizers, saying why
+    # auto on a corpus under packcli.tokenizer.load.AUTO_FAST_MIN_BYTES: tokenizers, saying why
     assert [r["pack"]["tokenization"]["backend"] for r in data["results"]] == ["tokenizers", "tokenizers"]
     assert data["results"][1]["pack"]["tokenization"]["reason"].startswith("auto: tokenizers, because the input")
     for result in data["results"]:

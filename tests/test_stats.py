@@ -62,9 +62,16 @@ def test_length_stats_on_fixture(tokenizer_dir, corpus_files):
     assert sum(terminal_histogram(stats.lengths)[i].count("#") > 0 for i in range(3)) >= 1
 
 
-def test_stats_tokenizes_with_packs_backend_and_gives_the_same_lengths(tokenizer_dir, corpus_files):
-    """Default auto (fastokens where proven exact, guarded), as pack; the reference on request; same lengths."""
+def test_stats_tokenizes_with_packs_backend_and_gives_the_same_lengths(tokenizer_dir, corpus_files, monkeypatch):
+    """Default auto (fastokens where proven exact, guarded; tokenizers on an input too small to pay fastokens'
+    load), as pack; the reference on request; same lengths."""
     pytest.importorskip("fastokens")
+    from packcli.tokenizer import load
+
+    small = length_stats(corpus_files, str(tokenizer_dir), capacities=(512,))
+    assert small.tokenization["backend"] == "tokenizers"
+    assert small.tokenization["reason"].startswith("auto: tokenizers, because the input (")
+    monkeypatch.setattr(load, "AUTO_FAST_MIN_BYTES", 0)  # as if the fixture corpus were big
     auto = length_stats(corpus_files, str(tokenizer_dir), capacities=(512,))
     ref = length_stats(corpus_files, str(tokenizer_dir), capacities=(512,), backend="tokenizers")
     assert auto.tokenization["backend"] == "fastokens" and auto.tokenization["reason"].startswith("auto: fastokens")
@@ -108,8 +115,8 @@ def test_stats_guard_stops_a_fast_backend_error_naming_file_and_line(tokenizer_d
 
     monkeypatch.setattr(FastBackend, "encode", drop_first)
     source = corpus_files[0]  # openai.jsonl: every line a good chat record
-    with pytest.raises(TokenizerMismatchError) as info:
-        length_stats([source], str(tokenizer_dir), capacities=(512,))
+    with pytest.raises(TokenizerMismatchError) as info:  # fastokens named: auto takes tokenizers on an input this small
+        length_stats([source], str(tokenizer_dir), capacities=(512,), backend="fastokens")
     assert info.value.message.startswith(f"{source}:1: fastokens and tokenizers disagree")
     assert length_stats([source], str(tokenizer_dir), capacities=(512,), backend="tokenizers").examples > 0
 

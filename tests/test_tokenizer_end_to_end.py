@@ -21,12 +21,12 @@ fastokens = pytest.importorskip("fastokens")
 
 
 def test_pack_gives_the_same_bytes_with_either_backend_and_says_which_ran(tmp_path, corpus_files, monkeypatch):
-    from packcli.job import run
+    from packcli.tokenizer import load
 
     hf = pack_with(tmp_path, corpus_files, "hf", tokenizer_backend="tokenizers")
     fast = pack_with(tmp_path, corpus_files, "fast", tokenizer_backend="fastokens", paranoid_tokenizer=True)
     small = pack_with(tmp_path, corpus_files, "small")  # the default, auto, on an input too small to pay the load
-    monkeypatch.setattr(run, "AUTO_FAST_MIN_BYTES", 0)  # as if the fixture corpus were big
+    monkeypatch.setattr(load, "AUTO_FAST_MIN_BYTES", 0)  # as if the fixture corpus were big
     auto = pack_with(tmp_path, corpus_files, "auto")
     assert small.manifest["manifest_sha256"] == hf.manifest["manifest_sha256"]
     chosen = small.manifest["unhashed"]["tokenization"]

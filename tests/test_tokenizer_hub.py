@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES
 
+from packcli.artifact import manifest as mf
 from packcli.checks import tokenizer_problems
 from packcli.config import PackConfig
 from packcli.errors import InputError
@@ -158,7 +159,8 @@ def test_pack_by_name_pins_the_same_tokenizer_and_bytes_as_by_path(model_cache, 
     assert by_name.manifest["unhashed"]["provenance"]["tokenizer"] == "org/tok"
     from packcli.verify.locate import find_tokenizer  # verify and show find it again by its name
 
-    assert find_tokenizer(by_name.manifest, None) == model_cache / "models--org--tok" / "snapshots" / MAIN
+    found = find_tokenizer(mf.Manifest.of(by_name.manifest), None)
+    assert found == model_cache / "models--org--tok" / "snapshots" / MAIN
 
 
 def test_the_cli_names_the_miss_and_the_command(model_cache, tmp_path):

@@ -164,12 +164,12 @@ def test_unknown_backend_is_an_input_error():
 def _unit_job(tmp_path, *, asked: str, resolved: str, version: str, sha256: str | None = None):
     from packcli.chat import load_template
     from packcli.job.units import UnitJob
+    from packcli.prepare import PrepareSpec, TokenizerRef
 
-    return UnitJob(tokenizer=str(FIXTURE_JSON), tokenizer_sha256=sha256 or load_tokenizer(FIXTURE_JSON).sha256,
-                   tokenizer_backend=asked, tokenizer_backend_resolved=resolved, tokenizer_backend_version=version,
-                   paranoid_tokenizer=False, template_text=load_template("chatml").text,
-                   template_source="builtin:chatml", template_date="2024-07-26", loss="auto", input_format="auto",
-                   batch_records=8, fail_fast=False, work_dir=str(tmp_path), config_hash=f"{asked}-{resolved}")
+    tokenizer = TokenizerRef(str(FIXTURE_JSON), sha256 or load_tokenizer(FIXTURE_JSON).sha256, asked, resolved, version)
+    spec = PrepareSpec(tokenizer, template_text=load_template("chatml").text, template_source="builtin:chatml",
+                       template_date="2024-07-26", loss="auto", input_format="auto")
+    return UnitJob(spec, batch_records=8, fail_fast=False, work_dir=str(tmp_path), config_hash=f"{asked}-{resolved}")
 
 
 def test_a_worker_with_another_backend_version_refuses(tmp_path):
@@ -183,3 +183,20 @@ def test_a_worker_that_finds_another_tokenizer_file_refuses(tmp_path):
                     sha256="0" * 64)
     with pytest.raises(PackcliError, match="changed while pack ran"):
         job.build_preparer()
+
+
+def test_auto_on_a_small_input_takes_tokenizers_and_says_why():
+    """The small-input rule is the tokenizer's own (pack and stats alike): ``auto`` below AUTO_FAST_MIN_BYTES
+    loads the reference, with the reason; a size at the bound, an unknown size, or an explicit choice do not."""
+    from packcli.tokenizer.load import AUTO_FAST_MIN_BYTES, auto_backend, cached_tokenizer
+
+    small = cached_tokenizer(FIXTURE_JSON, backend="auto", input_bytes=AUTO_FAST_MIN_BYTES - 1)
+    assert small.backend_name == "tokenizers"
+    assert small.backend_reason == ("auto: tokenizers, because the input (4.0 MiB) is under 4 MiB, where loading "
+                                    "fastokens costs more than it saves")
+    assert cached_tokenizer(FIXTURE_JSON, backend="auto", input_bytes=AUTO_FAST_MIN_BYTES).backend_name == "fastokens"
+    assert cached_tokenizer(FIXTURE_JSON, backend="auto").backend_name == "fastokens"
+    assert cached_tokenizer(FIXTURE_JSON, backend="fastokens", input_bytes=1).backend_name == "fastokens"
+    assert auto_backend("tokenizers", 1) == (auto_backend("tokenizers", None)[0], None)
+    # the reference asked for directly is cached apart from auto's, whose reason differs
+    assert cached_tokenizer(FIXTURE_JSON, backend="tokenizers").backend_reason == "requested"

@@ -105,7 +105,7 @@ def test_the_card_and_the_page_teach_the_same_recipes(packed):
     python = [text for lang, text in page_blocks() if lang == "python"]
     assert python == [recipe(TRL_RECIPE, artifact=ARTIFACT, model=MODEL),
                       recipe(TORCH_RECIPE, artifact=ARTIFACT, model=MODEL)]
-    card = render_card(mf.read_manifest(packed))
+    card = render_card(mf.load_manifest(packed))
     for text in (TRL_RECIPE, TORCH_RECIPE):
         assert recipe(text, artifact=CARD_FOLDER, model=CARD_MODEL) in card
     assert "DataLoader(ds" not in card and "PackLoader(ds" in card

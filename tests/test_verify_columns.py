@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from packcli.artifact import manifest as mf
 from packcli.artifact.seams import SEAM_TABLE_SCHEMA
 from packcli.contract import SEAM_TABLE_NAME
 from packcli.verify import bookkeeping, verify_artifact
@@ -154,7 +155,9 @@ def test_copies_on_columns_finds_what_walking_every_record_finds(seed: int, tmp_
     path = tmp_path / "seams.parquet"
     pq.write_table(pa.table(data, schema=SEAM_TABLE_SCHEMA), path)
     columns, _ = read_seam_columns(path)
-    manifest = {"inputs": [{"name": f"in{j}"} for j in range(3)], "config": {"mix": None, "seed": 0}}
+    fixture = mf.load_manifest(Path(__file__).resolve().parents[1] / "fixtures" / "packed")
+    inputs = tuple(mf.InputPin(f"in{j}", "jsonl", 0, "0" * 64, 0) for j in range(3))
+    manifest = dataclasses.replace(fixture, inputs=inputs, config=dataclasses.replace(fixture.config, mix=None, seed=0))
     fast, slow = CheckResult("copies", limit=10_000), CheckResult("copies", limit=10_000)
     check_copies(columns, manifest, fast)
     _copies_walked(data, 3, slow)

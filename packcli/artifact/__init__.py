@@ -2,5 +2,6 @@
 
     shards.py    the shard schema, the writer, and the flat reader the loader and verify share
     seams.py     the seam table (one row per input record) and rejects.jsonl
-    manifest.py  the hashed contract manifest: canonical JSON, hash, read with a version check
+    manifest.py  the hashed contract manifest: canonical JSON, hash, read with a version check; typed
+                 (`Manifest`, with the run's `PackSettings` as its ``config``), read through attributes
 """

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from packcli.artifact.manifest import FilePin, Manifest
 from packcli.contract import CARD_NAME, CONTRACT_VERSION, file_sha256
 
 SHARD_GLOB = "shard-*.parquet"
@@ -85,9 +86,9 @@ def recipe(text: str, *, artifact: str, model: str) -> str:
 CARD_FOLDER, CARD_MODEL = "path/to/this/folder", "ORG/NAME"
 
 
-def render_card(manifest: dict) -> str:
+def render_card(manifest: Manifest) -> str:
     """The card's text for a manifest (its hashed fields; ``contract_version`` is this packcli's)."""
-    counts, config = manifest["counts"], manifest["config"]
+    counts = manifest.counts
     examples = counts["packed"] + counts["truncated"] + counts["split"]  # segments: a split example's chunks each
     chunks = f", {counts['split']:,} chunks of examples split at the capacity" if counts["split"] else ""
     tokens, supervised = counts["tokens"], counts["supervised_tokens"]
@@ -117,9 +118,9 @@ or is supervised by another.
 | examples | {examples:,} ({counts["truncated"]:,} truncated to the capacity{chunks}) |
 | tokens | {tokens:,} |
 | supervised tokens | {supervised:,} |
-| capacity | {config["capacity"]:,} tokens per pack |
-| loss policy | {manifest["loss_policy"]} |
-| tokenizer | sha256 `{manifest["tokenizer"]["sha256"][:16]}` |
+| capacity | {manifest.config.capacity:,} tokens per pack |
+| loss policy | {manifest.loss_policy} |
+| tokenizer | sha256 `{manifest.tokenizer.sha256[:16]}` |
 | contract version | {CONTRACT_VERSION} |
 
 Columns: `input_ids`, `labels` (unshifted, -100 = no loss, the first label of every example is -100),
@@ -156,8 +157,8 @@ the checkpoint, exactly once (packcli's docs/training.md says why and how to nor
     return header + "\n" + body
 
 
-def write_card(directory: Path, manifest: dict) -> dict:
+def write_card(directory: Path, manifest: Manifest) -> FilePin:
     """Write ``README.md`` into ``directory``; return its manifest entry (name, bytes, sha256)."""
     path = Path(directory) / CARD_NAME
     path.write_text(render_card(manifest), encoding="utf-8")
-    return {"name": CARD_NAME, "bytes": path.stat().st_size, "sha256": file_sha256(path)}
+    return FilePin(CARD_NAME, path.stat().st_size, file_sha256(path))

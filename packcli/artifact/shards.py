@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from packcli.artifact.manifest import ShardPin
 from packcli.contract import IGNORE_INDEX, file_sha256
 from packcli.errors import ContractError
 
@@ -40,18 +41,6 @@ SCHEMA = pa.schema([
     pa.field("num_tokens", pa.int32(), nullable=False),
     pa.field("num_supervised", pa.int32(), nullable=False),
 ])
-
-
-@dataclass(frozen=True)
-class ShardInfo:
-    """A written shard as pinned in the manifest."""
-
-    name: str
-    rows: int
-    bytes: int
-    sha256: str
-    tokens: int
-    supervised: int
 
 
 def build_table(
@@ -93,7 +82,7 @@ def build_table(
     }, schema=SCHEMA)
 
 
-def write_shard(table: pa.Table, path: Path) -> ShardInfo:
+def write_shard(table: pa.Table, path: Path) -> ShardPin:
     """Write a shard (zstd) and describe it. The caller writes into a temporary directory; the file is
     written under a name of its own and renamed into place whole, so a second attempt at the same shard
     (a Ray task re-run after its node was lost, while the first still runs) never leaves half a file."""
@@ -104,7 +93,7 @@ def write_shard(table: pa.Table, path: Path) -> ShardInfo:
         tmp.replace(path)
     finally:
         tmp.unlink(missing_ok=True)
-    return ShardInfo(name=path.name, rows=len(table), bytes=path.stat().st_size, sha256=file_sha256(path),
+    return ShardPin(name=path.name, rows=len(table), bytes=path.stat().st_size, sha256=file_sha256(path),
                      tokens=int(pc.sum(table["num_tokens"]).as_py() or 0),
                      supervised=int(pc.sum(table["num_supervised"]).as_py() or 0))
 

@@ -57,10 +57,11 @@ def render_pack_summary(summary, *, as_json: bool) -> None:  # noqa: ANN001 - Pa
     m = summary.manifest
     counts, metrics = m["counts"], m["metrics"]
     if as_json:
+        from packcli.artifact.manifest import Manifest
         from packcli.stats import input_counts
 
         console.print_json({"out": str(summary.out), "manifest_sha256": m["manifest_sha256"], "counts": counts,
-                            "sources": input_counts(m),
+                            "sources": input_counts(Manifest.of(m)),
                             "metrics": metrics, "stage_seconds": summary.stage_seconds, "units": summary.units,
                             "resumed_units": summary.resumed_units, "lost": summary.lost,
                             "shards": [s["name"] for s in m["shards"]], "tokenization": m["unhashed"]["tokenization"],
@@ -106,9 +107,10 @@ def render_pack_summary(summary, *, as_json: bool) -> None:  # noqa: ANN001 - Pa
     table.add_row("manifest", m["manifest_sha256"][:16])
     console.out.print(table)
     if len(m["inputs"]) > 1 or m["config"]["mix"]:
+        from packcli.artifact.manifest import Manifest
         from packcli.stats import input_counts
 
-        console.out.print(sources_table(input_counts(m)))
+        console.out.print(sources_table(input_counts(Manifest.of(m))))
     if counts["rejected"]:
         console.err.print(f"{counts['rejected']} records rejected: see {summary.out}/rejects.jsonl", highlight=False)
     for line in input_warning_lines(m["unhashed"]["input_warnings"]):

@@ -79,14 +79,15 @@ class PackReader:
                                 f"{describe_stranger(*found[0], found[0][0] in listed_names(self.manifest))}{more}",
                                 "remove what packcli did not write (`packcli verify` lists every such entry)")
         self.check_hashes = check_hashes
-        self.shards = [info["name"] for info in self.manifest["shards"]]
+        self.pins = mf.shard_pins(self.manifest)
+        self.shards = [pin.name for pin in self.pins]
         self._verified: set[str] = set()
         groups = []
-        for s, info in enumerate(self.manifest["shards"]):
+        for s, pin in enumerate(self.pins):
             try:
-                meta = pq.read_metadata(self.directory / info["name"])
+                meta = pq.read_metadata(self.directory / pin.name)
             except (pa.ArrowException, OSError) as exc:
-                raise ContractError(f"{self.directory / info['name']}: unreadable ({exc})",
+                raise ContractError(f"{self.directory / pin.name}: unreadable ({exc})",
                                     "re-copy the artifact, or run `packcli verify` on it") from exc
             groups += [RowGroup(s, g, meta.row_group(g).num_rows) for g in range(meta.num_row_groups)]
         self.row_groups = groups
@@ -133,7 +134,7 @@ class PackReader:
         from packcli.contract import file_sha256
         from packcli.errors import ContractError
 
-        expected = self.manifest["shards"][self.shards.index(name)]["sha256"]
+        expected = self.pins[self.shards.index(name)].sha256
         if not path.is_file() or file_sha256(path) != expected:
             raise ContractError(f"{path}: sha256 differs from the manifest (corrupted, modified or missing)",
                                 "re-copy the artifact, or run `packcli verify` on it; check_hashes=False skips this")

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from packcli.artifact.manifest import PackSettings
 from packcli.contract import IGNORE_INDEX
 
 
@@ -75,13 +76,13 @@ class SplitRule:
         return np.where(np.asarray(chunks) > 0, max(1, self.overlap), 1).astype(np.int64)
 
 
-def pinned_rule(config: dict) -> SplitRule:
-    """The cut a manifest's ``config`` pins: its split settings under ``overlong split``, else chunks of the
-    capacity (truncation keeps chunk 0). Settings that cannot cut fall back to the latter, for readers
-    that must go on (the plan check names them)."""
-    capacity = config["capacity"] if isinstance(config["capacity"], int) and config["capacity"] >= 2 else 2
-    rule = SplitRule(capacity, config["split_overlap"], config["split_min_last"])
-    return rule if config["overlong"] == "split" and not rule.problems() else SplitRule(capacity)
+def pinned_rule(settings: PackSettings) -> SplitRule:
+    """How an over-long example is cut under the pinned settings: into chunks under ``overlong split``, else
+    chunks of the capacity (truncation keeps chunk 0, its first ``capacity`` tokens). Settings that cannot
+    cut (a forged manifest's) fall back to the latter, for readers that must go on (the plan check names them)."""
+    capacity = settings.capacity if isinstance(settings.capacity, int) and settings.capacity >= 2 else 2
+    rule = SplitRule(capacity, settings.split_overlap, settings.split_min_last)
+    return rule if settings.overlong == "split" and not rule.problems() else SplitRule(capacity)
 
 
 @dataclass(frozen=True)

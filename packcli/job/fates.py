@@ -62,7 +62,7 @@ def decide_fates(status: npt.ArrayLike, length: npt.ArrayLike, supervised: npt.A
     Args:
         status: per example, `PACKED` (accepted), `REJECTED` or `DUPLICATE`; length, supervised: its full token
             and supervised counts; reasons: the rejection reasons ("" for accepted examples).
-        rule: the capacity, and under ``split`` how chunks are cut (`PlanSettings.rule`).
+        rule: the capacity, and under ``split`` how chunks are cut (`packcli.job.chunks.pinned_rule`).
         cut: example ``i`` cut under ``rule`` (asked only of over-long examples under ``truncate`` or
             ``split``; truncation keeps its first chunk).
     """

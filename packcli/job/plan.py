@@ -3,63 +3,24 @@
 Packing needs every length before it decides (global BFD), which the example index provides; what
 becomes of over-long examples is decided before (`packcli.job.fates`: a split example becomes one row
 per chunk, and each chunk is packed like any example). The plan is a
-pure function of the lengths and the pinned configuration (`PlanSettings`, the manifest's
-``config``), and every step here takes plain arrays, so ``verify`` re-runs these same functions on
+pure function of the lengths and the pinned settings (`packcli.artifact.manifest.PackSettings`, the
+manifest's ``config``), and every step here takes plain arrays, so ``verify`` re-runs these same functions on
 the lengths it reconstructs (`packcli.verify.plan`): same inputs and config give the same plan.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
-from packcli.choices import Overlong
+from packcli.artifact.manifest import PackSettings
 from packcli.contract import shard_name
 from packcli.errors import BudgetError
-from packcli.job.chunks import SplitRule
 from packcli.job.fates import Fates
 from packcli.job.units import ExampleIndex
 from packcli.pack import PackPlan, check_budgets, pack_lengths
-
-
-@dataclass(frozen=True)
-class PlanSettings:
-    """The pinned settings that decide fates, packs and shards (a subset of the manifest's ``config``)."""
-
-    capacity: int
-    strategy: str
-    window: int | None
-    seed: int
-    shuffle: bool
-    shuffle_packs: bool
-    overlong: Overlong
-    split_overlap: int
-    split_min_last: int
-    min_density: float | None
-    max_displacement: float | None
-    max_reject_fraction: float
-    packs_per_shard: int
-
-    @classmethod
-    def of(cls, settings: Mapping[str, object]) -> PlanSettings:
-        """From `PackConfig.seam_settings` or a manifest's ``config`` (same keys).
-
-        Raises:
-            KeyError: a setting is missing. ValueError: ``overlong`` is not a policy.
-        """
-        values = {f.name: settings[f.name] for f in fields(cls)}
-        return cls(**dict(values, overlong=Overlong(values["overlong"])))
-
-    @property
-    def rule(self) -> SplitRule:
-        """How an over-long example is cut: into chunks under ``split``; under ``truncate`` its first chunk
-        (the first ``capacity`` tokens) is what it keeps."""
-        if self.overlong is Overlong.split:
-            return SplitRule(self.capacity, self.split_overlap, self.split_min_last)
-        return SplitRule(self.capacity)
 
 
 @dataclass(frozen=True)
@@ -80,14 +41,14 @@ class ShardTask:
         return shard_name(self.index)
 
 
-def plan_examples(fates: Fates, settings: PlanSettings) -> PackPlan:
+def plan_examples(fates: Fates, settings: PackSettings) -> PackPlan:
     """The pack plan of the packable examples under the pinned strategy (budgets not checked)."""
     return pack_lengths(fates.used_len[fates.packable], settings.capacity, strategy=settings.strategy,
                         window=settings.window, seed=settings.seed, shuffle=settings.shuffle,
                         shuffle_packs=settings.shuffle_packs)
 
 
-def plan_packs(fates: Fates, settings: PlanSettings) -> PackPlan:
+def plan_packs(fates: Fates, settings: PackSettings) -> PackPlan:
     """`plan_examples`, or `BudgetError` if the plan misses a density or displacement budget (nothing
     is written then)."""
     plan = plan_examples(fates, settings)

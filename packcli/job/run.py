@@ -24,7 +24,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
 import signal
 import time
 from dataclasses import dataclass, replace
@@ -37,34 +36,29 @@ import numpy as np
 
 from packcli.artifact import manifest as mf
 from packcli.artifact.card import write_card
-from packcli.chat import ChatTemplate, Renderer, resolve_template
-from packcli.choices import BackendChoice, Dedupe
+from packcli.chat import ChatTemplate, resolve_template
+from packcli.choices import Dedupe
 from packcli.config import OnError, PackConfig
 from packcli.contract import IN_PACK_CODES
 from packcli.engine import Engine, Workload
 from packcli.engine.local import LocalEngine
 from packcli.errors import InputError, Interrupted, refusal
 from packcli.ingest import InputFile, Source, check_sources, describe_inputs, expand_inputs
+from packcli.job.chunks import pinned_rule
 from packcli.job.fates import apply_overlong, check_losses
-from packcli.job.plan import PlanSettings, lay_out_shards, plan_packs
+from packcli.job.plan import lay_out_shards, plan_packs
 from packcli.job.select import expand_chunks, expand_copies, mark_duplicates
 from packcli.job.spill import SpillLayout, SpillReader
 from packcli.job.units import ExampleIndex, UnitIndex, UnitJob, UnitSpec, plan_units, run_unit
 from packcli.job.workspace import Workspace
 from packcli.job.write import build_manifest, losses_by_fate, provenance, write_records, write_shard_task
 from packcli.mix import Mixture, draw_copies, resolve_mix
-from packcli.prepare import Preparer, share_preparer
+from packcli.prepare import PrepareSpec, TokenizerRef, share_preparer
 from packcli.progress import NO_PROGRESS, Progress
-from packcli.tokenizer.ends import text_ends
-from packcli.tokenizer.load import LoadedTokenizer, cached_tokenizer, warm_tokenizer
+from packcli.tokenizer.load import LoadedTokenizer, auto_backend, cached_tokenizer, warm_tokenizer
 
 if TYPE_CHECKING:
     from packcli.chat.engines import EngineChoice
-
-AUTO_FAST_MIN_BYTES = 4 << 20
-"""Input bytes from which ``auto`` loads fastokens. Loading it takes ~2.5 CPU seconds more than tokenizers
-alone for Qwen3; tokenizing long conversations costs tokenizers ~0.6 CPU s per input MB and fastokens
-~0.04, so the load pays for itself from ~4.5 MB (docs/tokenizer-backends.md, start-up)."""
 
 
 @dataclass(frozen=True)
@@ -72,7 +66,7 @@ class PackSummary:
     """What a run produced, for the CLI summary and ``--json``."""
 
     out: Path
-    manifest: dict
+    manifest: dict  # as written (`packcli.artifact.manifest.Manifest.to_dict`): the summary's JSON
     stage_seconds: dict[str, float]
     units: int
     resumed_units: int  # units a previous run of the same code and configuration had finished
@@ -106,10 +100,10 @@ def pack_corpus(config: PackConfig, progress: Progress = NO_PROGRESS, engine: En
             files = describe_inputs(sources)
             specs = plan_units(files, config.lines_per_unit)
             work = Workload(units=len(specs), input_bytes=sum(f.size for f in files))
-            config, backend_reason = _small_input_backend(config, work.input_bytes)
-            with engine.session(warm=partial(warm_tokenizer, config.tokenizer, config.tokenizer_backend.value,
+            backend, _ = auto_backend(config.tokenizer_backend, work.input_bytes)  # what every worker loads
+            with engine.session(warm=partial(warm_tokenizer, config.tokenizer, backend.value,
                                              config.paranoid_tokenizer), work=work):
-                summary = _pack(config, progress, engine, space, files, specs, sources, mixture, backend_reason)
+                summary = _pack(config, progress, engine, space, files, specs, sources, mixture, work.input_bytes)
             space.discard_work()
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: say what is on disk now
         raise Interrupted(getattr(exc, "signum", signal.SIGINT), space.kept()) from None
@@ -137,45 +131,29 @@ def resolve_sources(config: PackConfig) -> tuple[list[Source], Mixture | None]:
     return sources, resolve_mix(config.mix, config.inputs, [s.path for s in sources], matched)
 
 
-def _small_input_backend(config: PackConfig, input_bytes: int) -> tuple[PackConfig, str | None]:
-    """``auto`` on an input under `AUTO_FAST_MIN_BYTES`: tokenizers, and the reason (None: the choice stands).
-
-    Loading fastokens costs seconds that tokenizing a small input never wins back (the driver and every
-    worker load it), so ``auto`` skips it there; the bytes are the same either way.
-    """
-    if config.tokenizer_backend is not BackendChoice.auto or input_bytes >= AUTO_FAST_MIN_BYTES:
-        return config, None
-    return replace(config, tokenizer_backend=BackendChoice.tokenizers), (
-        f"auto: tokenizers, because the input ({input_bytes / 2**20:.1f} MiB) is under "
-        f"{AUTO_FAST_MIN_BYTES >> 20} MiB, where loading fastokens costs more than it saves")
-
-
 def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspace, files: list[InputFile],
           specs: list[UnitSpec], sources: list[Source], mixture: Mixture | None,
-          backend_reason: str | None = None) -> PackSummary:
+          input_bytes: int) -> PackSummary:
     timings: dict[str, float] = {}
-    tokenizer = cached_tokenizer(config.tokenizer, backend=config.tokenizer_backend, paranoid=config.paranoid_tokenizer)
+    tokenizer = cached_tokenizer(config.tokenizer, backend=config.tokenizer_backend, paranoid=config.paranoid_tokenizer,
+                                 input_bytes=input_bytes)  # ``auto`` on a small input: tokenizers, saying why
     template = resolve_template(config.template, tokenizer, config.loss)
     engine_choice = _render_engine(config, template, tokenizer)
-    renderer = Renderer(template, config.loss, bos_token=tokenizer.bos_token, eos_token=tokenizer.eos_token,
-                        template_date=date.fromisoformat(config.template_date),
-                        text_ends=text_ends(tokenizer, config.text_bos, config.text_eos),
-                        allow_dropped=frozenset(config.allowed_dropped()), engine=engine_choice.engine)
     if mixture is not None:  # the mixture numbers inputs as resolved; the manifest, as read
         position = {f.path: i for i, f in enumerate(files)}
         mixture = mixture.renumbered([position[s.path] for s in sources])
-    job = UnitJob(tokenizer=os.path.abspath(tokenizer.source), tokenizer_sha256=tokenizer.sha256, template_text=template.text,
-                  template_source=template.source, template_date=config.template_date,
-                  paranoid_tokenizer=config.paranoid_tokenizer, tokenizer_backend=config.tokenizer_backend.value,
-                  tokenizer_backend_resolved=tokenizer.backend_name,
-                  tokenizer_backend_version=tokenizer.backend_version, loss=config.loss.value,
-                  input_format=config.input_format.value, fields=tuple(sorted(config.fields.renames().items())),
-                  keys=config.dedupe is Dedupe.exact, text_bos=config.text_bos.value, text_eos=config.text_eos.value,
-                  allow_dropped=tuple(config.allowed_dropped()), render_engine=engine_choice.engine,
-                  batch_records=config.batch_records,
-                  fail_fast=config.on_error is OnError.fail, work_dir=str(space.work),
+    asked, _ = auto_backend(config.tokenizer_backend, input_bytes)  # the key the warmed workers loaded it by
+    spec = PrepareSpec(TokenizerRef.of(tokenizer, asked.value, paranoid=config.paranoid_tokenizer),
+                       template_text=template.text, template_source=template.source,
+                       template_date=config.template_date, loss=config.loss.value,
+                       input_format=config.input_format.value, fields=tuple(sorted(config.fields.renames().items())),
+                       keys=config.dedupe is Dedupe.exact, text_bos=config.text_bos.value,
+                       text_eos=config.text_eos.value, allow_dropped=tuple(config.allowed_dropped()),
+                       render_engine=engine_choice.engine)
+    job = UnitJob(spec, batch_records=config.batch_records, fail_fast=config.on_error is OnError.fail,
+                  work_dir=str(space.work),
                   config_hash=_tokenization_hash(tokenizer, template, config, engine_choice.engine))
-    share_preparer(job, Preparer(renderer, tokenizer, config.input_format, config.fields, keys=job.keys))
+    share_preparer(job, spec.build_preparer("pack", tokenizer))  # the driver is a worker too, its tokenizer loaded
     space.units_key = job.config_hash
     tmp = space.new_artifact_dir()
     try:
@@ -189,7 +167,7 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
                 timings[key] = sum(u.seconds.get(key, 0.0) for u in units)
             records = ExampleIndex.merge(specs, units, len(files))
             spilled = [int(u.lengths.sum()) for u in units]
-            tokenization, resumed = _tokenization_facts(tokenizer, units, backend_reason), sum(u.resumed for u in units)
+            tokenization, resumed = _tokenization_facts(tokenizer, units), sum(u.resumed for u in units)
             rendering = _rendering_facts(config, engine_choice, units)
             # Every per-record fact is in ``records`` now; the units' own copies would stay alive through
             # planning and writing, the driver's peak (docs/benchmarks-pipeline.md, memory).
@@ -201,8 +179,9 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
             layout = SpillLayout.of(space.work, [spec.name for spec in specs], spilled)
             with SpillReader(layout) as spill:  # here: over-long examples; the shards: the engine's tasks
                 t0 = time.perf_counter()
-                settings = PlanSettings.of(config.seam_settings())
-                fates = apply_overlong(records, spill, settings.rule, config.overlong)
+                settings = config.settings(None if mixture is None else mixture.to_manifest())
+                rule = pinned_rule(settings)
+                fates = apply_overlong(records, spill, rule, config.overlong)
                 check_losses(records, fates, files, config.max_reject_fraction)
                 copies = None if mixture is None else draw_copies(
                     mixture, np.isin(fates.status, IN_PACK_CODES), records.file_index, config.seed)
@@ -210,18 +189,18 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
                 plan = plan_packs(examples.fates, settings)
                 timings["pack_s"] = time.perf_counter() - t0
                 t0 = time.perf_counter()
-                shards = lay_out_shards(plan, examples.fates, examples.index, settings.rule.masks(examples.chunk),
+                shards = lay_out_shards(plan, examples.fates, examples.index, rule.masks(examples.chunk),
                                         config.packs_per_shard, str(tmp))
                 progress.start("write", "writing shards", total=len(shards.tasks))
                 results = engine.map(write_shard_task, layout, shards.tasks, lambda task, _: progress.advance("write"))
                 shards.tasks.clear()  # written: their arrays (four numbers a packed example) go before the seam table
                 rejects = write_records(tmp, examples, shards, results, spill, files)
                 timings["write_s"] = time.perf_counter() - t0
-            manifest = build_manifest(tmp, examples=examples, plan=plan, config=config, files=files,
-                                      tokenizer=tokenizer, template=template, shards=[r.info for r in results],
-                                      rejects=rejects, mixture=mixture)
+            manifest = build_manifest(tmp, examples=examples, plan=plan, config=config, settings=settings,
+                                      files=files, tokenizer=tokenizer, template=template,
+                                      shards=[r.info for r in results], rejects=rejects)
             lost = losses_by_fate(fates.status, records.length, fates.used_len, fates.lost)
-            manifest["dataset_card"] = write_card(tmp, manifest)  # pinned, so verify covers the card too
+            manifest = replace(manifest, dataset_card=write_card(tmp, manifest))  # pinned: verify covers the card
             manifest = mf.finalize(manifest, {"tokenization": tokenization, "rendering": rendering,
                                               "provenance": provenance(config, files, template),
                                               "template_note": template.note,  # about the choice: unhashed
@@ -233,7 +212,7 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
         raise
     finally:
         share_preparer(job, None)
-    return PackSummary(out=config.out, manifest=manifest, stage_seconds=timings, units=len(specs),
+    return PackSummary(out=config.out, manifest=manifest.to_dict(), stage_seconds=timings, units=len(specs),
                        resumed_units=resumed, lost=lost)
 
 
@@ -299,7 +278,7 @@ def source_digest(root: Path) -> str:
     return digest.hexdigest()
 
 
-def _tokenization_facts(tokenizer: LoadedTokenizer, units: list[UnitIndex], reason: str | None = None) -> dict:
+def _tokenization_facts(tokenizer: LoadedTokenizer, units: list[UnitIndex]) -> dict:
     """Which backend encoded the run and what its exactness guard checked (summed over units).
 
     This goes to the manifest's unhashed part: the backend is a fact about the run, not the data
@@ -307,7 +286,7 @@ def _tokenization_facts(tokenizer: LoadedTokenizer, units: list[UnitIndex], reas
     """
     guard = {key: sum(u.guard.get(key, 0) for u in units) for key in tokenizer.guard_counts()}
     facts = {"backend": tokenizer.backend_name, "version": tokenizer.backend_version,
-             "reason": reason or tokenizer.backend_reason, "paranoid": tokenizer.paranoid, "guard": guard}
+             "reason": tokenizer.backend_reason, "paranoid": tokenizer.paranoid, "guard": guard}
     if guard["offset_mismatches"]:
         facts["note"] = ("offsets differed from tokenizers on a checked example, so tokenizers encoded the rest "
                          "of that unit (and of its process)")

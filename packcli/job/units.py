@@ -28,13 +28,11 @@ import numpy as np
 import numpy.typing as npt
 
 from packcli.contract import PACKED, REJECTED, example_id
-from packcli.errors import PackcliError, RecordError
+from packcli.errors import RecordError
 from packcli.ingest import InputFile, SourceKind, Span, read_span, reader
 from packcli.job.pause import pause_at
 from packcli.job.spill import spill_paths
-from packcli.prepare import InputWarnings, Preparer, preparer_for
-from packcli.tokenizer.ends import text_ends
-from packcli.tokenizer.load import cached_tokenizer
+from packcli.prepare import InputWarnings, Preparer, PrepareSpec, preparer_for
 
 NO_KEY = bytes(16)  # the content key of a record that did not parse (it has none)
 
@@ -185,57 +183,20 @@ def unit_batches(spec: UnitSpec, size: int) -> Iterator[list[tuple[int, int, byt
 class UnitJob:
     """What every unit of a run shares; picklable, so a remote worker can rebuild the preparer."""
 
-    tokenizer: str  # absolute: a Ray worker runs in its own node's directory
-    tokenizer_sha256: str  # what the driver loaded: a worker that finds another file there refuses
-    tokenizer_backend: str  # the BackendChoice asked for ("auto" included): the per-process cache's key
-    tokenizer_backend_resolved: str  # the backend the driver loaded: every worker encodes alike
-    tokenizer_backend_version: str  # and the version the driver loaded: a worker with another refuses
-    paranoid_tokenizer: bool
-    template_text: str  # the template the driver resolved: every worker renders with exactly it
-    template_source: str
-    template_date: str  # ISO date that strftime_now formats
-    loss: str
-    input_format: str
+    spec: PrepareSpec  # the tokenizer, template and policies every worker prepares records with
     batch_records: int
     fail_fast: bool
     work_dir: str
     config_hash: str
-    fields: tuple[tuple[str, str], ...] = ()  # the column mapping, as `FieldMap.renames` items (hashable)
-    keys: bool = False  # compute content keys (--dedupe exact)
-    text_bos: str = "auto"  # a text record's BOS and EOS (`packcli.tokenizer.ends.text_ends`)
-    text_eos: str = "auto"
-    allow_dropped: tuple[str, ...] = ()  # fields the template may drop (--allow-dropped-fields)
-    render_engine: str = "jinja2"  # the engine the driver chose for the template (`packcli.chat.engines.choose_engine`)
 
     def absolute(self) -> UnitJob:
         """This job with its tokenizer and work folder named as every node of a shared filesystem names them
         (for an engine whose workers do not share this process's paths: `packcli.engine.Engine.shares_paths`)."""
-        return replace(self, tokenizer=os.path.abspath(self.tokenizer), work_dir=os.path.abspath(self.work_dir))
+        return replace(self, spec=self.spec.absolute(), work_dir=os.path.abspath(self.work_dir))
 
     def build_preparer(self) -> Preparer:
         """The tokenizer, template and renderer this job names (`packcli.prepare.preparer_for` caches it)."""
-        from datetime import date
-
-        from packcli.chat import ChatTemplate, Renderer
-        from packcli.choices import Format, LossPolicy
-        from packcli.ingest import FieldMap
-
-        tok = cached_tokenizer(self.tokenizer, backend=self.tokenizer_backend, paranoid=self.paranoid_tokenizer)
-        if tok.backend_name != self.tokenizer_backend_resolved:  # ``auto`` resolved otherwise here than there
-            tok = cached_tokenizer(self.tokenizer, backend=self.tokenizer_backend_resolved,
-                                   paranoid=self.paranoid_tokenizer)
-        if tok.sha256 != self.tokenizer_sha256:
-            raise PackcliError(f"tokenizer {self.tokenizer} changed while pack ran (sha256 {tok.sha256[:16]}, the "
-                               f"driver loaded {self.tokenizer_sha256[:16]})", "run pack again")
-        if tok.backend_version != self.tokenizer_backend_version:
-            raise PackcliError(f"this worker has {tok.backend_name} {tok.backend_version}; the driver resolved "
-                               f"{self.tokenizer_backend_version}", "install the same version on every node")
-        renderer = Renderer(ChatTemplate(self.template_text, self.template_source), LossPolicy(self.loss),
-                            bos_token=tok.bos_token, eos_token=tok.eos_token,
-                            template_date=date.fromisoformat(self.template_date),
-                            text_ends=text_ends(tok, self.text_bos, self.text_eos),
-                            allow_dropped=frozenset(self.allow_dropped), engine=self.render_engine)
-        return Preparer(renderer, tok, Format(self.input_format), FieldMap.of(dict(self.fields)), keys=self.keys)
+        return self.spec.build_preparer("pack")
 
 
 def run_unit(job: UnitJob, spec: UnitSpec) -> UnitIndex:
@@ -285,7 +246,7 @@ def run_unit(job: UnitJob, spec: UnitSpec) -> UnitIndex:
                       np.asarray(lengths, np.int64), np.asarray(sup, np.int64),
                       {k: v - before[k] for k, v in preparer.seconds.items()},
                       {k: v - guard_before[k] for k, v in unit_counts(preparer).items()}, formats, warnings,
-                      keys=_keys(keys) if job.keys else None)
+                      keys=_keys(keys) if job.spec.keys else None)
     _write_sidecar(spec, work_dir, job.config_hash, index)
     return index
 

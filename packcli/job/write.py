@@ -18,8 +18,9 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from packcli.artifact.manifest import FilePin, InputPin, Manifest, PackSettings, ShardPin, TemplatePin, TokenizerPin
 from packcli.artifact.seams import Codes, EmptyAsNull, FixedWidth, write_rejects, write_seam_table
-from packcli.artifact.shards import ShardInfo, build_table, write_shard
+from packcli.artifact.shards import build_table, write_shard
 from packcli.contract import (
     CONVENTIONS,
     DROPPED,
@@ -49,7 +50,6 @@ HASH_DTYPE = np.dtype("S16")  # a token hash: 16 hexadecimal digits (`packcli.co
 if TYPE_CHECKING:
     from packcli.chat import ChatTemplate
     from packcli.config import PackConfig
-    from packcli.mix import Mixture
     from packcli.pack import PackPlan
     from packcli.tokenizer import LoadedTokenizer
 
@@ -59,7 +59,7 @@ class ShardResult:
     """The written shard, and the token hash of each of its examples (task order) for the seam table."""
 
     index: int
-    info: ShardInfo
+    info: ShardPin
     token_hashes: npt.NDArray[np.bytes_]  # `packcli.contract.token_hash`, ASCII, fixed width (no object per example)
 
 
@@ -135,9 +135,9 @@ def provenance(config: PackConfig, files: Sequence[InputFile], template: ChatTem
     return {"inputs": [f.path for f in files], "tokenizer": config.tokenizer, "template": template.source}
 
 
-def build_manifest(directory: Path, *, examples: Examples, plan: PackPlan, config: PackConfig,
+def build_manifest(directory: Path, *, examples: Examples, plan: PackPlan, config: PackConfig, settings: PackSettings,
                    files: Sequence[InputFile], tokenizer: LoadedTokenizer, template: ChatTemplate,
-                   shards: Sequence[ShardInfo], rejects: int, mixture: Mixture | None = None) -> dict:
+                   shards: Sequence[ShardPin], rejects: int) -> Manifest:
     """The manifest's hashed fields: what shaped every seam, and what the artifact holds.
 
     Content only, never a location: inputs by name, size and sha256, the tokenizer and template by
@@ -159,24 +159,16 @@ def build_manifest(directory: Path, *, examples: Examples, plan: PackPlan, confi
     if config.allow_dropped_fields:  # the records made into examples whose template dropped an allowed field
         counts["dropped_fields"] = {name: index.warnings.dropped.get(name, 0) for name in config.allowed_dropped()}
     seam_table = directory / SEAM_TABLE_NAME
-    return {
-        "tokenizer": {"sha256": tokenizer.sha256, "bos_token": tokenizer.bos_token, "eos_token": tokenizer.eos_token},
-        "template": {"origin": template.origin, "name": template.name, "sha256": template.sha256,
-                     "text": template.text},
-        "loss_policy": config.loss.value,
-        "conventions": CONVENTIONS,
-        "config": {**config.seam_settings(), "window": plan.window,
-                   "mix": None if mixture is None else mixture.to_manifest()},
-        "inputs": [{"name": f.name, "kind": f.kind.value, "size": f.size, "sha256": f.sha256,
-                    "records": index.records_per_file[i]} for i, f in enumerate(files)],
-        "counts": counts,
-        "metrics": plan_metrics(plan, fates),
-        "shards": [vars(s) for s in shards],
-        "seam_table": {"name": seam_table.name, "rows": n, "bytes": seam_table.stat().st_size,
-                       "sha256": file_sha256(seam_table)},
-        "rejects": {"name": REJECTS_NAME, "rows": rejects, "bytes": (directory / REJECTS_NAME).stat().st_size,
-                    "sha256": file_sha256(directory / REJECTS_NAME)},
-    }
+    return Manifest(
+        tokenizer=TokenizerPin(tokenizer.sha256, tokenizer.bos_token, tokenizer.eos_token),
+        template=TemplatePin(template.origin, template.name, template.sha256, template.text),
+        loss_policy=settings.loss, conventions=CONVENTIONS, config=settings,
+        inputs=tuple(InputPin(f.name, f.kind.value, f.size, f.sha256, index.records_per_file[i])
+                     for i, f in enumerate(files)),
+        counts=counts, metrics=plan_metrics(plan, fates), shards=tuple(shards),
+        seam_table=FilePin(seam_table.name, seam_table.stat().st_size, file_sha256(seam_table), rows=n),
+        rejects=FilePin(REJECTS_NAME, (directory / REJECTS_NAME).stat().st_size, file_sha256(directory / REJECTS_NAME),
+                        rows=rejects))
 
 
 def losses_by_fate(status: npt.NDArray[np.int8], length: npt.NDArray[np.int64], used_len: npt.NDArray[np.int64],

@@ -67,6 +67,14 @@ _ASSIGNERS: dict[str, PackAssigner] = {  # in the order budget messages try alte
 STRATEGIES: tuple[str, ...] = tuple(_ASSIGNERS)
 
 
+def resolved_window(strategy: str, window: int | None) -> int | None:
+    """The window ``strategy`` packs with: ``window`` or DEFAULT_WINDOW under ``window``, None under any other
+    (what `PackPlan.window` and the manifest's ``config.window`` hold)."""
+    if strategy != Strategy.window.value:
+        return None
+    return DEFAULT_WINDOW if window is None else window
+
+
 def window_displacement_bound(window: int) -> int:
     """Largest |packed position - shuffled position| the window strategy allows (before the pack shuffle).
 
@@ -267,12 +275,9 @@ def pack_lengths(
         raise ValueError(f"capacity must be a positive integer below 2**31, got {capacity!r}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
-    if strategy == "window":
-        window = DEFAULT_WINDOW if window is None else window
-        if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1:
-            raise ValueError(f"window must be a positive integer, got {window!r}")
-    else:
-        window = None
+    window = resolved_window(strategy, window)
+    if window is not None and (isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1):
+        raise ValueError(f"window must be a positive integer, got {window!r}")
     capacity = int(capacity)
     values = _validated_lengths(lengths, capacity)
     n = values.size

@@ -99,8 +99,40 @@ def _why_not_a_tokenizer(text: str | None, exc: Exception) -> str:
     return f"{type(exc).__name__}: {str(exc)[:200]}"
 
 
+def tokenizer_json(file: Path) -> bytes:
+    """A tokenizer file's JSON, decompressed from a ``.gz``: the bytes its sha256 (what a manifest pins) is over,
+    so a ``.gz`` and a plain copy pin the same tokenizer.
+
+    Raises:
+        OSError: unreadable, or not gzip. EOFError: a truncated ``.gz``.
+    """
+    raw = file.read_bytes()
+    return gzip.decompress(raw) if file.name.endswith(".gz") else raw
+
+
+AUTO_FAST_MIN_BYTES = 4 << 20
+"""Input bytes from which ``auto`` loads fastokens. Loading it takes ~2.5 CPU seconds more than tokenizers
+alone for Qwen3; tokenizing long conversations costs tokenizers ~0.6 CPU s per input MB and fastokens
+~0.04, so the load pays for itself from ~4.5 MB (docs/tokenizer-backends.md, start-up)."""
+
+
+def auto_backend(backend: BackendChoice | str, input_bytes: int | None) -> tuple[BackendChoice, str | None]:
+    """The backend ``backend`` comes to for an input of ``input_bytes`` (None: not known): ``auto`` under
+    `AUTO_FAST_MIN_BYTES` is tokenizers, with the reason; any other choice stands (reason None).
+
+    Raises:
+        ValueError: ``backend`` is not a `BackendChoice`.
+    """
+    backend = BackendChoice(backend)
+    if backend is not BackendChoice.auto or input_bytes is None or input_bytes >= AUTO_FAST_MIN_BYTES:
+        return backend, None
+    return BackendChoice.tokenizers, (
+        f"auto: tokenizers, because the input ({input_bytes / 2**20:.1f} MiB) is under "
+        f"{AUTO_FAST_MIN_BYTES >> 20} MiB, where loading fastokens costs more than it saves")
+
+
 def load_tokenizer(path: str | Path, *, backend: BackendChoice | str = BackendChoice.tokenizers,
-                   paranoid: bool = False) -> LoadedTokenizer:
+                   paranoid: bool = False, input_bytes: int | None = None) -> LoadedTokenizer:
     """Load a ``tokenizer.json`` (or ``.json.gz``), or a directory holding one and its config.
 
     Padding and truncation configured inside the file are switched off: some published files pad
@@ -115,6 +147,8 @@ def load_tokenizer(path: str | Path, *, backend: BackendChoice | str = BackendCh
             the file is supported and passes the self-check, else the reference, with the reason in
             ``backend_reason``).
         paranoid: cross-check every example against the reference, not a sample.
+        input_bytes: the size of the input it will encode: ``auto`` takes tokenizers below
+            `AUTO_FAST_MIN_BYTES` (`auto_backend`; None: whatever the size).
 
     Raises:
         InputError: missing, unreadable or corrupt tokenizer; ``fastokens`` on a file it
@@ -123,14 +157,14 @@ def load_tokenizer(path: str | Path, *, backend: BackendChoice | str = BackendCh
     from tokenizers import Tokenizer
 
     try:
-        backend = BackendChoice(backend)
+        backend, small = auto_backend(backend, input_bytes)
     except ValueError:
         raise InputError(f"tokenizer backend {backend!r}: unknown",
                          f"use one of {', '.join(b.value for b in BackendChoice)}") from None
     file = _find_tokenizer_file(path)
     pending, text = None, None
     try:
-        raw = gzip.decompress(file.read_bytes()) if file.name.endswith(".gz") else file.read_bytes()
+        raw = tokenizer_json(file)
         text = raw.decode("utf-8")
         if backend is not BackendChoice.tokenizers:  # fastokens parses on a thread while tokenizers does
             from packcli.tokenizer.fast.load import FastLoad
@@ -147,7 +181,7 @@ def load_tokenizer(path: str | Path, *, backend: BackendChoice | str = BackendCh
     return LoadedTokenizer(
         tokenizer=tokenizer, source=str(file), sha256=hashlib.sha256(raw).hexdigest(),
         bos_token=_token_text(config, "bos_token"), eos_token=_token_text(config, "eos_token"), config=config,
-        backend=chosen, backend_reason=reason, paranoid=paranoid,
+        backend=chosen, backend_reason=small or reason, paranoid=paranoid,
     )
 
 
@@ -155,7 +189,7 @@ _LOADED: dict[tuple, LoadedTokenizer] = {}
 
 
 def cached_tokenizer(path: str | Path, *, backend: BackendChoice | str = BackendChoice.tokenizers,
-                     paranoid: bool = False) -> LoadedTokenizer:
+                     paranoid: bool = False, input_bytes: int | None = None) -> LoadedTokenizer:
     """`load_tokenizer`, once per process for the same file and choice: a worker warmed with the
     tokenizer while the driver loads its own (`packcli.engine.Engine.session`) finds it here, and a
     Qwen3-sized load (seconds) is never paid twice in one process, however the path is spelled (it is
@@ -165,16 +199,17 @@ def cached_tokenizer(path: str | Path, *, backend: BackendChoice | str = Backend
     stat = file.stat()
     # the file's directory too: two snapshots of one Hub repository may link the same tokenizer.json
     # from folders whose tokenizer_config.json (special tokens, templates) differ
-    key = (str(file.resolve()), str(file.parent.resolve()), stat.st_size, stat.st_mtime_ns, BackendChoice(backend),
-           paranoid)
+    key = (str(file.resolve()), str(file.parent.resolve()), stat.st_size, stat.st_mtime_ns,
+           auto_backend(backend, input_bytes), paranoid)  # the choice as the input's size makes it, and why
     found = _LOADED.get(key)
     if found is None:
-        found = _LOADED[key] = load_tokenizer(path, backend=backend, paranoid=paranoid)
+        found = _LOADED[key] = load_tokenizer(path, backend=backend, paranoid=paranoid, input_bytes=input_bytes)
     return found
 
 
 def warm_tokenizer(path: str, backend: str, paranoid: bool) -> None:
-    """Load, in a worker that has nothing to do yet, the tokenizer its first unit will need (picklable)."""
+    """Load, in a worker that has nothing to do yet, the tokenizer its first unit will need (picklable): ``backend``
+    as `auto_backend` resolved it for the run's input, the key its units load it by (`packcli.prepare.TokenizerRef`)."""
     cached_tokenizer(path, backend=backend, paranoid=paranoid)
 
 

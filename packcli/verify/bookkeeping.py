@@ -19,6 +19,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from packcli.artifact.manifest import InputPin, Manifest
 from packcli.artifact.seams import reject_line
 from packcli.contract import IN_PACKS, REJECTED, STATUSES, example_id
 from packcli.job.units import occurrences
@@ -29,14 +30,14 @@ from packcli.verify.packs import Segment, SegmentColumns, ShardTotals
 from packcli.verify.report import CheckResult, Violation
 
 
-def check_global(artifact: Artifact, rows: SeamColumns, manifest: dict, result: CheckResult) -> None:
+def check_global(artifact: Artifact, rows: SeamColumns, manifest: Manifest, result: CheckResult) -> None:
     """The seam table (``rows``: its columns) against the packs, rejects.jsonl and the manifest.
 
     Every row and segment is first checked as columns (`_suspects`); the rows of the examples found
     wanting are then walked one by one, in table order, to name what is wrong as each finding reads.
     """
-    inputs = manifest["inputs"]
-    occurrence = occurrences([entry["sha256"] for entry in inputs])
+    inputs = manifest.inputs
+    occurrence = occurrences([entry.sha256 for entry in inputs])
     seen_rows: dict[tuple[int, int, int, int], int] = {}
     seen_ids: dict[tuple[int, int], int] = {}
     ids, inputs_col, sources, lines, copies, chunks, statuses = (
@@ -53,10 +54,10 @@ def check_global(artifact: Artifact, rows: SeamColumns, manifest: dict, result: 
         if not 0 <= k < len(inputs):
             result.fail(Violation(f"input {k} is not an input of the manifest (it has {len(inputs)})", field="input",
                                   **at(i)))
-        elif sources[i] != inputs[k]["name"]:
+        elif sources[i] != inputs[k].name:
             result.fail(Violation(f"source {sources[i]!r} is not the name of input {k}, inputs[{k}].name "
-                                  f"{inputs[k]['name']!r}", field="source", **at(i)))
-        elif eid != (want := example_id(inputs[k]["sha256"], occurrence[k], line, copy)):
+                                  f"{inputs[k].name!r}", field="source", **at(i)))
+        elif eid != (want := example_id(inputs[k].sha256, occurrence[k], line, copy)):
             result.fail(Violation(f"example_id {eid} is not the id of its input, line and copy {sources[i]}:{line} "
                                   f"copy {copy} (expected {want})", field="example_id", **at(i)))
         if seen_rows.setdefault((k, line, copy, chunk), i) != i:
@@ -89,7 +90,7 @@ def check_global(artifact: Artifact, rows: SeamColumns, manifest: dict, result: 
     _check_counts(artifact, rows, manifest, result)
 
 
-def _suspects(artifact: Artifact, rows: SeamColumns, inputs: list[dict],
+def _suspects(artifact: Artifact, rows: SeamColumns, inputs: tuple[InputPin, ...],
               occurrence: list[int]) -> tuple[np.ndarray, np.ndarray]:
     """The rows `check_global` must walk one by one (ascending), and the ids of examples with a segment no
     row may account for (in the order the shards first hold them).
@@ -106,10 +107,10 @@ def _suspects(artifact: Artifact, rows: SeamColumns, inputs: list[dict],
     source = rows["source"]
     bad = ~((k >= 0) & (k < len(inputs)))
     if inputs:
-        named = np.array([[name == entry["name"] for entry in inputs] for name in source.names]
+        named = np.array([[name == entry.name for entry in inputs] for name in source.names]
                          + [[False] * len(inputs)], dtype=bool)
         bad |= ~named[source.codes, np.clip(k, 0, len(inputs) - 1)]
-    hashes = [entry["sha256"] for entry in inputs]
+    hashes = [entry.sha256 for entry in inputs]
     rest = np.flatnonzero(~bad)
     for start in range(0, len(rest), STEP):  # Python ints a slice at a time, never a list a column
         part = rest[start:start + STEP]
@@ -318,14 +319,14 @@ def _leaves(value: object, path: str) -> list[tuple[str, object]]:
     return [(path, value)]
 
 
-def _check_counts(artifact: Artifact, rows: SeamColumns, manifest: dict, result: CheckResult) -> None:
+def _check_counts(artifact: Artifact, rows: SeamColumns, manifest: Manifest, result: CheckResult) -> None:
     """``counts`` and every input's ``records``, recounted; a count the manifest adds or leaves out is named."""
-    actual = recount(artifact.packs.totals.values(), rows, len(manifest["inputs"]))
+    actual = recount(artifact.packs.totals.values(), rows, len(manifest.inputs))
     over_packs = ("packs", "tokens", "supervised_tokens")
     if artifact.unreadable:
         for key in over_packs:
             actual.pop(key)  # integrity reported the shards these would be counted over
-    counts = {k: v for k, v in manifest["counts"].items() if k != "dropped_fields"}  # reconstruction's to recount
+    counts = {k: v for k, v in manifest.counts.items() if k != "dropped_fields"}  # reconstruction's to recount
     pinned, derived = dict(_leaves(counts, "counts")), dict(_leaves(actual, "counts"))
     for path in sorted(set(pinned) | set(derived)):
         if path in derived and pinned.get(path) != derived[path]:
@@ -335,10 +336,10 @@ def _check_counts(artifact: Artifact, rows: SeamColumns, manifest: dict, result:
             result.fail(Violation(f"{path} is not a count packcli writes", field=path))
     index = np.asarray(rows["input"], np.int64)
     first = (np.asarray(rows["copy"]) == 0) & (np.asarray(rows["chunk"]) == 0)  # a record's first row
-    first &= (index >= 0) & (index < len(manifest["inputs"]))
-    per_input = np.bincount(index[first], minlength=len(manifest["inputs"])).tolist()
-    for k, entry in enumerate(manifest["inputs"]):
-        if per_input[k] != entry["records"]:
-            result.fail(Violation(f"inputs[{k}].records is {entry['records']}, the seam table has "
-                                  f"{per_input[k]} records of input {k} ({entry['name']})",
+    first &= (index >= 0) & (index < len(manifest.inputs))
+    per_input = np.bincount(index[first], minlength=len(manifest.inputs)).tolist()
+    for k, entry in enumerate(manifest.inputs):
+        if per_input[k] != entry.records:
+            result.fail(Violation(f"inputs[{k}].records is {entry.records}, the seam table has "
+                                  f"{per_input[k]} records of input {k} ({entry.name})",
                                   field=f"inputs[{k}].records"))

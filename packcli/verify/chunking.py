@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from packcli.artifact.manifest import PackSettings
 from packcli.contract import IN_PACKS
 from packcli.job.chunks import Cut, SplitRule
 from packcli.job.fates import Chunked
-from packcli.job.plan import PlanSettings
 from packcli.verify.report import CheckResult, Violation
 
 
 def match_chunks(rows: dict[str, list], starts: np.ndarray, expected: Chunked, length: np.ndarray,
-                 settings: PlanSettings, result: CheckResult) -> np.ndarray:
+                 settings: PackSettings, result: CheckResult) -> np.ndarray:
     """Per seam-table row, the expected row (index into ``expected``) it is, or -1; every row without its
     expected chunk and every expected chunk without its row reported.
 
@@ -50,13 +50,13 @@ def match_chunks(rows: dict[str, list], starts: np.ndarray, expected: Chunked, l
 
 
 def _match_example(rows: dict[str, list], mine: range, want: dict[int, int], expected: Chunked, length: int,
-                   settings: PlanSettings, match: np.ndarray, result: CheckResult) -> None:
+                   settings: PackSettings, match: np.ndarray, result: CheckResult) -> None:
     """Match one example's rows to its expected chunks, reporting what does not pair up."""
     i0 = mine.start
     loc = dict(example_id=rows["example_id"][i0], source=rows["source"][i0], line=rows["line"][i0])
-    cut = (f"cutting its {length} tokens under config.overlong {settings.overlong.value!r}, config.capacity "
+    cut = (f"cutting its {length} tokens under config.overlong {settings.overlong!r}, config.capacity "
            f"{settings.capacity}" + (f", config.split_overlap {settings.split_overlap}"
-                                     if settings.overlong.value == "split" else "") + f" gives {len(want)} "
+                                     if settings.overlong == "split" else "") + f" gives {len(want)} "
            + ("chunks" if len(want) > 1 else "row (no chunks)"))
     taken: set[int] = set()
     for i in mine:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from packcli.artifact.manifest import ShardPin
 from packcli.contract import IGNORE_INDEX, SHARD_CONTRACTS
 from packcli.data.read import Pack
 from packcli.errors import InputError
@@ -140,15 +141,16 @@ def check_batch(seen: Seen, packs: list[Pack], where: str) -> list[str]:
 # The consumers: each reads the artifact its own way and turns batches of rows into what its model receives.
 
 
-def pinned_packs(directory: Path, manifest: dict) -> Iterator[Pack]:
-    """The artifact's packs as its manifest pins them: the listed shards in order, read here, one row group at a
+def pinned_packs(directory: Path, shards: Sequence[ShardPin]) -> Iterator[Pack]:
+    """The artifact's packs as its manifest pins them (``shards``: `packcli.artifact.manifest.shard_pins`): the
+    listed shards in order, read here, one row group at a
     time (the expected side; never through a consumer's own reading, which is what is checked). The seams are
     ``cu_seqlens``, whatever else a shard holds."""
     import pyarrow.parquet as pq
 
     columns = ["input_ids", "labels", "position_ids", "cu_seqlens", "example_ids"]
-    for info in manifest["shards"]:
-        handle = pq.ParquetFile(directory / info["name"])
+    for info in shards:
+        handle = pq.ParquetFile(directory / info.name)
         for group in range(handle.num_row_groups):
             for row in handle.read_row_group(group, columns=columns).to_pylist():
                 yield Pack(*(np.asarray(row[c], np.int64 if c == "example_ids" else np.int32) for c in columns))
@@ -327,7 +329,7 @@ def check_consumer(directory: str | Path, consumer: str, *, batch_packs: int = 2
     """
     import importlib.util
 
-    from packcli.artifact.manifest import read_manifest
+    from packcli.artifact.manifest import read_manifest, shard_pins
 
     if consumer not in CONSUMERS:
         raise InputError(f"unknown consumer {consumer!r}; choose from {', '.join(CONSUMERS)}")
@@ -346,11 +348,12 @@ def check_consumer(directory: str | Path, consumer: str, *, batch_packs: int = 2
         try:
             reading = _consumer_side(consumer, directory, batch_packs, stack)
             report.runs, report.versions, columns = reading.runs, reading.versions, reading.columns
-            pinned = sum(info["rows"] for info in manifest["shards"])
+            shards = shard_pins(manifest)
+            pinned = sum(info.rows for info in shards)
             if reading.rows is not None and reading.rows != pinned:  # first: the batches below can fill the report
                 result.fail(Violation(f"{consumer} reads {reading.rows} rows, the shards the manifest lists hold "
                                       f"{pinned} packs: it reads other files, or filters rows"))
-            _compare_batches(reading.batches, _batched(pinned_packs(directory, manifest), batch_packs), max_packs,
+            _compare_batches(reading.batches, _batched(pinned_packs(directory, shards), batch_packs), max_packs,
                              result)
         except ConsumerFailed as failed:
             result.fail(Violation(f"{consumer} cannot read the artifact: {failed}"))

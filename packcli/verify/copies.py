@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from packcli.artifact.manifest import Manifest
 from packcli.contract import IN_PACKS, STATUSES, UNSAMPLED
 from packcli.errors import InputError
 from packcli.mix import Mixture, draw_copies, manifest_problems
@@ -21,13 +22,13 @@ from packcli.verify.report import CheckResult, Violation
 USABLE = (*IN_PACKS, "unsampled")  # statuses of a record that could go into a pack
 
 
-def check_copies(rows: SeamColumns, manifest: dict, result: CheckResult) -> None:
+def check_copies(rows: SeamColumns, manifest: Manifest, result: CheckResult) -> None:
     """Recompute each record's copies and compare them with its seam-table rows.
 
     Every record is judged from the columns (sorted by input, line and copy); only the records found
     wanting are turned into Python values, to name what is wrong."""
     k, line, copy = (np.asarray(rows[c], np.int64) for c in ("input", "line", "copy"))
-    mine = np.flatnonzero((k >= 0) & (k < len(manifest["inputs"])))  # global reports a row of another input
+    mine = np.flatnonzero((k >= 0) & (k < len(manifest.inputs)))  # global reports a row of another input
     order = mine[np.lexsort((copy[mine], line[mine], k[mine]))]  # input order, as pack reads; stable: table order
     k, line, copy = k[order], line[order], copy[order]
     status = rows["status"].recode(STATUSES)[order]
@@ -43,15 +44,15 @@ def check_copies(rows: SeamColumns, manifest: dict, result: CheckResult) -> None
     copy_count = np.bincount(record_of_copy, minlength=len(records))
     usable = np.bincount(record_of_copy, weights=copy_usable.astype(np.float64), minlength=len(records)) > 0
     all_in_packs = np.bincount(record_of_copy, weights=(~copy_in_packs).astype(np.float64), minlength=len(records)) == 0
-    mix = manifest["config"].get("mix")
+    mix = manifest.config.mix
     if mix is None:
         expected = usable.astype(np.int64)
     else:
-        problems = manifest_problems(mix, len(manifest["inputs"]))
+        problems = manifest_problems(mix, len(manifest.inputs))
         file_index = k[records].astype(np.int32)
         try:
             expected = None if problems else draw_copies(Mixture.from_manifest(mix), usable, file_index,
-                                                         manifest["config"]["seed"])
+                                                         manifest.config.seed)
         except InputError as exc:  # a source asked for examples has no usable record: pack refuses that mixture
             problems = [f"config.mix cannot be drawn on these records: {exc.message}"]
         if expected is None or problems:
@@ -69,7 +70,7 @@ def check_copies(rows: SeamColumns, manifest: dict, result: CheckResult) -> None
              for r in np.flatnonzero(wrong).tolist()]
     if found and mix is not None:  # first, as the per-record ones below can fill the report's violation limit
         result.fail(Violation(f"{len(found)} of {len(records)} records do not have the copies config.mix draws (seed "
-                              f"config.seed {manifest['config']['seed']})", field="config.mix"))
+                              f"config.seed {manifest.config.seed})", field="config.mix"))
     for violation in found:
         result.fail(violation)
 

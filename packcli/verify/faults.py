@@ -21,6 +21,7 @@ from packcli.artifact import manifest as mf
 from packcli.artifact.shards import SCHEMA, load_flat, read_parquet, write_shard
 from packcli.contract import CARD_NAME, IGNORE_INDEX, MANIFEST_NAME, SEAM_TABLE_NAME, token_hash
 from packcli.errors import InputError
+from packcli.tokenizer.hub import TOKENIZER_FILES
 from packcli.tokenizer.load import CHAT_TEMPLATE_DIR, CHAT_TEMPLATE_FILE, TOKENIZER_SOURCE
 from packcli.verify import forge
 from packcli.verify.locate import find_source, find_template_file, find_tokenizer
@@ -432,7 +433,7 @@ def prepare_workspace(artifact: Path, workspace: Path, *, source_root: Path | No
     """Copy the artifact and its tokenizer (and a template file) into ``workspace`` and re-point the
     manifest at the copies, so faults damage copies and never the user's files. Sources are only
     read, so they stay where they are."""
-    manifest = mf.read_manifest(artifact)
+    manifest = mf.load_manifest(artifact)
     copy = workspace / "artifact"
     shutil.copytree(artifact, copy)
     tok_src = find_tokenizer(manifest, source_root)
@@ -440,7 +441,7 @@ def prepare_workspace(artifact: Path, workspace: Path, *, source_root: Path | No
         raise InputError(f"tokenizer {tok_src or '(no path recorded)'}: not found; the self-test copies it",
                          "pass `source_root`")
     if tok_src.is_dir():  # the directory pack was given: its tokenizer.json(.gz)
-        tok_src = next(tok_src / n for n in ("tokenizer.json", "tokenizer.json.gz") if (tok_src / n).is_file())
+        tok_src = next(tok_src / n for n in TOKENIZER_FILES if (tok_src / n).is_file())
     tok_dir = workspace / "tokenizer"
     tok_dir.mkdir()
     shutil.copyfile(tok_src, tok_dir / tok_src.name)
@@ -449,9 +450,9 @@ def prepare_workspace(artifact: Path, workspace: Path, *, source_root: Path | No
             shutil.copyfile(tok_src.parent / name, tok_dir / name)
     if (tok_src.parent / CHAT_TEMPLATE_DIR).is_dir():
         shutil.copytree(tok_src.parent / CHAT_TEMPLATE_DIR, tok_dir / CHAT_TEMPLATE_DIR)
-    is_file = manifest["template"]["origin"].startswith("file:")
+    is_file = manifest.template.origin.startswith("file:")
     template_file = find_template_file(manifest, source_root) if is_file else None
-    sources = [find_source(manifest, k, source_root) for k in range(len(manifest["inputs"]))]
+    sources = [find_source(manifest, k, source_root) for k in range(len(manifest.inputs))]
 
     def edit(m: dict) -> None:  # provenance is unhashed: the copy's manifest hash stays the original's
         where = m["unhashed"]["provenance"]

@@ -64,7 +64,8 @@ def reseal(directory: Path, edit: Callable[[dict], None] | None = None, *, recou
         for k, entry in enumerate(manifest["inputs"]):
             entry["records"] = per_input.get(k, 0)
     if "dataset_card" in manifest:
-        manifest["dataset_card"] = write_card(directory, manifest)  # rendered from the manifest: a forger re-renders it
+        # rendered from the manifest: a forger re-renders it
+        manifest["dataset_card"] = write_card(directory, mf.Manifest.of(manifest)).to_dict()
     for entry in _pinned_files(manifest):
         path = directory / entry["name"]
         if not path.is_file():
@@ -205,8 +206,8 @@ def follow_packs(directory: Path) -> None:
 def fresh_example(directory: Path, index: int, line: int) -> Encoded:
     """The example pack would make of line ``line`` of input ``index`` under the artifact's pinned
     tokenizer, template and policy: what a forger tokenizes to make a fake row's hashes right."""
-    manifest = json.loads((directory / MANIFEST_NAME).read_text(encoding="utf-8"))
-    job = ReconstructJob.of(manifest, str(find_tokenizer(manifest, None)), manifest["template"]["text"])
+    manifest = mf.load_manifest(directory)
+    job = ReconstructJob.of(manifest, str(find_tokenizer(manifest, None)), manifest.template.text)
     raw = dict(read_lines(find_source(manifest, index, None), 0))[line]
     encoded = job.build_preparer().prepare([(0, line, raw)])[0]
     if isinstance(encoded, str):
@@ -219,7 +220,7 @@ def replan(directory: Path, reorder: Callable[[list[dict]], list[dict]]) -> None
     the rows in that order, as a forger who chooses which examples share a pack (and the training order) would:
     every example keeps its tokens and fate, the shards, seam table, metrics and counts all agree again."""
     from packcli.job.fates import Fates
-    from packcli.job.plan import PlanSettings, place_examples, plan_examples, plan_metrics
+    from packcli.job.plan import place_examples, plan_examples, plan_metrics
 
     manifest = json.loads((directory / MANIFEST_NAME).read_text(encoding="utf-8"))
     segments = {s.example_id: s for k in range(len(manifest["shards"])) for pack in read_segments(directory, k)
@@ -228,7 +229,7 @@ def replan(directory: Path, reorder: Callable[[list[dict]], list[dict]]) -> None
     fates = Fates(np.array([STATUSES.index(r["status"]) for r in rows], np.int8),
                   np.array([r["length"] for r in rows], np.int64), np.array([r["supervised"] for r in rows], np.int64),
                   np.array([r["supervised_lost"] for r in rows], np.int64), [r["reason"] for r in rows])
-    settings = PlanSettings.of(manifest["config"])
+    settings = mf.PackSettings.of(manifest["config"])
     plan = plan_examples(fates, settings)
     placement = place_examples(plan, fates, settings.packs_per_shard)
     packs = [[segments[rows[i]["example_id"]] for i in placement.ordered[a:b].tolist()]

@@ -46,7 +46,7 @@ class Artifact:
     unreadable: set[str] = field(default_factory=set)
 
 
-def check_integrity(directory: Path, manifest: dict, result: CheckResult,
+def check_integrity(directory: Path, manifest: mf.Manifest, result: CheckResult,
                     on_shard: Callable[[FlatShard], None]) -> Artifact:
     """Manifest hash, the shard list, every pinned file, shard rows, the seam table's schema, nothing else in
     the folder (`packcli.artifact.listing`).
@@ -54,13 +54,13 @@ def check_integrity(directory: Path, manifest: dict, result: CheckResult,
     Each well-formed shard goes to ``on_shard`` (the layout check) and into the artifact's `PackIndex`
     as it is read, and is not kept.
     """
-    if mf.manifest_hash(manifest) != manifest.get("manifest_sha256"):
+    if mf.manifest_hash(manifest.data) != manifest.manifest_sha256:
         result.fail(Violation("manifest.json was edited: its content no longer matches manifest_sha256"))
     artifact = Artifact(PackIndex(directory), None, None)
     listed = set()
-    for k, info in enumerate(manifest["shards"]):
+    for k, info in enumerate(manifest.shards):
         result.checked += 1
-        name, at = info["name"], f"shards[{k}]"
+        name, at = info.name, f"shards[{k}]"
         if name in listed:
             result.fail(Violation(f"{name} is listed twice in the manifest: a reader would yield its packs twice",
                                   shard=name, field=f"{at}.name"))
@@ -82,8 +82,8 @@ def check_integrity(directory: Path, manifest: dict, result: CheckResult,
             result.fail(Violation(f"schema differs from the contract: {table.schema}", shard=name))
             artifact.unreadable.add(name)
             continue
-        if len(table) != info["rows"]:
-            result.fail(Violation(f"{len(table)} rows != {at}.rows {info['rows']}", shard=name, field=f"{at}.rows"))
+        if len(table) != info.rows:
+            result.fail(Violation(f"{len(table)} rows != {at}.rows {info.rows}", shard=name, field=f"{at}.rows"))
         if not _rows_well_formed(table, name, result):
             artifact.unreadable.add(name)
             continue
@@ -93,43 +93,43 @@ def check_integrity(directory: Path, manifest: dict, result: CheckResult,
         artifact.packs.add(flat)
         totals = artifact.packs.totals[name]
         for key, actual in (("tokens", totals.tokens), ("supervised", totals.supervised)):
-            if info[key] != actual:
-                result.fail(Violation(f"{at}.{key} is {info[key]}, the shard holds {actual}", shard=name,
+            if getattr(info, key) != actual:
+                result.fail(Violation(f"{at}.{key} is {getattr(info, key)}, the shard holds {actual}", shard=name,
                                       field=f"{at}.{key}"))
         del flat  # before the next shard is read: one in memory at a time
         pa.default_memory_pool().release_unused()  # else the allocator keeps a shard's worth of pages for each
-    names = listed_names(manifest)
-    for name, kind in strangers(directory, manifest):
+    names = listed_names(manifest.data)
+    for name, kind in strangers(directory, manifest.data):
         shard = name if name.startswith("shard-") else None
         result.fail(Violation(describe_stranger(name, kind, name in names), shard=shard))
     for key, name in (("seam_table", SEAM_TABLE_NAME), ("rejects", REJECTS_NAME), ("dataset_card", CARD_NAME)):
         result.checked += 1
-        if manifest[key]["name"] != name:
-            result.fail(Violation(f"{key}.name is {manifest[key]['name']!r}, the contract's is {name!r}",
+        if getattr(manifest, key).name != name:
+            result.fail(Violation(f"{key}.name is {getattr(manifest, key).name!r}, the contract's is {name!r}",
                                   field=f"{key}.name"))
-    seam_info = manifest["seam_table"]
+    seam_info = manifest.seam_table
     if _pinned_file(directory / SEAM_TABLE_NAME, seam_info, "seam_table", result):
         artifact.seam = _read_seam_table(directory / SEAM_TABLE_NAME, seam_info, result)
         pa.default_memory_pool().release_unused()  # the row groups read: only the columns stay
-    rejects_info = manifest["rejects"]
+    rejects_info = manifest.rejects
     if _pinned_file(directory / REJECTS_NAME, rejects_info, "rejects", result):
         artifact.rejects = _read_rejects(directory / REJECTS_NAME, rejects_info, result)
-    if _pinned_file(directory / CARD_NAME, manifest["dataset_card"], "dataset_card", result):
+    if _pinned_file(directory / CARD_NAME, manifest.dataset_card, "dataset_card", result):
         if (directory / CARD_NAME).read_bytes() != render_card(manifest).encode("utf-8"):
             result.fail(Violation(f"{CARD_NAME} (the dataset card) is not the card this manifest renders: edited, "
                                   "or written for another artifact", field="dataset_card.sha256"))
     return artifact
 
 
-def _pinned_file(path: Path, info: dict, at: str, result: CheckResult) -> bool:
+def _pinned_file(path: Path, info: mf.FilePin | mf.ShardPin, at: str, result: CheckResult) -> bool:
     """Size and sha256 as pinned; False when the file is missing (nothing more to read)."""
     if not path.is_file():
         result.fail(Violation(f"{path.name}, pinned by {at}, is missing", field=f"{at}.name"))
         return False
     size = path.stat().st_size
-    if size != info["bytes"]:
-        result.fail(Violation(f"{path.name}: size {size} != {at}.bytes {info['bytes']}", field=f"{at}.bytes"))
-    if file_sha256(path) != info["sha256"]:
+    if size != info.bytes:
+        result.fail(Violation(f"{path.name}: size {size} != {at}.bytes {info.bytes}", field=f"{at}.bytes"))
+    if file_sha256(path) != info.sha256:
         result.fail(Violation(f"{path.name}: sha256 differs from {at}.sha256 (corrupted or modified)",
                               field=f"{at}.sha256"))
     return True
@@ -166,7 +166,7 @@ def _rows_well_formed(table: pa.Table, name: str, result: CheckResult) -> bool:
     return well_formed
 
 
-def _read_seam_table(path: Path, info: dict, result: CheckResult) -> SeamColumns | None:
+def _read_seam_table(path: Path, info: mf.FilePin, result: CheckResult) -> SeamColumns | None:
     """The seam table as columns (`packcli.verify.columns`), read one row group at a time: never whole, as
     Arrow or as Python objects."""
     try:
@@ -183,8 +183,8 @@ def _read_seam_table(path: Path, info: dict, result: CheckResult) -> SeamColumns
     except (pa.ArrowException, OSError) as exc:
         result.fail(Violation(f"{path.name} unreadable: {exc}"))
         return None
-    if rows != info["rows"]:
-        result.fail(Violation(f"{path.name}: {rows} rows != seam_table.rows {info['rows']}",
+    if rows != info.rows:
+        result.fail(Violation(f"{path.name}: {rows} rows != seam_table.rows {info.rows}",
                               field="seam_table.rows"))
     nulls = [name for name in SEAM_TABLE_SCHEMA.names if name not in NULLABLE_COLUMNS and null_counts[name]]
     if nulls:
@@ -193,7 +193,7 @@ def _read_seam_table(path: Path, info: dict, result: CheckResult) -> SeamColumns
     return columns
 
 
-def _read_rejects(path: Path, info: dict, result: CheckResult) -> list[str] | None:
+def _read_rejects(path: Path, info: mf.FilePin, result: CheckResult) -> list[str] | None:
     """The lines of rejects.jsonl as text (global compares them with what pack writes), each a JSON object."""
     text = path.read_text(encoding="utf-8", errors="replace")
     lines = text.split("\n")  # not splitlines: U+2028 is text
@@ -210,6 +210,6 @@ def _read_rejects(path: Path, info: dict, result: CheckResult) -> list[str] | No
         if not isinstance(row, dict):
             result.fail(Violation(f"{path.name}:{number}: not a JSON object"))
             return None
-    if len(lines) != info["rows"]:
-        result.fail(Violation(f"{path.name}: {len(lines)} rows != rejects.rows {info['rows']}", field="rejects.rows"))
+    if len(lines) != info.rows:
+        result.fail(Violation(f"{path.name}: {len(lines)} rows != rejects.rows {info.rows}", field="rejects.rows"))
     return lines

@@ -39,6 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
+from packcli.artifact.manifest import Manifest
 from packcli.contract import IGNORE_INDEX, IN_PACKS, token_hash
 from packcli.errors import InputError
 from packcli.ingest import FieldMap, read_source
@@ -87,7 +88,7 @@ class NotJudged(Exception):
     """A record whose meaning rests on packcli's own conventions, which transformers has no notion of."""
 
 
-def check_render_oracle(manifest: dict, rows: dict[str, list], packs: PackIndex,
+def check_render_oracle(manifest: Manifest, rows: dict[str, list], packs: PackIndex,
                         tokenizer: LoadedTokenizer, result: CheckResult, *, source_root: Path | None,
                         sample: int | None = None) -> None:
     """Render the chosen records with transformers and compare them with the artifact.
@@ -107,8 +108,8 @@ def check_render_oracle(manifest: dict, rows: dict[str, list], packs: PackIndex,
     by_input: dict[int, dict[int, list[int]]] = defaultdict(dict)
     for i in chosen:
         by_input[rows["input"][i]].setdefault(rows["line"][i], []).append(i)  # its copies and chunks
-    rule = pinned_rule(manifest["config"])
-    fields = FieldMap.of(manifest["config"]["fields"])
+    rule = pinned_rule(manifest.config)
+    fields = FieldMap.of(manifest.config.fields)
     not_judged: dict[str, int] = defaultdict(int)
     with oracle.on_pinned_date():
         for k, wanted in sorted(by_input.items()):
@@ -156,24 +157,24 @@ def _record(payload: bytes | dict) -> dict:
 class _Oracle:
     """transformers' rendering of one record under the artifact's pinned template and policy."""
 
-    def __init__(self, manifest: dict, tokenizer: LoadedTokenizer) -> None:
+    def __init__(self, manifest: Manifest, tokenizer: LoadedTokenizer) -> None:
         require_oracle("transformers")
         from tokenizers import Tokenizer
         from transformers import PreTrainedTokenizerFast
 
-        pinned = manifest["tokenizer"]
+        pinned = manifest.tokenizer
         # A fresh tokenizer object from the pinned file (drift has checked its sha256): no state shared with packcli.
         self.tokenizer = PreTrainedTokenizerFast(tokenizer_object=Tokenizer.from_str(tokenizer.tokenizer.to_str()),
-                                                 bos_token=pinned["bos_token"], eos_token=pinned["eos_token"])
-        self.template = manifest["template"]["text"]
-        self.policy = manifest["loss_policy"]
-        self.input_format = manifest["config"]["input_format"]
-        self.eos = pinned["eos_token"] or ""
-        config = manifest["config"]
+                                                 bos_token=pinned.bos_token, eos_token=pinned.eos_token)
+        self.template = manifest.template.text
+        self.policy = manifest.loss_policy
+        self.input_format = manifest.config.input_format
+        self.eos = pinned.eos_token or ""
+        config = manifest.config
         # A text document's BOS and EOS are the choice packcli resolved (`packcli.tokenizer.ends`, its own
         # tests compare it with tokenizers); transformers tokenizes what they make.
-        self.text_ends = text_ends(tokenizer, config["text_bos"], config["text_eos"])
-        self.moment = datetime.combine(date.fromisoformat(manifest["config"]["template_date"]), time())
+        self.text_ends = text_ends(tokenizer, config.text_bos, config.text_eos)
+        self.moment = datetime.combine(date.fromisoformat(manifest.config.template_date), time())
 
     @contextmanager
     def on_pinned_date(self) -> Iterator[None]:

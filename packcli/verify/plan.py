@@ -26,11 +26,12 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from packcli.artifact.manifest import Manifest, PackSettings
 from packcli.choices import Overlong
 from packcli.contract import DROPPED, DUPLICATE, PACKED, REJECTED, SPLIT, STATUSES, TRUNCATED, UNSAMPLED, shard_name
-from packcli.job.chunks import Cut, SplitRule
+from packcli.job.chunks import Cut, SplitRule, pinned_rule
 from packcli.job.fates import Chunked, Fates, decide_fates, loss_problem, split_rows
-from packcli.job.plan import Placement, PlanSettings, place_examples, plan_examples, plan_metrics
+from packcli.job.plan import Placement, place_examples, plan_examples, plan_metrics
 from packcli.job.select import unsampled_reason
 from packcli.mix import Mixture, manifest_problems
 from packcli.pack import STRATEGIES, PackPlan, check_budgets
@@ -39,19 +40,18 @@ from packcli.verify.columns import as_ints, take_rows
 from packcli.verify.reconstruct import Reconstructed
 from packcli.verify.report import CheckResult, Violation
 
-PLAN_FIELDS = ("strategy", "capacity", "window", "seed", "shuffle", "shuffle_packs", "packs_per_shard")
 FATE_COLUMNS = ("status", "chunk_start", "reason", "length", "supervised", "supervised_lost")
 
 
-def check_plan(manifest: dict, rows: dict[str, list], facts: Reconstructed | None, result: CheckResult) -> None:
+def check_plan(manifest: Manifest, rows: dict[str, list], facts: Reconstructed | None, result: CheckResult) -> None:
     """Re-derive fates, chunks, plan, placement, shards and metrics from the lengths; compare with the artifact.
 
     The examples go to the planner in the order pack reads them (`read_order`), whatever order the seam table
     holds: the planner's shuffle and packing depend on that order, so a table in another order (and packs
     made for it) must not choose which examples share a pack.
     """
-    config = manifest["config"]
-    settings = _settings(config, len(manifest["inputs"]), result)
+    config = manifest.config
+    settings = _settings(config, len(manifest.inputs), result)
     if settings is None:
         return
     rows, facts = _in_read_order(manifest, rows, facts, result)
@@ -59,8 +59,8 @@ def check_plan(manifest: dict, rows: dict[str, list], facts: Reconstructed | Non
     starts = example_starts(rows)
     first = starts[:-1]
     facts_in = _inputs(rows, facts, starts, settings)
-    fates = decide_fates(facts_in.status, facts_in.length, facts_in.supervised, facts_in.reasons, settings.rule,
-                         settings.overlong, lambda j: facts_in.cuts[j])
+    fates = decide_fates(facts_in.status, facts_in.length, facts_in.supervised, facts_in.reasons,
+                         pinned_rule(settings), Overlong(settings.overlong), lambda j: facts_in.cuts[j])
     # Each record's first example (copy 0): its fate before a mixture's draw, as pack judges the reject budget on it.
     records = np.flatnonzero(np.asarray(rows["copy"])[first] == 0)
 
@@ -70,7 +70,7 @@ def check_plan(manifest: dict, rows: dict[str, list], facts: Reconstructed | Non
 
     # judged here and reported in its turn below: the fates it reads go before the plan is made (memory)
     lost = loss_problem(fates.take(records), where, settings.max_reject_fraction)
-    fates = _unsampled(rows, first, fates, config["mix"])
+    fates = _unsampled(rows, first, fates, config.mix)
     expected = split_rows(fates, facts_in.length)
     del fates  # ``expected`` holds its own (a row's fates): one copy an example alive at the peak, not two
     plan = plan_examples(expected.fates, settings)
@@ -87,18 +87,18 @@ def check_plan(manifest: dict, rows: dict[str, list], facts: Reconstructed | Non
     if lost:
         result.fail(Violation(f"config.max_reject_fraction is not met (pack would have refused it): {lost[0]}: "
                               f"{lost[1]}", field="config.max_reject_fraction"))
-    _check_metrics(manifest["metrics"], plan_metrics(plan, expected.fates), result)
+    _check_metrics(manifest.metrics, plan_metrics(plan, expected.fates), result)
     match = match_chunks(rows, starts, expected, facts_in.length, settings, result)
     _check_fates(rows, match, expected, facts_in, settings, result)
     _check_placement(rows, match, placement, settings, result)
 
 
-def read_order(manifest: dict, rows: dict[str, list]) -> tuple[list[int], npt.NDArray[np.int64]]:
+def read_order(manifest: Manifest, rows: dict[str, list]) -> tuple[list[int], npt.NDArray[np.int64]]:
     """The order pack reads the inputs (by name, then sha256: `packcli.ingest.describe_inputs`), as manifest
     indices, and the seam-table rows in the order pack made its examples: by input in that order, then record,
     then copy, then chunk (a row naming no input of the manifest last; global reports it)."""
-    inputs = manifest["inputs"]
-    ranked = sorted(range(len(inputs)), key=lambda k: (inputs[k]["name"], inputs[k]["sha256"], k))
+    inputs = manifest.inputs
+    ranked = sorted(range(len(inputs)), key=lambda k: (inputs[k].name, inputs[k].sha256, k))
     rank = np.full(len(inputs) + 1, len(inputs), dtype=np.int64)
     rank[ranked] = np.arange(len(inputs))
     index = np.asarray(rows["input"], dtype=np.int64)
@@ -107,16 +107,16 @@ def read_order(manifest: dict, rows: dict[str, list]) -> tuple[list[int], npt.ND
     return ranked, np.lexsort((*keys, rank[index]))
 
 
-def _in_read_order(manifest: dict, rows: dict[str, list], facts: Reconstructed | None,
+def _in_read_order(manifest: Manifest, rows: dict[str, list], facts: Reconstructed | None,
                    result: CheckResult) -> tuple[dict[str, list], Reconstructed | None]:
     """The rows and their reconstructed facts in `read_order`: as they are when the table is in that order
     (as pack writes it), else reordered, with the findings named."""
     ranked, order = read_order(manifest, rows)
     if ranked != sorted(ranked):
         k = next(j for j, r in enumerate(ranked) if r != j)
-        names = manifest["inputs"]
+        names = manifest.inputs
         result.fail(Violation(f"the inputs are not in the order pack reads them (by name, then sha256): inputs[{k}] is "
-                              f"{names[k]['name']!r}, but {names[ranked[k]]['name']!r} (inputs[{ranked[k]}]) comes "
+                              f"{names[k].name!r}, but {names[ranked[k]].name!r} (inputs[{ranked[k]}]) comes "
                               "first; the plan is re-derived in pack's order", field="inputs"))
     if np.array_equal(order, np.arange(len(order))):
         return rows, facts
@@ -135,7 +135,7 @@ def _in_read_order(manifest: dict, rows: dict[str, list], facts: Reconstructed |
 
 
 def _check_fates(rows: dict[str, list], match: np.ndarray, expected: Chunked, facts: ExampleFacts,
-                 settings: PlanSettings, result: CheckResult) -> None:
+                 settings: PackSettings, result: CheckResult) -> None:
     """Every row's status, reason, length, supervised counts and chunk start are its re-derived fate's."""
     fates = expected.fates
     columns = {"status": lambda m: STATUSES[fates.status[m]], "reason": lambda m: fates.reasons[m],
@@ -154,38 +154,38 @@ def _check_fates(rows: dict[str, list], match: np.ndarray, expected: Chunked, fa
             want = columns[column](m)
             if rows[column][i] != want:
                 result.fail(Violation(f"{column} is {rows[column][i]!r}; its fate under config.overlong "
-                                      f"{settings.overlong.value!r} and config.capacity {settings.capacity} gives "
+                                      f"{settings.overlong!r} and config.capacity {settings.capacity} gives "
                                       f"{want!r}", field=column, **_loc(rows, i)))
                 break
 
 
-def _settings(config: dict, num_inputs: int, result: CheckResult) -> PlanSettings | None:
+def _settings(config: PackSettings, num_inputs: int, result: CheckResult) -> PackSettings | None:
     """The plan settings, or None (each bad one named) when the planner cannot run on them (or on the
     examples a malformed mixture would leave out)."""
     problems = []
-    if config["mix"] is not None:
-        problems += [("config.mix", problem) for problem in manifest_problems(config["mix"], num_inputs)]
-    if config["strategy"] not in STRATEGIES:
-        problems.append(("config.strategy", f"config.strategy {config['strategy']!r} is not a strategy "
+    if config.mix is not None:
+        problems += [("config.mix", problem) for problem in manifest_problems(config.mix, num_inputs)]
+    if config.strategy not in STRATEGIES:
+        problems.append(("config.strategy", f"config.strategy {config.strategy!r} is not a strategy "
                                             f"({', '.join(STRATEGIES)})"))
-    if config["overlong"] not in {o.value for o in Overlong}:
-        problems.append(("config.overlong", f"config.overlong {config['overlong']!r} is not a policy "
+    if config.overlong not in {o.value for o in Overlong}:
+        problems.append(("config.overlong", f"config.overlong {config.overlong!r} is not a policy "
                                             f"({', '.join(o.value for o in Overlong)})"))
     # (the manifest check has bounded every number: capacity, seed, the fractions, the split settings)
-    if config["overlong"] == "split" or (config["split_overlap"], config["split_min_last"]) != (0, 1):
-        rule = SplitRule(config["capacity"], config["split_overlap"], config["split_min_last"])
-        for problem in rule.problems() if config["capacity"] >= 2 else []:
+    if config.overlong == "split" or (config.split_overlap, config.split_min_last) != (0, 1):
+        rule = SplitRule(config.capacity, config.split_overlap, config.split_min_last)
+        for problem in rule.problems() if config.capacity >= 2 else []:
             field = "config.split_overlap" if problem.startswith("`split_overlap`") else "config.split_min_last"
             problems.append((field, problem.replace("`split_overlap`", field).replace("`split_min_last`", field)))
-        for key, default in (("split_overlap", 0), ("split_min_last", 1)) if config["overlong"] != "split" else ():
-            if config[key] != default:
-                problems.append((f"config.{key}", f"config.{key} is {config[key]}, but it applies only to "
+        for key, default in (("split_overlap", 0), ("split_min_last", 1)) if config.overlong != "split" else ():
+            if getattr(config, key) != default:
+                problems.append((f"config.{key}", f"config.{key} is {getattr(config, key)}, but it applies only to "
                                                   f"config.overlong split (pack writes {default} otherwise)"))
-    if config["strategy"] == "window" and config["window"] is None:
+    if config.strategy == "window" and config.window is None:
         problems.append(("config.window", "config.window is None, but strategy window needs a window size"))
     for field, message in problems:
         result.fail(Violation(message + ": the plan cannot be re-derived", field=field))
-    return None if problems else PlanSettings.of(config)
+    return None if problems else config
 
 
 @dataclass(frozen=True)
@@ -216,7 +216,7 @@ def example_starts(rows: dict[str, list]) -> np.ndarray:
 
 
 def _inputs(rows: dict[str, list], facts: Reconstructed | None, starts: np.ndarray,
-            settings: PlanSettings) -> ExampleFacts:
+            settings: PackSettings) -> ExampleFacts:
     """What each example's fate is decided from. Where reconstruction did not vouch for it
     (``--no-reconstruct``, a changed source), the seam table's own columns stand in, its chunks as the
     rows claim them. A row marked duplicate stays one: reconstruction recomputes the content keys that
@@ -227,6 +227,7 @@ def _inputs(rows: dict[str, list], facts: Reconstructed | None, starts: np.ndarr
     reasons = [""] * count
     reconstructed = np.zeros(count, dtype=bool)
     cuts: dict[int, Cut] = {}
+    rule = pinned_rule(settings)
     for j, i in enumerate(as_ints(starts[:-1])):
         claimed = rows["status"][i]
         if facts is not None and facts.length[i] >= 0:
@@ -247,7 +248,7 @@ def _inputs(rows: dict[str, list], facts: Reconstructed | None, starts: np.ndarr
         group = range(i, int(starts[j + 1]))
         supervised[j] = sum(rows["supervised"][r] + rows["supervised_lost"][r] for r in group)
         if length[j] > settings.capacity:
-            cuts[j] = claimed_cut(rows, group, int(length[j]), settings.rule)
+            cuts[j] = claimed_cut(rows, group, int(length[j]), rule)
     return ExampleFacts(status, length, supervised, reasons, reconstructed, cuts)
 
 
@@ -265,11 +266,11 @@ def _unsampled(rows: dict[str, list], first: np.ndarray, fates: Fates, mix: dict
     return fates
 
 
-def _status_message(rows: dict[str, list], i: int, expected: int, length: int, kept: int, settings: PlanSettings,
+def _status_message(rows: dict[str, list], i: int, expected: int, length: int, kept: int, settings: PackSettings,
                     reconstructed: bool) -> str:
     claimed = rows["status"][i]
     tokens = f"{length} tokens" + (" (reconstructed)" if reconstructed else " (original_length)")
-    policy = f"config.overlong {settings.overlong.value!r}, config.capacity {settings.capacity}"
+    policy = f"config.overlong {settings.overlong!r}, config.capacity {settings.capacity}"
     if expected == TRUNCATED and claimed == STATUSES[DROPPED]:
         return (f"status is 'dropped', but truncating its {tokens} to the capacity keeps {kept} supervised tokens "
                 f"({policy}): it must be truncated, not dropped")
@@ -287,7 +288,7 @@ def _loc(rows: dict[str, list], i: int) -> dict:
     return dict(example_id=rows["example_id"][i], source=rows["source"][i], line=rows["line"][i])
 
 
-def _check_placement(rows: dict[str, list], match: np.ndarray, placement: Placement, settings: PlanSettings,
+def _check_placement(rows: dict[str, list], match: np.ndarray, placement: Placement, settings: PackSettings,
                      result: CheckResult) -> None:
     """Every row at the shard, row and offset the plan gives it; nothing placed that is not packed."""
     shard_col, row_col, off_col = rows["shard"], rows["row"], rows["offset"]
@@ -301,7 +302,7 @@ def _check_placement(rows: dict[str, list], match: np.ndarray, placement: Placem
             wrong.append((i, want))
     if not wrong:
         return
-    plan = ", ".join(f"config.{key}={getattr(settings, key)!r}" for key in PLAN_FIELDS)
+    plan = ", ".join(f"config.{key}={getattr(settings, key)!r}" for key in PackSettings.PLACEMENT)
     result.fail(Violation(f"{len(wrong)} of {len(shard_col)} examples are not where the plan puts them; re-run on "
                           f"the reconstructed lengths with {plan}"))
     for i, want in wrong:
@@ -311,10 +312,10 @@ def _check_placement(rows: dict[str, list], match: np.ndarray, placement: Placem
                               field=column, **_loc(rows, i)))
 
 
-def _check_shards(manifest: dict, placement: Placement, plan: PackPlan, settings: PlanSettings,
+def _check_shards(manifest: Manifest, placement: Placement, plan: PackPlan, settings: PackSettings,
                   result: CheckResult) -> None:
     """The shards are the plan's packs cut every ``packs_per_shard``."""
-    pinned = [info["rows"] for info in manifest["shards"]]
+    pinned = [info.rows for info in manifest.shards]
     per = settings.packs_per_shard
     planned = [min(per, plan.num_packs - k * per) for k in range(placement.num_shards)]
     if pinned != planned:

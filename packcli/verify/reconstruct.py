@@ -22,7 +22,6 @@ one pass over their unit, to report the first differing token (up to the violati
 
 from __future__ import annotations
 
-import os
 import threading
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -34,9 +33,9 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from packcli.chat import ChatTemplate, Renderer
+from packcli.artifact.manifest import Manifest
 from packcli.checks import raise_all
-from packcli.choices import AddToken, BackendChoice, DroppableField, Format, LossPolicy, Overlong
+from packcli.choices import AddToken, DroppableField, Format, LossPolicy, Overlong
 from packcli.contract import IGNORE_INDEX, token_hash
 from packcli.engine import Engine, worker_problems
 from packcli.engine.local import LocalEngine
@@ -47,10 +46,9 @@ from packcli.job.chunks import Cut, SplitRule, chunk_labels, cut_example, pinned
 from packcli.job.pause import pause_at
 from packcli.job.select import duplicate_reason
 from packcli.job.units import UnitSpec, iter_unit_lines, plan_units, unit_batches
-from packcli.prepare import Preparer, preparer_for, share_preparer
+from packcli.prepare import Preparer, PrepareSpec, TokenizerRef, preparer_for, share_preparer
 from packcli.progress import NO_PROGRESS, Progress
-from packcli.tokenizer.ends import text_ends
-from packcli.tokenizer.load import LoadedTokenizer, cached_tokenizer
+from packcli.tokenizer.load import LoadedTokenizer
 from packcli.verify.locate import locate_input
 from packcli.verify.packs import PackIndex
 from packcli.verify.report import CheckResult, Violation
@@ -95,49 +93,29 @@ class Reconstructed:
 class ReconstructJob:
     """What a worker needs to rebuild the preparer (picklable): the pinned tokenizer, template, policy."""
 
-    tokenizer: str
-    tokenizer_sha256: str
-    template_text: str
-    template_source: str
-    template_date: str
-    loss: str
-    input_format: str
-    fields: tuple[tuple[str, str], ...]  # the pinned column mapping (`FieldMap.renames` items)
-    keys: bool  # compute content keys (the artifact was deduplicated)
-    bos_token: str | None
-    eos_token: str | None
-    text_bos: str  # a text record's BOS and EOS (`packcli.tokenizer.ends.text_ends`)
-    text_eos: str
-    rule: SplitRule  # how over-long examples are cut (`PlanSettings.rule`)
+    spec: PrepareSpec  # the reference tokenizer (always: a fast-path fault cannot verify itself), template, policies
+    rule: SplitRule  # how over-long examples are cut (`packcli.job.chunks.pinned_rule`)
     overlong: str  # the pinned policy: under truncate or split each over-long fresh example's cut is sent back
-    allow_dropped: tuple[str, ...] = ()  # config.allow_dropped_fields (absent: none)
 
     @classmethod
-    def of(cls, manifest: dict, tokenizer: str, template_text: str) -> ReconstructJob:
+    def of(cls, manifest: Manifest, tokenizer: str, template_text: str) -> ReconstructJob:
         """The job a manifest pins, with the tokenizer found at ``tokenizer``."""
-        config, pinned = manifest["config"], manifest["tokenizer"]
-        return cls(tokenizer=tokenizer, tokenizer_sha256=pinned["sha256"], template_text=template_text,
-                   template_source=manifest["template"]["origin"], template_date=config["template_date"],
-                   loss=manifest["loss_policy"], input_format=config["input_format"],
-                   fields=tuple(sorted(config["fields"].items())), keys=config["dedupe"] == "exact",
-                   bos_token=pinned["bos_token"], eos_token=pinned["eos_token"], text_bos=config["text_bos"],
-                   text_eos=config["text_eos"], rule=pinned_rule(config), overlong=config["overlong"],
-                   allow_dropped=tuple(config.get("allow_dropped_fields") or ()))
+        config, pinned = manifest.config, manifest.tokenizer
+        spec = PrepareSpec(TokenizerRef.reference(tokenizer, pinned.sha256), template_text=template_text,
+                           template_source=manifest.template.origin, template_date=config.template_date,
+                           loss=manifest.loss_policy, input_format=config.input_format,
+                           fields=tuple(sorted(config.fields.items())), keys=config.dedupe == "exact",
+                           text_bos=config.text_bos, text_eos=config.text_eos,
+                           allow_dropped=tuple(config.allow_dropped_fields or ()),
+                           ends=(pinned.bos_token, pinned.eos_token))
+        return cls(spec, rule=pinned_rule(config), overlong=config.overlong)
 
     def build_preparer(self, tokenizer: LoadedTokenizer | None = None) -> Preparer:
-        """The reference tokenizer (always: a fast-path fault cannot verify itself), template, renderer."""
-        tok = tokenizer or cached_tokenizer(self.tokenizer, backend=BackendChoice.tokenizers)
-        if tok.sha256 != self.tokenizer_sha256:
-            raise InputError(f"tokenizer {self.tokenizer} changed while verify ran", "run verify again")
-        renderer = Renderer(ChatTemplate(self.template_text, self.template_source), LossPolicy(self.loss),
-                            bos_token=self.bos_token, eos_token=self.eos_token,
-                            template_date=date.fromisoformat(self.template_date),
-                            text_ends=text_ends(tok, self.text_bos, self.text_eos),
-                            allow_dropped=frozenset(self.allow_dropped))
-        return Preparer(renderer, tok, Format(self.input_format), FieldMap.of(dict(self.fields)), keys=self.keys)
+        """The preparer the spec describes (``tokenizer``: this process's, already loaded)."""
+        return self.spec.build_preparer("verify", tokenizer)
 
 
-def check_reconstruction(manifest: dict, rows: dict[str, list], packs: PackIndex,
+def check_reconstruction(manifest: Manifest, rows: dict[str, list], packs: PackIndex,
                          tokenizer: LoadedTokenizer, template_text: str, result: CheckResult, *,
                          source_root: Path | None, progress: Progress = NO_PROGRESS,
                          workers: int | None = None, engine: Engine | None = None) -> Reconstructed:
@@ -155,28 +133,28 @@ def check_reconstruction(manifest: dict, rows: dict[str, list], packs: PackIndex
         What each seam-table row's record reproduces, for the plan check.
     """
     raise_all(worker_problems(workers), error=InputError)
-    config = manifest["config"]
+    config = manifest.config
     n = len(rows["example_id"])
     facts = Reconstructed(np.full(n, -1, np.int64), np.full(n, -1, np.int64), {}, [None] * n)
     problems = []
-    if config["input_format"] not in {f.value for f in Format}:
-        problems.append(("config.input_format", f"config.input_format {config['input_format']!r} is not a format"))
-    if manifest["loss_policy"] not in {p.value for p in LossPolicy}:
-        problems.append(("loss_policy", f"loss_policy {manifest['loss_policy']!r} is not a loss policy"))
+    if config.input_format not in {f.value for f in Format}:
+        problems.append(("config.input_format", f"config.input_format {config.input_format!r} is not a format"))
+    if manifest.loss_policy not in {p.value for p in LossPolicy}:
+        problems.append(("loss_policy", f"loss_policy {manifest.loss_policy!r} is not a loss policy"))
     for key in ("text_bos", "text_eos"):
-        if config[key] not in {a.value for a in AddToken}:
-            problems.append((f"config.{key}", f"config.{key} {config[key]!r} is not one of auto, yes, no"))
-    if config["dedupe"] not in ("none", "exact"):
-        problems.append(("config.dedupe", f"config.dedupe {config['dedupe']!r} is not none or exact"))
+        if getattr(config, key) not in {a.value for a in AddToken}:
+            problems.append((f"config.{key}", f"config.{key} {getattr(config, key)!r} is not one of auto, yes, no"))
+    if config.dedupe not in ("none", "exact"):
+        problems.append(("config.dedupe", f"config.dedupe {config.dedupe!r} is not none or exact"))
     problems += _dropped_problems(manifest)
     try:
-        date.fromisoformat(config["template_date"])
+        date.fromisoformat(config.template_date)
     except ValueError:
-        problems.append(("config.template_date", f"config.template_date {config['template_date']!r} is not a date"))
+        problems.append(("config.template_date", f"config.template_date {config.template_date!r} is not a date"))
     try:
-        mapping = FieldMap.of(config["fields"]).problems()
+        mapping = FieldMap.of(config.fields).problems()
     except TypeError:
-        mapping = [f"names a part packcli does not have ({', '.join(sorted(config['fields']))})"]
+        mapping = [f"names a part packcli does not have ({', '.join(sorted(config.fields))})"]
     problems += [("config.fields", f"config.fields {problem}") for problem in mapping]
     for field, message in problems:
         result.fail(Violation(message + ": nothing can be read and rendered as pack did", field=field))
@@ -186,26 +164,26 @@ def check_reconstruction(manifest: dict, rows: dict[str, list], packs: PackIndex
     preparer = job.build_preparer(tokenizer)
     by_record = RecordRows(rows)  # a record's rows: one per copy (and chunk)
     files, pinned = [], []  # the sources found unchanged, with their index in the manifest's inputs
-    for k, entry in enumerate(manifest["inputs"]):
+    for k, entry in enumerate(manifest.inputs):
         source = locate_input(manifest, k, source_root)
-        if source.name != entry["name"]:  # the name orders the inputs and names every record: proved, not trusted
-            result.fail(Violation(f"inputs[{k}].name is {entry['name']!r}, but the source is {source.name} "
-                                  f"({source.path})", source=entry["name"], field=f"inputs[{k}].name"))
+        if source.name != entry.name:  # the name orders the inputs and names every record: proved, not trusted
+            result.fail(Violation(f"inputs[{k}].name is {entry.name!r}, but the source is {source.name} "
+                                  f"({source.path})", source=entry.name, field=f"inputs[{k}].name"))
         described = describe_input(source)
-        if described.kind.value != entry["kind"]:
+        if described.kind.value != entry.kind:
             result.fail(Violation(f"{source.path} reads as a {described.kind.value} source, inputs[{k}].kind says "
-                                  f"{entry['kind']}", source=entry["name"], field=f"inputs[{k}].kind"))
-        if described.size != entry["size"]:
-            result.fail(Violation(f"{source.path} has {described.size} bytes, inputs[{k}].size says {entry['size']}",
-                                  source=entry["name"], field=f"inputs[{k}].size"))
-        if described.sha256 != entry["sha256"]:
+                                  f"{entry.kind}", source=entry.name, field=f"inputs[{k}].kind"))
+        if described.size != entry.size:
+            result.fail(Violation(f"{source.path} has {described.size} bytes, inputs[{k}].size says {entry.size}",
+                                  source=entry.name, field=f"inputs[{k}].size"))
+        if described.sha256 != entry.sha256:
             result.fail(Violation(f"source changed since packing: {source.path} does not hash to inputs[{k}].sha256",
-                                  source=entry["name"], field=f"inputs[{k}].sha256"))
+                                  source=entry.name, field=f"inputs[{k}].sha256"))
             continue
         files.append(described)
         pinned.append((k, entry))
     specs = plan_units(files, UNIT_LINES)
-    progress.start("reconstruct", "reconstructing", total=manifest["counts"]["records"])
+    progress.start("reconstruct", "reconstructing", total=manifest.counts["records"])
     compare = _Comparer(preparer, rows, packs, job.rule, result, facts)
     if workers is None:
         workers = auto_processes(usable_cpus(), units=len(specs), input_bytes=sum(f.size for f in files))
@@ -224,14 +202,14 @@ def check_reconstruction(manifest: dict, rows: dict[str, list], packs: PackIndex
                 dropped.update(outcome[1].dropped)
             found = by_record.pop((k, line))
             if found is None:
-                result.fail(Violation("record has no seam-table row (dropped without a record)", source=entry["name"],
+                result.fail(Violation("record has no seam-table row (dropped without a record)", source=entry.name,
                                       line=line))
                 continue
-            _check_duplicate(rows, found, key, first, duplicate_reason(entry["name"], line, k), job.keys, result,
-                             entry["name"])
+            _check_duplicate(rows, found, key, first, duplicate_reason(entry.name, line, k), job.spec.keys, result,
+                             entry.name)
             chunked = _chunked_rows(rows, found)
             for i in found:
-                if (span := compare(i, outcome, entry["name"], line, i in chunked)) is not None:
+                if (span := compare(i, outcome, entry.name, line, i in chunked)) is not None:
                     differing.setdefault(line, []).append(span)
         if differing:
             unexplained.append((spec, differing))
@@ -256,16 +234,16 @@ def check_reconstruction(manifest: dict, rows: dict[str, list], packs: PackIndex
     for spec, differing in unexplained:
         compare.explain(spec, differing)
     for (k, entry), count in zip(pinned, read):
-        if count != entry["records"]:
-            result.fail(Violation(f"{count} records read from the source, inputs[{k}].records says {entry['records']}",
-                                  source=entry["name"], field=f"inputs[{k}].records"))
-    if len(pinned) == len(manifest["inputs"]):  # every source read: the count is whole
+        if count != entry.records:
+            result.fail(Violation(f"{count} records read from the source, inputs[{k}].records says {entry.records}",
+                                  source=entry.name, field=f"inputs[{k}].records"))
+    if len(pinned) == len(manifest.inputs):  # every source read: the count is whole
         _check_dropped(manifest, dropped, result)
     read_inputs = {k for k, _ in pinned}
     for (k, line) in by_record.left():
         if k in read_inputs:
             result.fail(Violation("seam table names a line that is not a record in the source",
-                                  source=manifest["inputs"][k]["name"], line=line, field="line"))
+                                  source=manifest.inputs[k].name, line=line, field="line"))
     return facts
 
 
@@ -309,11 +287,11 @@ def _starts(keys: np.ndarray) -> np.ndarray:
     return new
 
 
-def _dropped_problems(manifest: dict) -> list[tuple[str, str]]:
+def _dropped_problems(manifest: Manifest) -> list[tuple[str, str]]:
     """What makes ``config.allow_dropped_fields`` and ``counts.dropped_fields`` other than pack writes them:
     both absent, or the sorted fields --allow-dropped-fields names and a count for each."""
-    allowed = manifest["config"].get("allow_dropped_fields")
-    counts = manifest["counts"].get("dropped_fields")
+    allowed = None if manifest.config.allow_dropped_fields is None else list(manifest.config.allow_dropped_fields)
+    counts = manifest.counts.get("dropped_fields")
     names = [f.value for f in DroppableField]
     if allowed is None:
         return [] if counts is None else [("counts.dropped_fields", "counts.dropped_fields without "
@@ -327,9 +305,9 @@ def _dropped_problems(manifest: dict) -> list[tuple[str, str]]:
     return []
 
 
-def _check_dropped(manifest: dict, dropped: Counter[str], result: CheckResult) -> None:
+def _check_dropped(manifest: Manifest, dropped: Counter[str], result: CheckResult) -> None:
     """``counts.dropped_fields``: the records whose re-rendering dropped each allowed field."""
-    for name, count in sorted((manifest["counts"].get("dropped_fields") or {}).items()):
+    for name, count in sorted((manifest.counts.get("dropped_fields") or {}).items()):
         if dropped.get(name, 0) != count:
             result.fail(Violation(f"counts.dropped_fields.{name} is {count}, but re-rendering drops {name} from "
                                   f"{dropped.get(name, 0)} records (config.allow_dropped_fields lets it)",
@@ -362,7 +340,7 @@ def _outcomes(job: ReconstructJob, preparer: Preparer, specs: list[UnitSpec], wo
     if engine is None:
         engine = LocalEngine(max(1, min(workers or usable_cpus(), len(specs))))
     if not engine.shares_paths:
-        job, specs = replace(job, tokenizer=os.path.abspath(job.tokenizer)), [spec.absolute() for spec in specs]
+        job, specs = replace(job, spec=job.spec.absolute()), [spec.absolute() for spec in specs]
     share_preparer(job, preparer)  # this process is a worker too, with the tokenizer it has loaded
     try:
         with engine.session():

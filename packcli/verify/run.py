@@ -56,18 +56,19 @@ def verify_artifact(directory: str | Path, *, tokenizer: str | None = None, temp
     root = Path(source_root) if source_root is not None else None
     if render_oracle is not None:
         require_oracle(render_oracle)  # before any work
-    manifest = mf.read_manifest(directory)
-    report = VerifyReport(str(directory), manifest_sha256=manifest.get("manifest_sha256"))
+    data = mf.read_manifest(directory)
+    report = VerifyReport(str(directory), manifest_sha256=data.get("manifest_sha256"))
     later = ["integrity", "contract_drift", "pack_layout", "global"] + (["reconstruction"] if reconstruct else [])
     last = ["plan"] + (["render_oracle"] if render_oracle else [])
     with progress.running():
-        if not check_manifest(manifest, report.check("manifest", max_violations)):
+        if not check_manifest(data, report.check("manifest", max_violations)):
             for name in later + last:
                 report.check(name).skipped = "the manifest is malformed (see the manifest check)"
             return report
+        manifest = mf.Manifest.of(data)  # whole: every field the checks below read is there, of its type
         integrity, drift = report.check("integrity", max_violations), report.check("contract_drift", max_violations)
         layout = report.check("pack_layout", max_violations)
-        capacity = manifest["config"]["capacity"]
+        capacity = manifest.config.capacity
         artifact = check_integrity(directory, manifest, integrity,
                                    on_shard=lambda shard: check_packs([shard], capacity, layout))
         tok, text = check_drift(manifest, drift, tokenizer=tokenizer, template=template, source_root=root,
@@ -120,7 +121,7 @@ def packs_with_seams(directory: str | Path, limit: int) -> list:  # list[PackArr
 
     chosen = []
     # the shards the manifest lists, read directly: verify reports integrity (and what else the folder holds) itself
-    for pack in pinned_packs(Path(directory), mf.read_manifest(Path(directory))):
+    for pack in pinned_packs(Path(directory), mf.load_manifest(Path(directory)).shards):
         if len(chosen) == limit:
             break
         if len(pack.cu_seqlens) > 2:
