@@ -25,9 +25,8 @@ SPREAD_FAULTS = [f for f in FAULTS if f.check in ("global", "copies", "integrity
 
 @pytest.fixture()
 def small_parts(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Partitions of a few rows, built a few at a time: the fixture artifacts span many of them."""
+    """Partitions of a few rows: the fixture artifacts span many of them."""
     monkeypatch.setattr(bookkeeping, "PART_ROWS", 7)
-    monkeypatch.setattr(bookkeeping, "IN_FLIGHT", 3)
 
 
 def _read(directory: Path):
@@ -194,7 +193,8 @@ def ray_session():
 @pytest.mark.ray
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("fault", [None, *RAY_FAULTS], ids=["clean", *(f.name for f in RAY_FAULTS)])
-def test_verify_on_ray_reports_what_local_reports(ray_session, fault, packed, tmp_path: Path, small_parts: None) -> None:
+def test_verify_on_ray_reports_what_local_reports(ray_session, fault, packed, tmp_path: Path,
+                                                  small_parts: None) -> None:
     from packcli.engine.ray import RayEngine
 
     copy = prepare_workspace(packed, tmp_path / "ws")

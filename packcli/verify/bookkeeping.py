@@ -15,7 +15,7 @@ reconstruction's half.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -162,20 +162,19 @@ def _judge(rows: SeamColumns, segs: SegmentColumns, shards: list[str], unreadabl
     return suspects, in_packs[np.sort(first)]
 
 
-PART_ROWS = 1 << 20  # seam-table rows (and pack segments) of one partition: what one task holds
-IN_FLIGHT = 8  # partitions built in the driver at once, while the engine's workers judge them
+PART_ROWS = 1 << 18  # seam-table rows (and pack segments) of one partition: what one task holds
 JUDGED = ("example_id", "input", "source", "line", "copy", "chunk", "status", "shard", "row", "offset", "length",
           "token_hash", "supervised")  # the columns `_judge` reads
 
 
 def _spread_suspects(engine: Engine, artifact: Artifact, rows: SeamColumns, inputs: list[dict],
                      occurrence: list[int]) -> tuple[np.ndarray, np.ndarray]:
-    """`_suspects`, judged on ``engine``'s workers a partition at a time, so that the sorts and pairings of
-    every row and segment (about 170 bytes an example at their peak) are spread and no process holds more than
-    `PART_ROWS` rows of them. First each (input, line, copy, chunk) seen again is found, the rows partitioned
-    by line; then the rows and segments are partitioned by example id, each id judged whole on one worker
-    (`_judge`). The driver receives only suspect rows and wanting ids: the same answer as `_suspects`, which
-    the reports compare (tests/test_verify_spread.py)."""
+    """`_suspects`, judged on ``engine``'s workers a partition at a time, so that the sorts and pairings over
+    every row and segment (most of the global check's peak: docs/benchmarks-pipeline.md section 6) are spread,
+    and no process holds more than `PART_ROWS` rows of them at once. First each (input, line, copy, chunk)
+    seen again is found, the rows partitioned by line; then the rows and segments are partitioned by example
+    id, each id judged whole on one worker (`_judge`). The driver receives only suspect rows and wanting ids:
+    the same answer as `_suspects`, which the tests compare (tests/test_verify_spread.py)."""
     segs = artifact.packs.columns
     n = rows.rows
     parts = max(1, -(-max(n, len(segs.example_id)) // PART_ROWS))
@@ -209,15 +208,26 @@ def _spread_repeated(engine: Engine, rows: SeamColumns, parts: int) -> np.ndarra
 
 
 def _map(engine: Engine, fn: Callable, common: object, parts: int, build: Callable[[int], tuple]) -> list:
-    """``fn(common, build(p))`` for every partition ``p`` on ``engine``, at most `IN_FLIGHT` partitions built at
-    once (an engine may ask for an item again when it finishes: a list, not a lazy view)."""
-    results: list = []
+    """``fn(common, build(p))`` for every partition ``p`` on ``engine``; a partition is built when the engine
+    hands it out (`_Lazy`), so the driver never holds more of them than the engine has in flight."""
     with engine.session():
-        for start in range(0, parts, IN_FLIGHT):
-            items = [build(p) for p in range(start, min(parts, start + IN_FLIGHT))]
-            results += engine.map(fn, common, items)
-            del items
-    return results
+        return engine.map(fn, common, _Lazy(build, parts))
+
+
+class _Lazy(Sequence):
+    """``build(0)``, ..., ``build(size - 1)``, each built when asked for (an engine asks again for a finished
+    item, to hand it to ``on_done``: built twice, held by neither)."""
+
+    def __init__(self, build: Callable[[int], tuple], size: int) -> None:
+        self.build, self.size = build, size
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, p: int) -> tuple:  # type: ignore[override] - an index, never a slice
+        if not 0 <= p < self.size:
+            raise IndexError(p)
+        return self.build(p)
 
 
 def _groups(values: np.ndarray, parts: int) -> tuple[np.ndarray, np.ndarray]:
