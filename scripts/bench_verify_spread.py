@@ -8,6 +8,7 @@ driver's peak above what it held before the check, per example, the wall, the by
 and whether the two reports are the same. Ray is started here with ``--workers`` CPUs.
 
     python scripts/bench_verify_spread.py bench-out/art-250k bench-out/art-1m --out bench-out/spread.json
+    python scripts/bench_verify_spread.py bench-out/art-1m --part-rows 65536 --out bench-out/spread-64k.json
 """
 
 from __future__ import annotations
@@ -85,10 +86,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("artifacts", nargs="+", type=Path)
     parser.add_argument("--workers", type=int, default=2, help="Ray CPUs (a local Ray started here)")
+    parser.add_argument("--part-rows", type=int, default=None, help="rows a partition (default: PART_ROWS)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench-out" / "verify-spread.json")
     args = parser.parse_args()
     import ray
 
+    from packcli.verify import bookkeeping
+
+    if args.part_rows:
+        bookkeeping.PART_ROWS = args.part_rows
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     env = run_environment(ROOT)
     ray.init(num_cpus=args.workers, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
@@ -104,7 +110,7 @@ def main() -> None:
               f"{row['peak_bytes_per_example']:>10.1f} {row['wall_s']:>7.1f} {row['received_bytes']!s:>11} "
               f"{row.get('same_report', '')}")
     print(f"load: {load_summary(env['loadavg_start'])}")
-    write_json(args.out, {"environment": env, "rows": rows})
+    write_json(args.out, {"environment": env, "part_rows": bookkeeping.PART_ROWS, "rows": rows})
 
 
 if __name__ == "__main__":

@@ -179,7 +179,7 @@ def _spread_suspects(engine: Engine, artifact: Artifact, rows: SeamColumns, inpu
     n = rows.rows
     parts = max(1, -(-max(n, len(segs.example_id)) // PART_ROWS))
     repeated_rows = _spread_repeated(engine, rows, parts)
-    by_id, seg_by_id = _groups(np.asarray(rows["example_id"]), parts), _groups(segs.example_id, parts)
+    by_id, seg_by_id = _labels(np.asarray(rows["example_id"]), parts), _labels(segs.example_id, parts)
     common = (inputs, occurrence, list(artifact.packs.shards), sorted(artifact.unreadable))
 
     def partition(p: int) -> tuple:
@@ -196,7 +196,7 @@ def _spread_suspects(engine: Engine, artifact: Artifact, rows: SeamColumns, inpu
 def _spread_repeated(engine: Engine, rows: SeamColumns, parts: int) -> np.ndarray:
     """The rows whose (input, line, copy, chunk) another row has (ascending), found on ``engine``'s workers,
     the rows partitioned by line."""
-    by_line = _groups(np.asarray(rows["line"]), parts)
+    by_line = _labels(np.asarray(rows["line"]), parts)
     keys = [np.asarray(rows[c]) for c in ("input", "line", "copy", "chunk")]
 
     def partition(p: int) -> tuple:
@@ -230,17 +230,15 @@ class _Lazy(Sequence):
         return self.build(p)
 
 
-def _groups(values: np.ndarray, parts: int) -> tuple[np.ndarray, np.ndarray]:
-    """The positions of ``values`` grouped by ``value % parts`` (each group ascending), and where each group
-    starts: partition ``p`` is ``order[bounds[p]:bounds[p + 1]]``."""
-    label = np.mod(values, parts).astype(np.int32 if parts < 2**31 else np.int64)
-    order = np.argsort(label, kind="stable")
-    return order, np.searchsorted(label[order], np.arange(parts + 1))
+def _labels(values: np.ndarray, parts: int) -> np.ndarray:
+    """Per value, its partition: ``value % parts``, two bytes each where that is enough (held by the driver
+    while the partitions are handed out: a sort of every row would be eight, and twice)."""
+    return np.mod(values, parts).astype(np.uint16 if parts <= 1 << 16 else np.int64)
 
 
-def _members(groups: tuple[np.ndarray, np.ndarray], p: int) -> np.ndarray:
-    order, bounds = groups
-    return order[bounds[p]:bounds[p + 1]]
+def _members(labels: np.ndarray, p: int) -> np.ndarray:
+    """The positions in partition ``p`` (ascending: table or read order kept)."""
+    return np.flatnonzero(labels == p)
 
 
 def _take_segments(segs: SegmentColumns, picked: np.ndarray) -> SegmentColumns:
