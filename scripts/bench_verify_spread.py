@@ -4,8 +4,9 @@ or on an engine's workers (`--engine ray`: `packcli.verify.bookkeeping._spread_s
 For each artifact: integrity reads it once (the seam table's and the segments' columns, which the driver
 holds either way: reconstruction and the plan check read them); then `check_global` runs once per engine, with
 tracemalloc on (numpy's arrays are traced; the Ray workers are other processes), and the table gives the
-driver's peak above what it held before the check, per example, the wall, the bytes the workers handed back,
-and whether the two reports are the same. Ray is started here with ``--workers`` CPUs.
+driver's peak above what it held before, while the rows and segments are judged (`_suspects`, or
+`_spread_suspects` on Ray) and over the whole check (its recount of ``counts`` included), the check's
+peak per example, its wall, the bytes the workers handed back, and whether the two reports are the same. Ray is started here with ``--workers`` CPUs.
 
     python scripts/bench_verify_spread.py bench-out/art-250k bench-out/art-1m --out bench-out/spread.json
     python scripts/bench_verify_spread.py bench-out/art-1m --part-rows 65536 --out bench-out/spread-64k.json
@@ -49,11 +50,24 @@ class Counting:
         return results
 
 
+def peak_of(fn, *args) -> int:
+    """The traced peak of ``fn(*args)`` above what was traced before it."""
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    fn(*args)
+    peak = tracemalloc.get_traced_memory()[1] - base
+    tracemalloc.stop()
+    return peak
+
+
 def measure(directory: Path, workers: int) -> list[dict]:
     import numpy as np
 
     from packcli.engine.ray import RayEngine
+    from packcli.job.units import occurrences
+    from packcli.verify import bookkeeping
     from packcli.verify.bookkeeping import check_global
+    from packcli.verify.copies import check_copies
     from packcli.verify.integrity import check_integrity
     from packcli.verify.report import VerifyReport
 
@@ -63,9 +77,15 @@ def measure(directory: Path, workers: int) -> list[dict]:
     rows, segs = artifact.seam, artifact.packs.columns
     held = sum(np.asarray(getattr(column, "values", getattr(column, "codes", None))).nbytes for column in rows.values())
     held += sum(np.asarray(getattr(segs, name)).nbytes for name in segs.__dataclass_fields__)
+    inputs = manifest["inputs"]
+    occurrence = occurrences([entry["sha256"] for entry in inputs])
+    copies = peak_of(check_copies, rows, manifest, VerifyReport(str(directory)).check("copies"))
     out = []
     for name in ("local", "ray"):
         engine = None if name == "local" else Counting(RayEngine(workers=workers))
+        judge = peak_of(bookkeeping._suspects, artifact, rows, inputs, occurrence) if engine is None else \
+            peak_of(bookkeeping._spread_suspects, engine, artifact, rows, inputs, occurrence)
+        engine = engine and Counting(engine.engine)
         result = VerifyReport(str(directory)).check("global", 1000)
         tracemalloc.start()
         base = tracemalloc.get_traced_memory()[0]
@@ -75,7 +95,8 @@ def measure(directory: Path, workers: int) -> list[dict]:
         peak = tracemalloc.get_traced_memory()[1] - base
         tracemalloc.stop()
         out.append({"artifact": str(directory), "examples": rows.rows, "engine": name, "held_mib": held / MIB,
-                    "peak_above_mib": peak / MIB, "peak_bytes_per_example": peak / max(1, rows.rows),
+                    "peak_above_mib": peak / MIB, "judgement_peak_mib": judge / MIB,
+                    "copies_peak_mib": copies / MIB, "peak_bytes_per_example": peak / max(1, rows.rows),
                     "wall_s": wall, "received_bytes": engine.received if engine else None,
                     "violations": result.count, "report": json.dumps(result.__dict__, default=str, sort_keys=True)})
     out[1]["same_report"] = out[0].pop("report") == out[1].pop("report")
@@ -103,11 +124,12 @@ def main() -> None:
         rows = [row for directory in args.artifacts for row in measure(directory, args.workers)]
     finally:
         ray.shutdown()
-    print(f"{'examples':>10} {'engine':>6} {'held MiB':>9} {'peak above MiB':>15} {'B/example':>10} {'wall s':>7} "
-          f"{'received B':>11} same")
+    print(f"{'examples':>10} {'engine':>6} {'held MiB':>9} {'judging MiB':>12} {'check MiB':>10} {'B/example':>10} {'copies MiB':>11} "
+          f"{'wall s':>7} {'received B':>11} same")
     for row in rows:
-        print(f"{row['examples']:>10,} {row['engine']:>6} {row['held_mib']:>9.1f} {row['peak_above_mib']:>15.1f} "
-              f"{row['peak_bytes_per_example']:>10.1f} {row['wall_s']:>7.1f} {row['received_bytes']!s:>11} "
+        print(f"{row['examples']:>10,} {row['engine']:>6} {row['held_mib']:>9.1f} {row['judgement_peak_mib']:>12.1f} "
+              f"{row['peak_above_mib']:>10.1f} {row['peak_bytes_per_example']:>10.1f} {row['copies_peak_mib']:>11.1f} "
+              f"{row['wall_s']:>7.1f} {row['received_bytes']!s:>11} "
               f"{row.get('same_report', '')}")
     print(f"load: {load_summary(env['loadavg_start'])}")
     write_json(args.out, {"environment": env, "part_rows": bookkeeping.PART_ROWS, "rows": rows})
