@@ -1,7 +1,7 @@
-"""verify's global bookkeeping spread over an engine's workers (`packcli.verify.bookkeeping._spread_suspects`):
-judged a partition at a time, it finds exactly the suspects and loose ids the one-process judgement finds
-(on forged seam tables and packs, and on every self-test fault, the reports byte for byte), on Ray as
-locally, and the driver receives from its workers what the suspects take, not what the examples take."""
+"""verify's global bookkeeping and copies spread over an engine's workers (`packcli.verify.spread`): judged a
+partition at a time, they find exactly what the one-process checks find (on forged seam tables and packs, mixed
+or not, and on every self-test fault, the reports byte for byte), on Ray as locally, and the driver receives
+from its workers what the suspects take, not what the examples take."""
 
 from __future__ import annotations
 
@@ -13,20 +13,21 @@ import pytest
 
 from packcli.engine.local import LocalEngine
 from packcli.job.units import occurrences
-from packcli.verify import bookkeeping, verify_artifact
+from packcli.verify import bookkeeping, copies, verify_artifact
 from packcli.verify.faults import FAULTS, NotApplicable, prepare_workspace
 from packcli.verify.integrity import check_integrity
 from packcli.verify.layout import check_packs
 from packcli.verify.packs import SegmentColumns
-from packcli.verify.report import VerifyReport
+from packcli.verify.report import CheckResult, VerifyReport
 
 SPREAD_FAULTS = [f for f in FAULTS if f.check in ("global", "copies", "integrity", "pack_layout")]
 
 
 @pytest.fixture()
 def small_parts(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Partitions of a few rows: the fixture artifacts span many of them."""
+    """Partitions of a few rows (and of a few lines): the fixture artifacts span many of them."""
     monkeypatch.setattr(bookkeeping, "PART_ROWS", 7)
+    monkeypatch.setattr(copies, "PART_LINES", 3)
 
 
 def _read(directory: Path):
@@ -102,6 +103,68 @@ def test_spread_reports_what_one_process_reports(fault, kind: str, request: pyte
     spread = verify_artifact(copy, reconstruct=False, max_violations=1000, engine=LocalEngine(1))
     assert json.dumps(spread.to_dict()) == json.dumps(here.to_dict())
     assert not here.ok
+
+
+@pytest.fixture(scope="module")
+def mixed(corpus_files, tokenizer_dir, tmp_path_factory) -> Path:
+    """sharegpt.jsonl at half its records (some unsampled), text.jsonl twice over."""
+    from packcli.config import PackConfig
+    from packcli.job.run import pack_corpus
+
+    out = tmp_path_factory.mktemp("mixed") / "out"
+    files = [f for f in corpus_files if f.endswith(("sharegpt.jsonl", "text.jsonl"))]
+    pack_corpus(PackConfig(inputs=tuple(files), tokenizer=str(tokenizer_dir), out=out, capacity=1024,
+                           packs_per_shard=16, mix="sharegpt.jsonl=0.5x,text.jsonl=2x"))
+    return out
+
+
+def _forge_copies(rows, rng: np.random.Generator) -> None:
+    """Random edits to what the copies check reads: copies renumbered, statuses changed, lines and inputs moved;
+    one row always made copy 3 (no record here has four copies: a finding)."""
+    n = rows.rows
+    rows["copy"].values[int(rng.integers(0, n))] = 3
+    for _ in range(int(rng.integers(0, 5))):
+        i, j = (int(x) for x in rng.integers(0, n, size=2))
+        edit = int(rng.integers(0, 4))
+        if edit == 0:
+            rows["copy"].values[i] = int(rng.integers(0, 4))
+        elif edit == 1:
+            rows["status"].codes[i] = rows["status"].codes[j]
+        elif edit == 2:
+            rows["line"].values[i] = rows["line"].values[j]
+        else:
+            rows["input"].values[i] = int(rng.integers(-1, 3))
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("kind", ["truncate", "split", "mixed"])
+def test_spread_copies_are_the_one_process_copies(seed: int, kind: str, request: pytest.FixtureRequest,
+                                                  small_parts: None) -> None:
+    fixture = {"truncate": "packed", "split": "split_packed", "mixed": "mixed"}[kind]
+    artifact, manifest = _read(request.getfixturevalue(fixture))
+    if seed:
+        _forge_copies(artifact.seam, np.random.default_rng(seed))
+    here, spread = CheckResult("copies", limit=10_000), CheckResult("copies", limit=10_000)
+    copies.check_copies(artifact.seam, manifest, here)
+    copies.check_copies(artifact.seam, manifest, spread, engine=LocalEngine(1))
+    assert json.dumps(spread.__dict__, default=repr) == json.dumps(here.__dict__, default=repr)
+    assert here.checked > 0 and (seed == 0) is (here.count == 0)
+
+
+def test_spread_copies_refuse_a_mixture_with_an_empty_source_as_one_process_does(mixed, small_parts: None) -> None:
+    artifact, manifest = _read(mixed)
+    sharegpt = next(k for k, entry in enumerate(manifest["inputs"]) if entry["name"].endswith("sharegpt.jsonl"))
+    status = artifact.seam["status"]
+    rejected = status.names.index("rejected") if "rejected" in status.names else len(status.names)
+    if rejected == len(status.names):
+        status.names.append("rejected")
+    status.codes[artifact.seam["input"].values == sharegpt] = rejected
+    manifest["config"]["mix"]["by"] = "proportion"  # a share of the examples asked of a source with no usable record
+    here, spread = CheckResult("copies"), CheckResult("copies")
+    copies.check_copies(artifact.seam, manifest, here)
+    copies.check_copies(artifact.seam, manifest, spread, engine=LocalEngine(1))
+    assert "cannot be drawn on these records" in here.violations[0].message
+    assert spread.__dict__ == here.__dict__
 
 
 class _Counting:

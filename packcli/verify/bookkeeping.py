@@ -15,7 +15,7 @@ reconstruction's half.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -28,6 +28,7 @@ from packcli.verify.columns import STEP, SeamColumns, status_codes
 from packcli.verify.integrity import Artifact
 from packcli.verify.packs import FIELDS, Segment, SegmentColumns, ShardTotals
 from packcli.verify.report import CheckResult, Violation
+from packcli.verify.spread import map_parts
 
 
 def check_global(artifact: Artifact, rows: SeamColumns, manifest: dict, result: CheckResult,
@@ -187,7 +188,7 @@ def _spread_suspects(engine: Engine, artifact: Artifact, rows: SeamColumns, inpu
         part = SeamColumns({c: rows[c].take(mine) for c in JUDGED})
         return mine, part, _take_segments(segs, theirs), theirs, np.isin(mine, repeated_rows)
 
-    judged = _map(engine, _judge_partition, common, parts, partition)
+    judged = map_parts(engine, _judge_partition, common, parts, partition)
     suspects, first, loose = (np.concatenate([np.zeros(0, np.int64), *(part[k] for part in judged)]) for k in range(3))
     suspects.sort()
     return suspects, loose[np.argsort(first, kind="stable")]
@@ -203,31 +204,8 @@ def _spread_repeated(engine: Engine, rows: SeamColumns, parts: int) -> np.ndarra
         mine = _members(by_line, p)
         return mine, *(key[mine] for key in keys)
 
-    repeated = _map(engine, _repeated_keys, None, parts, partition)
+    repeated = map_parts(engine, _repeated_keys, None, parts, partition)
     return np.sort(np.concatenate([np.zeros(0, np.int64), *repeated]))
-
-
-def _map(engine: Engine, fn: Callable, common: object, parts: int, build: Callable[[int], tuple]) -> list:
-    """``fn(common, build(p))`` for every partition ``p`` on ``engine``; a partition is built when the engine
-    hands it out (`_Lazy`), so the driver never holds more of them than the engine has in flight."""
-    with engine.session():
-        return engine.map(fn, common, _Lazy(build, parts))
-
-
-class _Lazy(Sequence):
-    """``build(0)``, ..., ``build(size - 1)``, each built when asked for (an engine asks again for a finished
-    item, to hand it to ``on_done``: built twice, held by neither)."""
-
-    def __init__(self, build: Callable[[int], tuple], size: int) -> None:
-        self.build, self.size = build, size
-
-    def __len__(self) -> int:
-        return self.size
-
-    def __getitem__(self, p: int) -> tuple:  # type: ignore[override] - an index, never a slice
-        if not 0 <= p < self.size:
-            raise IndexError(p)
-        return self.build(p)
 
 
 def _labels(values: np.ndarray, parts: int) -> np.ndarray:

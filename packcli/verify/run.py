@@ -45,8 +45,8 @@ def verify_artifact(directory: str | Path, *, tokenizer: str | None = None, temp
             one per 16 MiB of sources, `packcli.engine.pool.auto_processes`; a compressed source is one unit).
         render_oracle: also render the records with this library (``transformers``) and compare
             (`packcli.verify.oracle`); ``sample`` limits it to that many records, drawn with a fixed seed.
-        engine: re-tokenize, and judge the global bookkeeping partition by partition
-            (`packcli.verify.bookkeeping`), on this engine instead of local processes and this one
+        engine: re-tokenize, and judge the global bookkeeping and the copies partition by partition
+            (`packcli.verify.spread`), on this engine instead of local processes and this one
             (``make_engine("ray", ...)``: a Ray cluster, whose nodes must reach the sources and the tokenizer at
             the same paths); the report is the same.
 
@@ -81,7 +81,7 @@ def verify_artifact(directory: str | Path, *, tokenizer: str | None = None, temp
         rows = artifact.seam
         with engine.session() if engine is not None else nullcontext():  # one cluster session for both stages
             check_global(artifact, rows, manifest, report.check("global", max_violations), engine=engine)
-            check_copies(rows, manifest, report.check("copies", max_violations))
+            check_copies(rows, manifest, report.check("copies", max_violations), engine=engine)
             facts = None
             if reconstruct:
                 result = report.check("reconstruction", max_violations)
