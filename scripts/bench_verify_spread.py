@@ -6,7 +6,8 @@ holds either way: reconstruction and the plan check read them); then `check_glob
 tracemalloc on (numpy's arrays are traced; the Ray workers are other processes), and the table gives the
 driver's peak above what it held before, while the rows and segments are judged (`_suspects`, or
 `_spread_suspects` on Ray) and over the whole check (its recount of ``counts`` included), the check's
-peak per example, its wall, the bytes the workers handed back, and whether the two reports are the same. Ray is started here with ``--workers`` CPUs.
+peak per example, the copies check's peak (spread on Ray too), the global check's wall, the bytes the
+workers handed back, and whether the two reports are the same. Ray is started here with ``--workers`` CPUs.
 
     python scripts/bench_verify_spread.py bench-out/art-250k bench-out/art-1m --out bench-out/spread.json
     python scripts/bench_verify_spread.py bench-out/art-1m --part-rows 65536 --out bench-out/spread-64k.json
@@ -79,12 +80,12 @@ def measure(directory: Path, workers: int) -> list[dict]:
     held += sum(np.asarray(getattr(segs, name)).nbytes for name in segs.__dataclass_fields__)
     inputs = manifest["inputs"]
     occurrence = occurrences([entry["sha256"] for entry in inputs])
-    copies = peak_of(check_copies, rows, manifest, VerifyReport(str(directory)).check("copies"))
     out = []
     for name in ("local", "ray"):
         engine = None if name == "local" else Counting(RayEngine(workers=workers))
         judge = peak_of(bookkeeping._suspects, artifact, rows, inputs, occurrence) if engine is None else \
             peak_of(bookkeeping._spread_suspects, engine, artifact, rows, inputs, occurrence)
+        copies = peak_of(check_copies, rows, manifest, VerifyReport(str(directory)).check("copies"), engine)
         engine = engine and Counting(engine.engine)
         result = VerifyReport(str(directory)).check("global", 1000)
         tracemalloc.start()
@@ -124,7 +125,8 @@ def main() -> None:
         rows = [row for directory in args.artifacts for row in measure(directory, args.workers)]
     finally:
         ray.shutdown()
-    print(f"{'examples':>10} {'engine':>6} {'held MiB':>9} {'judging MiB':>12} {'check MiB':>10} {'B/example':>10} {'copies MiB':>11} "
+    print(f"{'examples':>10} {'engine':>6} {'held MiB':>9} {'judging MiB':>12} {'check MiB':>10} {'B/example':>10} "
+          f"{'copies MiB':>11} "
           f"{'wall s':>7} {'received B':>11} same")
     for row in rows:
         print(f"{row['examples']:>10,} {row['engine']:>6} {row['held_mib']:>9.1f} {row['judgement_peak_mib']:>12.1f} "

@@ -204,18 +204,22 @@ def sized(tmp_path_factory, tokenizer_dir) -> dict[int, Path]:
 
 
 def _received(directory: Path) -> int:
-    """What the driver receives from the workers judging the global bookkeeping of ``directory`` (partitions
-    of 64 rows, so the larger artifact spans ten times the partitions)."""
+    """What the driver receives from the workers judging the global bookkeeping and the copies of
+    ``directory`` (partitions of 64 rows or lines, so the larger artifact spans ten times the partitions)."""
     artifact, manifest = _read(directory)
     engine = _Counting()
     inputs = manifest["inputs"]
     bookkeeping._spread_suspects(engine, artifact, artifact.seam, inputs,
                                  occurrences([entry["sha256"] for entry in inputs]))
+    result = CheckResult("copies")
+    copies.check_copies(artifact.seam, manifest, result, engine=engine)
+    assert result.ok and result.checked == artifact.seam.rows
     return engine.received
 
 
 def test_driver_receives_the_suspects_not_the_examples(sized, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(bookkeeping, "PART_ROWS", 64)
+    monkeypatch.setattr(copies, "PART_LINES", 64)
     assert _received(sized[2000]) <= _received(sized[200]) + 1024
     # the guard, fed what it guards against: workers that hand back a judgement a row
     leaky = bookkeeping._judge_partition
