@@ -51,7 +51,7 @@ def check_copies(rows: SeamColumns, manifest: dict, result: CheckResult, engine:
             mixture = None if mix is None else Mixture.from_manifest(mix)
             seed = manifest["config"].get("seed")
             if engine is None:
-                records, found = _judge_part((mix, mixture, seed, None), (_copied(rows, mine), None))
+                records, found = _judge_part((mix, mixture, seed, None), (rows, None, mine))
             else:
                 records, found = _spread(engine, rows, mine, num_inputs, mix, mixture, seed)
         except InputError as exc:  # a source asked for examples has no usable record: pack refuses that mixture
@@ -95,23 +95,23 @@ def _spread(engine: Engine, rows: SeamColumns, mine: np.ndarray, num_inputs: int
         draw = (targets(mixture, sizes), sizes)  # an InputError as draw_copies raises it
         before = np.cumsum(per_source, axis=0) - per_source
     judged = map_parts(engine, _judge_part, (mix, mixture, seed, draw), len(present),
-                       lambda p: (part(p), None if before is None else before[p].tolist()))
+                       lambda p: (part(p), None if before is None else before[p].tolist(), None))
     return sum(r for r, _ in judged), [v for _, found in judged for v in found]
 
 
 def _usable_part(num_inputs: int, rows: SeamColumns) -> list[int]:
     """A worker's part of `_spread`: per input, the usable records among these rows."""
-    recs = _Records(rows)
+    recs = _Records(rows, None)
     return np.bincount(recs.k[recs.records][recs.usable], minlength=num_inputs).tolist()
 
 
 def _judge_part(common: tuple, item: tuple) -> tuple[int, list[Violation]]:
-    """The records of ``rows`` (every row of each) judged: their number and what is wrong with them, in record
-    order. ``draw``: per source its target and usable records in all, and ``before``: its usable records in
-    earlier parts (None: these rows are every record's)."""
+    """The records of ``rows`` (of its rows ``mine``, None: all; every row of each record) judged: their number and
+    what is wrong with them, in record order. ``draw``: per source its target and usable records in all, and
+    ``before``: its usable records in earlier parts (None: these rows are every record's)."""
     mix, mixture, seed, draw = common
-    rows, before = item
-    recs = _Records(rows)
+    rows, before, mine = item
+    recs = _Records(rows, mine)
     usable, records = recs.usable, recs.records
     if mixture is None:
         expected = usable.astype(np.int64)
@@ -134,14 +134,18 @@ def _judge_part(common: tuple, item: tuple) -> tuple[int, list[Violation]]:
 
 
 class _Records:
-    """The rows of some records sorted by (input, line, copy) (stably: table order within), and per copy and per
-    record what the check compares."""
+    """The rows ``mine`` (None: all) of ``rows``, every row of some records, sorted by (input, line, copy) (stably:
+    table order within; ``order`` indexes ``rows``), and per copy and per record what the check compares."""
 
-    def __init__(self, rows: SeamColumns) -> None:
+    def __init__(self, rows: SeamColumns, mine: np.ndarray | None) -> None:
         k, line, copy = (np.asarray(rows[c], np.int64) for c in ("input", "line", "copy"))
-        self.order = order = np.lexsort((copy, line, k))  # input order, as pack reads; stable: table order
+        if mine is not None:
+            k, line, copy = k[mine], line[mine], copy[mine]
+        order = np.lexsort((copy, line, k))  # input order, as pack reads; stable: table order
         self.k, line, self.copy = k[order], line[order], copy[order]
-        self.status = status = rows["status"].recode(STATUSES)[order]
+        status = rows["status"].recode(STATUSES)
+        self.order = order = order if mine is None else mine[order]
+        self.status = status = status[order]
         new_record = _changes(self.k, line)
         new_copy = new_record | _changes(self.copy)
         self.records, self.copies = records, copies = np.flatnonzero(new_record), np.flatnonzero(new_copy)
