@@ -125,6 +125,7 @@ def main() -> None:
         rows = [row for directory in args.artifacts for row in measure(directory, args.workers)]
     finally:
         ray.shutdown()
+    print(f"load: {load_summary(env['loadavg_start'])}")
     print(f"{'examples':>10} {'engine':>6} {'held MiB':>9} {'judging MiB':>12} {'check MiB':>10} {'B/example':>10} "
           f"{'copies MiB':>11} "
           f"{'wall s':>7} {'received B':>11} same")
@@ -133,7 +134,6 @@ def main() -> None:
               f"{row['peak_above_mib']:>10.1f} {row['peak_bytes_per_example']:>10.1f} {row['copies_peak_mib']:>11.1f} "
               f"{row['wall_s']:>7.1f} {row['received_bytes']!s:>11} "
               f"{row.get('same_report', '')}")
-    print(f"load: {load_summary(env['loadavg_start'])}")
     write_json(args.out, {"environment": env, "part_rows": bookkeeping.PART_ROWS, "rows": rows})
 
 

@@ -28,7 +28,7 @@ from packcli.verify.columns import STEP, SeamColumns, status_codes
 from packcli.verify.integrity import Artifact
 from packcli.verify.packs import FIELDS, Segment, SegmentColumns, ShardTotals
 from packcli.verify.report import CheckResult, Violation
-from packcli.verify.spread import map_parts
+from packcli.verify.spread import labels, map_parts
 
 
 def check_global(artifact: Artifact, rows: SeamColumns, manifest: dict, result: CheckResult,
@@ -209,9 +209,8 @@ def _spread_repeated(engine: Engine, rows: SeamColumns, parts: int) -> np.ndarra
 
 
 def _labels(values: np.ndarray, parts: int) -> np.ndarray:
-    """Per value, its partition: ``value % parts``, two bytes each where that is enough (held by the driver
-    while the partitions are handed out: a sort of every row would be eight, and twice)."""
-    return np.mod(values, parts).astype(np.uint16 if parts <= 1 << 16 else np.int64)
+    """Per value, its partition (``value % parts``), in two bytes where that is enough (`labels`)."""
+    return labels(len(values), lambda a, b: np.mod(values[a:b], parts), np.uint16 if parts <= 1 << 16 else np.int64)
 
 
 def _members(labels: np.ndarray, p: int) -> np.ndarray:

@@ -24,7 +24,7 @@ from packcli.mix import (
 )
 from packcli.verify.columns import SeamColumns
 from packcli.verify.report import CheckResult, Violation
-from packcli.verify.spread import map_parts
+from packcli.verify.spread import labels, map_parts
 
 USABLE = (*IN_PACKS, "unsampled")  # statuses of a record that could go into a pack
 
@@ -43,17 +43,16 @@ def check_copies(rows: SeamColumns, manifest: dict, result: CheckResult, engine:
     num_inputs = len(manifest["inputs"])
     mix = manifest["config"].get("mix")
     problems = [] if mix is None else manifest_problems(mix, num_inputs)
-    k = np.asarray(rows["input"], np.int64)
-    mine = np.flatnonzero((k >= 0) & (k < num_inputs))  # global reports a row of another input
-    del k
     if not problems:
         try:
             mixture = None if mix is None else Mixture.from_manifest(mix)
             seed = manifest["config"].get("seed")
             if engine is None:
+                k = np.asarray(rows["input"])
+                mine = np.flatnonzero((k >= 0) & (k < num_inputs))  # global reports a row of another input
                 records, found = _judge_part((mix, mixture, seed, None), (rows, None, mine))
             else:
-                records, found = _spread(engine, rows, mine, num_inputs, mix, mixture, seed)
+                records, found = _spread(engine, rows, num_inputs, mix, mixture, seed)
         except InputError as exc:  # a source asked for examples has no usable record: pack refuses that mixture
             problems = [f"config.mix cannot be drawn on these records: {exc.message}"]
     if problems:
@@ -72,19 +71,24 @@ def _copied(rows: SeamColumns, mine: np.ndarray) -> SeamColumns:
     return SeamColumns({c: rows[c].take(mine) for c in COPIED})
 
 
-def _spread(engine: Engine, rows: SeamColumns, mine: np.ndarray, num_inputs: int, mix: dict | None,
+def _spread(engine: Engine, rows: SeamColumns, num_inputs: int, mix: dict | None,
             mixture: Mixture | None, seed: int | None) -> tuple[int, list[Violation]]:
     """`_judge_part` on ``engine``'s workers for every run of `PART_LINES` lines of one input (each record whole
     in one, the parts in record order); with a mixture, the usable records of each part counted first."""
-    line = np.asarray(rows["line"], np.int64)[mine]
-    buckets = line // PART_LINES
-    low, span = (int(buckets.min()), int(buckets.max() - buckets.min()) + 1) if len(mine) else (0, 1)
-    label = np.asarray(rows["input"], np.int64)[mine] * span + (buckets - low)
-    del line, buckets
-    present = np.unique(label)
+    k, line = np.asarray(rows["input"]), np.asarray(rows["line"])
+    low = int(line.min()) // PART_LINES if len(line) else 0
+    span = (int(line.max()) // PART_LINES - low + 1) if len(line) else 1
+    wide = num_inputs * span >= 2**31  # a forged line far from the others: int64 labels
+
+    def label(a: int, b: int) -> np.ndarray:  # (input, run of lines) in record order; -1: another input's row
+        mine = (k[a:b] >= 0) & (k[a:b] < num_inputs)
+        return np.where(mine, k[a:b].astype(np.int64) * span + (line[a:b].astype(np.int64) // PART_LINES - low), -1)
+
+    label_of = labels(len(k), label, np.int64 if wide else np.int32)
+    present = np.unique(label_of[label_of >= 0])
 
     def part(p: int) -> SeamColumns:
-        return _copied(rows, mine[label == present[p]])
+        return _copied(rows, np.flatnonzero(label_of == present[p]))
 
     before = draw = None
     if mixture is not None:

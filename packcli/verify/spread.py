@@ -6,7 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import numpy as np
+import numpy.typing as npt
+
 from packcli.engine import Engine
+
+SLICE = 1 << 20  # rows a partition label is computed for at a time: its temporaries stay this small
 
 
 def map_parts(engine: Engine, fn: Callable, common: object, parts: int, build: Callable[[int], object]) -> list:
@@ -30,3 +35,12 @@ class Lazy(Sequence):
         if not 0 <= p < self.size:
             raise IndexError(p)
         return self.build(p)
+
+
+def labels(size: int, label: Callable[[int, int], np.ndarray], dtype: npt.DTypeLike) -> np.ndarray:
+    """Every row's partition, ``label(a, b)`` for rows ``a`` to ``b`` a `SLICE` at a time: what the driver holds
+    while the partitions are handed out is this array alone (two or four bytes a row)."""
+    out = np.empty(size, dtype)
+    for a in range(0, size, SLICE):
+        out[a:a + SLICE] = label(a, min(size, a + SLICE))
+    return out
