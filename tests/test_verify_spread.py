@@ -119,15 +119,18 @@ def mixed(corpus_files, tokenizer_dir, tmp_path_factory) -> Path:
 
 
 def _forge_copies(rows, rng: np.random.Generator) -> None:
-    """Random edits to what the copies check reads: copies renumbered, statuses changed, lines and inputs moved;
+    """Random edits to what the copies check reads: copies renumbered, statuses changed, lines and inputs moved
+    (some far away);
     one row always made copy 3 (no record here has four copies: a finding)."""
     n = rows.rows
     rows["copy"].values[int(rng.integers(0, n))] = 3
     for _ in range(int(rng.integers(0, 5))):
         i, j = (int(x) for x in rng.integers(0, n, size=2))
-        edit = int(rng.integers(0, 4))
+        edit = int(rng.integers(0, 5))
         if edit == 0:
             rows["copy"].values[i] = int(rng.integers(0, 4))
+        elif edit == 4:
+            rows["line"].values[i] = (-1) ** i * (2**31 - 1)  # far from every other line: a part of its own
         elif edit == 1:
             rows["status"].codes[i] = rows["status"].codes[j]
         elif edit == 2:

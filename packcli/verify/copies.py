@@ -24,7 +24,7 @@ from packcli.mix import (
 )
 from packcli.verify.columns import SeamColumns
 from packcli.verify.report import CheckResult, Violation
-from packcli.verify.spread import labels, map_parts
+from packcli.verify.spread import SLICE, labels, map_parts
 
 USABLE = (*IN_PACKS, "unsampled")  # statuses of a record that could go into a pack
 
@@ -78,17 +78,23 @@ def _spread(engine: Engine, rows: SeamColumns, num_inputs: int, mix: dict | None
     k, line = np.asarray(rows["input"]), np.asarray(rows["line"])
     low = int(line.min()) // PART_LINES if len(line) else 0
     span = (int(line.max()) // PART_LINES - low + 1) if len(line) else 1
-    wide = num_inputs * span >= 2**31  # a forged line far from the others: int64 labels
 
-    def label(a: int, b: int) -> np.ndarray:  # (input, run of lines) in record order; -1: another input's row
+    def key(a: int, b: int) -> np.ndarray:  # (input, run of lines), in record order; -1: another input's row
         mine = (k[a:b] >= 0) & (k[a:b] < num_inputs)
         return np.where(mine, k[a:b].astype(np.int64) * span + (line[a:b].astype(np.int64) // PART_LINES - low), -1)
 
-    label_of = labels(len(k), label, np.int64 if wide else np.int32)
-    present = np.unique(label_of[label_of >= 0])
+    present = np.unique(np.concatenate([np.zeros(0, np.int64), *(np.unique(key(a, min(len(k), a + SLICE)))
+                                                                  for a in range(0, len(k), SLICE))]))
+    present = present[present >= 0]  # the parts, in record order
+
+    def index(a: int, b: int) -> np.ndarray:  # the part's index; len(present) for another input's row
+        keys = key(a, b)
+        return np.where(keys >= 0, np.searchsorted(present, keys), len(present))
+
+    part_of = labels(len(k), index, np.uint16 if len(present) < 1 << 16 else np.int64)
 
     def part(p: int) -> SeamColumns:
-        return _copied(rows, np.flatnonzero(label_of == present[p]))
+        return _copied(rows, np.flatnonzero(part_of == p))
 
     before = draw = None
     if mixture is not None:

@@ -39,7 +39,7 @@ class Lazy(Sequence):
 
 def labels(size: int, label: Callable[[int, int], np.ndarray], dtype: npt.DTypeLike) -> np.ndarray:
     """Every row's partition, ``label(a, b)`` for rows ``a`` to ``b`` a `SLICE` at a time: what the driver holds
-    while the partitions are handed out is this array alone (two or four bytes a row)."""
+    while the partitions are handed out is this array alone (two bytes a row, up to 65,536 partitions)."""
     out = np.empty(size, dtype)
     for a in range(0, size, SLICE):
         out[a:a + SLICE] = label(a, min(size, a + SLICE))
