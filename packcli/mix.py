@@ -239,14 +239,24 @@ def draw_copies(mixture: Mixture, usable: npt.NDArray[np.bool_], file_index: npt
         file_index: per record, its input.
         seed: ``--seed``.
     """
+    sizes = [int(np.count_nonzero(usable & np.isin(file_index, s.inputs))) for s in mixture.sources]
+    return draw_some_copies(mixture, usable, file_index, seed, targets(mixture, sizes), sizes, [0] * len(sizes))
+
+
+def draw_some_copies(mixture: Mixture, usable: npt.NDArray[np.bool_], file_index: npt.NDArray[np.int32], seed: int,
+                     wanted: Sequence[int], sizes: Sequence[int], before: Sequence[int]) -> npt.NDArray[np.int64]:
+    """`draw_copies` for a run of consecutive records (``verify`` judges them a part at a time): per source,
+    ``wanted`` its target, ``sizes`` its usable records in all, ``before`` how many of them precede these.
+    The draw is the whole source's, so a part gets exactly the copies the whole gives it."""
     copies = np.zeros(len(usable), dtype=np.int64)
-    members = [np.flatnonzero(usable & np.isin(file_index, s.inputs)) for s in mixture.sources]
-    for k, (rows, t) in enumerate(zip(members, targets(mixture, [len(m) for m in members]))):
-        if not len(rows):
+    for k, (source, t, n) in enumerate(zip(mixture.sources, wanted, sizes)):
+        rows = np.flatnonzero(usable & np.isin(file_index, source.inputs))
+        if not n or not len(rows):
             continue
-        whole, extra = divmod(t, len(rows))
+        whole, extra = divmod(t, n)
         copies[rows] = whole
         if extra:
             rng = np.random.default_rng([seed, SEED_SALT, k])
-            copies[rows[np.sort(rng.choice(len(rows), size=extra, replace=False))]] += 1
+            chosen = np.sort(rng.choice(n, size=extra, replace=False)) - before[k]
+            copies[rows[chosen[(chosen >= 0) & (chosen < len(rows))]]] += 1
     return copies

@@ -64,6 +64,28 @@ def packed(tmp_path_factory, corpus_files, tokenizer_dir) -> Path:
     return out
 
 
+@pytest.fixture(scope="session")
+def split_packed(tmp_path_factory, tokenizer_dir) -> Path:
+    """Documents of 1 to 6 capacities under --overlong split: ids with several segments (their chunks)."""
+    import json
+
+    import numpy as np
+
+    from packcli.config import PackConfig
+    from packcli.job.run import pack_corpus
+
+    texts = [r["text"] for r in jsonl_records("text.jsonl")]
+    rng = np.random.default_rng(0)
+    docs = [" ".join(rng.choice(texts, size=int(k))) for k in rng.integers(1, 14, size=40)]
+    tmp = tmp_path_factory.mktemp("split")
+    src = write_jsonl(tmp / "docs.jsonl", [{"text": d} for d in docs])
+    out = tmp / "out"
+    pack_corpus(PackConfig(inputs=(str(src),), tokenizer=str(tokenizer_dir), out=out, capacity=256, packs_per_shard=32,
+                           overlong="split"))
+    assert json.loads((out / "manifest.json").read_text())["counts"]["split"] > 0
+    return out
+
+
 @pytest.fixture()
 def packed_copy(packed, tmp_path) -> Path:
     dst = tmp_path / "packed"

@@ -5,7 +5,6 @@ checks find wanting, reports exactly what walking every row reports, on every fa
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 
 import numpy as np
@@ -64,26 +63,6 @@ def _walk_every_row(artifact, rows, inputs, occurrence):
 
 
 GLOBAL_FAULTS = [f for f in FAULTS if f.check in ("global", "copies", "reconstruction", "plan")]
-
-
-@pytest.fixture(scope="module")
-def split_packed(tmp_path_factory, tokenizer_dir) -> Path:
-    """Documents of 1 to 6 capacities under --overlong split: ids with several segments (their chunks)."""
-    from conftest import jsonl_records, write_jsonl
-
-    from packcli.config import PackConfig
-    from packcli.job.run import pack_corpus
-
-    texts = [r["text"] for r in jsonl_records("text.jsonl")]
-    rng = np.random.default_rng(0)
-    docs = [" ".join(rng.choice(texts, size=int(k))) for k in rng.integers(1, 14, size=40)]
-    tmp = tmp_path_factory.mktemp("split")
-    src = write_jsonl(tmp / "docs.jsonl", [{"text": d} for d in docs])
-    out = tmp / "out"
-    pack_corpus(PackConfig(inputs=(str(src),), tokenizer=str(tokenizer_dir), out=out, capacity=256, packs_per_shard=32,
-                           overlong="split"))
-    assert json.loads((out / "manifest.json").read_text())["counts"]["split"] > 0
-    return out
 
 
 @pytest.mark.parametrize("kind", ["truncate", "split"])

@@ -22,19 +22,23 @@ import numpy as np
 from packcli.artifact.manifest import InputPin, Manifest
 from packcli.artifact.seams import reject_line
 from packcli.contract import IN_PACKS, REJECTED, STATUSES, example_id
+from packcli.engine import Engine
 from packcli.job.units import occurrences
 from packcli.job.write import count_examples, overlong_losses
 from packcli.verify.columns import STEP, SeamColumns, status_codes
 from packcli.verify.integrity import Artifact
-from packcli.verify.packs import Segment, SegmentColumns, ShardTotals
+from packcli.verify.packs import FIELDS, Segment, SegmentColumns, ShardTotals
 from packcli.verify.report import CheckResult, Violation
+from packcli.verify.spread import labels, map_parts
 
 
-def check_global(artifact: Artifact, rows: SeamColumns, manifest: Manifest, result: CheckResult) -> None:
+def check_global(artifact: Artifact, rows: SeamColumns, manifest: Manifest, result: CheckResult,
+                 engine: Engine | None = None) -> None:
     """The seam table (``rows``: its columns) against the packs, rejects.jsonl and the manifest.
 
-    Every row and segment is first checked as columns (`_suspects`); the rows of the examples found
-    wanting are then walked one by one, in table order, to name what is wrong as each finding reads.
+    Every row and segment is first checked as columns (`_suspects`; with an ``engine``, on its workers a
+    partition at a time: `_spread_suspects`); the rows of the examples found wanting are then walked one by
+    one, in table order, to name what is wrong as each finding reads.
     """
     inputs = manifest.inputs
     occurrence = occurrences([entry.sha256 for entry in inputs])
@@ -47,7 +51,10 @@ def check_global(artifact: Artifact, rows: SeamColumns, manifest: Manifest, resu
     def at(i: int) -> dict:  # where a violation is, built only when there is one
         return dict(example_id=ids[i], source=sources[i], line=lines[i])
 
-    suspects, loose = _suspects(artifact, rows, inputs, occurrence)
+    if engine is None:
+        suspects, loose = _suspects(artifact, rows, inputs, occurrence)
+    else:
+        suspects, loose = _spread_suspects(engine, artifact, rows, inputs, occurrence)
     for i in suspects.tolist():
         eid = ids[i]
         k, line, copy, chunk, status = inputs_col[i], lines[i], copies[i], chunks[i], statuses[i]
@@ -102,6 +109,17 @@ def _suspects(artifact: Artifact, rows: SeamColumns, inputs: tuple[InputPin, ...
     Every row of an example that is not, and every row sharing its (input, line, copy, chunk) with
     another, is a suspect: the walk then sees each example's rows and each repeated key whole, as the
     checks that follow them need."""
+    segs = artifact.packs.columns
+    suspects, first = _judge(rows, segs, artifact.packs.shards, artifact.unreadable, inputs, occurrence)
+    return suspects, segs.example_id[first]
+
+
+def _judge(rows: SeamColumns, segs: SegmentColumns, shards: list[str], unreadable: Iterable[str], inputs: list[dict],
+           occurrence: list[int], repeated_key: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """`_suspects` on ``rows`` and ``segs`` (all of them, or every row and segment of some ids: each id is
+    judged on its own rows and segments alone): the suspect rows, and the positions in ``segs`` of the first
+    segment of each wanting id (ascending). ``repeated_key``: per row, whether another row of the whole table
+    has its (input, line, copy, chunk) (None: found here, ``rows`` being the whole table)."""
     ids = np.asarray(rows["example_id"], np.int64)
     k, line, copy, chunk = (np.asarray(rows[c]) for c in ("input", "line", "copy", "chunk"))  # int32, not copied
     source = rows["source"]
@@ -120,13 +138,13 @@ def _suspects(artifact: Artifact, rows: SeamColumns, inputs: tuple[InputPin, ...
     status = rows["status"].recode(STATUSES)
     bad |= status < 0
     bad |= _repeated(ids, chunk)
-    repeated_key = _repeated(k, line, copy, chunk)
+    if repeated_key is None:
+        repeated_key = _repeated(k, line, copy, chunk)
     # the claims: each row in a readable pack against the segment at its place
-    segs = artifact.packs.columns
-    shard_of = {name: j for j, name in enumerate(artifact.packs.shards)}
+    shard_of = {name: j for j, name in enumerate(shards)}
     shard_names = rows["shard"]
     shard_index = np.array([shard_of.get(name, -1) for name in shard_names.names] + [-1], np.int64)
-    skipped = shard_names.isin(sorted(artifact.unreadable))
+    skipped = shard_names.isin(sorted(unreadable))
     placed = np.flatnonzero(np.isin(status, [STATUSES.index(s) for s in IN_PACKS]) & ~skipped)
     del skipped
     paired_row, paired_seg = _claims(rows, placed, shard_index, segs)
@@ -143,7 +161,86 @@ def _suspects(artifact: Artifact, rows: SeamColumns, inputs: tuple[InputPin, ...
     suspects = np.flatnonzero(np.isin(ids, wanting) | repeated_key)
     in_packs = np.flatnonzero(np.isin(segs.example_id, wanting))
     _, first = np.unique(segs.example_id[in_packs], return_index=True)
-    return suspects, segs.example_id[in_packs[np.sort(first)]]
+    return suspects, in_packs[np.sort(first)]
+
+
+PART_ROWS = 1 << 18  # seam-table rows (and pack segments) of one partition: what one task holds
+JUDGED = ("example_id", "input", "source", "line", "copy", "chunk", "status", "shard", "row", "offset", "length",
+          "token_hash", "supervised")  # the columns `_judge` reads
+
+
+def _spread_suspects(engine: Engine, artifact: Artifact, rows: SeamColumns, inputs: list[dict],
+                     occurrence: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """`_suspects`, judged on ``engine``'s workers a partition at a time, so that the sorts and pairings over
+    every row and segment (most of the global check's peak: docs/benchmarks-pipeline.md section 6) are spread,
+    and no process holds more than `PART_ROWS` rows of them at once. First each (input, line, copy, chunk)
+    seen again is found, the rows partitioned by line; then the rows and segments are partitioned by example
+    id, each id judged whole on one worker (`_judge`). The driver receives only suspect rows and wanting ids:
+    the same answer as `_suspects`, which the tests compare (tests/test_verify_spread.py)."""
+    segs = artifact.packs.columns
+    n = rows.rows
+    parts = max(1, -(-max(n, len(segs.example_id)) // PART_ROWS))
+    repeated_rows = _spread_repeated(engine, rows, parts)
+    by_id, seg_by_id = _labels(np.asarray(rows["example_id"]), parts), _labels(segs.example_id, parts)
+    common = (inputs, occurrence, list(artifact.packs.shards), sorted(artifact.unreadable))
+
+    def partition(p: int) -> tuple:
+        mine, theirs = _members(by_id, p), _members(seg_by_id, p)
+        part = SeamColumns({c: rows[c].take(mine) for c in JUDGED})
+        return mine, part, _take_segments(segs, theirs), theirs, np.isin(mine, repeated_rows)
+
+    judged = map_parts(engine, _judge_partition, common, parts, partition)
+    suspects, first, loose = (np.concatenate([np.zeros(0, np.int64), *(part[k] for part in judged)]) for k in range(3))
+    suspects.sort()
+    return suspects, loose[np.argsort(first, kind="stable")]
+
+
+def _spread_repeated(engine: Engine, rows: SeamColumns, parts: int) -> np.ndarray:
+    """The rows whose (input, line, copy, chunk) another row has (ascending), found on ``engine``'s workers,
+    the rows partitioned by line."""
+    by_line = _labels(np.asarray(rows["line"]), parts)
+    keys = [np.asarray(rows[c]) for c in ("input", "line", "copy", "chunk")]
+
+    def partition(p: int) -> tuple:
+        mine = _members(by_line, p)
+        return mine, *(key[mine] for key in keys)
+
+    repeated = map_parts(engine, _repeated_keys, None, parts, partition)
+    return np.sort(np.concatenate([np.zeros(0, np.int64), *repeated]))
+
+
+def _labels(values: np.ndarray, parts: int) -> np.ndarray:
+    """Per value, its partition (``value % parts``), in two bytes where that is enough (`labels`)."""
+    return labels(len(values), lambda a, b: np.mod(values[a:b], parts), np.uint16 if parts <= 1 << 16 else np.int64)
+
+
+def _members(labels: np.ndarray, p: int) -> np.ndarray:
+    """The positions in partition ``p`` (ascending: table or read order kept)."""
+    return np.flatnonzero(labels == p)
+
+
+def _take_segments(segs: SegmentColumns, picked: np.ndarray) -> SegmentColumns:
+    """The segments at ``picked`` (ascending: read order kept), sorted by id again."""
+    fields = [getattr(segs, name)[picked] for name in FIELDS]
+    order = np.argsort(fields[0], kind="stable")
+    return SegmentColumns(*fields, order=order, sorted_ids=fields[0][order])
+
+
+def _repeated_keys(_: None, part: tuple) -> np.ndarray:
+    """A worker's part of `_spread_suspects`: of these rows (every row of some lines), those whose (input, line,
+    copy, chunk) another row has."""
+    mine, *keys = part
+    return mine[_repeated(*keys)]
+
+
+def _judge_partition(common: tuple, part: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A worker's part of `_spread_suspects`: `_judge` on every row and segment of some ids. Returns the suspect
+    rows and, per wanting id, the position of its first segment and the id, all as positions of the whole
+    table and of every segment."""
+    inputs, occurrence, shards, unreadable = common
+    mine, rows, segs, theirs, repeated_key = part
+    suspects, first = _judge(rows, segs, shards, unreadable, inputs, occurrence, repeated_key)
+    return mine[suspects], theirs[first], segs.example_id[first]
 
 
 def _claims(rows: SeamColumns, placed: np.ndarray, shard_index: np.ndarray,

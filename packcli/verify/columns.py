@@ -110,9 +110,12 @@ class Hashes:
             yield self[i]
 
     def take(self, order: npt.NDArray[np.int64]) -> Hashes:
-        moved = np.empty(len(order), np.int64)
+        """The rows in ``order`` (a reordering, or some of the rows: a partition, `packcli.verify.bookkeeping`)."""
+        if not self.odd:
+            return Hashes(self.values[order], {})
+        moved = np.full(len(self.values), -1, np.int64)
         moved[order] = np.arange(len(order))
-        return Hashes(self.values[order], {int(moved[i]): value for i, value in self.odd.items()})
+        return Hashes(self.values[order], {int(moved[i]): value for i, value in self.odd.items() if moved[i] >= 0})
 
     def exact(self) -> npt.NDArray[np.bool_]:
         """Per row, whether its value is 16 hex digits (``values`` then holds it exactly)."""

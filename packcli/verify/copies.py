@@ -14,65 +14,162 @@ import numpy as np
 
 from packcli.artifact.manifest import Manifest
 from packcli.contract import IN_PACKS, STATUSES, UNSAMPLED
+from packcli.engine import Engine
 from packcli.errors import InputError
-from packcli.mix import Mixture, draw_copies, manifest_problems
+from packcli.mix import (
+    Mixture,
+    draw_copies,
+    draw_some_copies,
+    manifest_problems,
+    targets,
+)
 from packcli.verify.columns import SeamColumns
 from packcli.verify.report import CheckResult, Violation
+from packcli.verify.spread import SLICE, labels, map_parts
 
 USABLE = (*IN_PACKS, "unsampled")  # statuses of a record that could go into a pack
 
 
-def check_copies(rows: SeamColumns, manifest: Manifest, result: CheckResult) -> None:
+PART_LINES = 1 << 18  # lines of one input a partition of the spread check holds (with every row of each)
+COPIED = ("example_id", "input", "source", "line", "copy", "status")  # the columns the check reads
+
+
+def check_copies(rows: SeamColumns, manifest: Manifest, result: CheckResult, engine: Engine | None = None) -> None:
     """Recompute each record's copies and compare them with its seam-table rows.
 
     Every record is judged from the columns (sorted by input, line and copy); only the records found
-    wanting are turned into Python values, to name what is wrong."""
-    k, line, copy = (np.asarray(rows[c], np.int64) for c in ("input", "line", "copy"))
-    mine = np.flatnonzero((k >= 0) & (k < len(manifest.inputs)))  # global reports a row of another input
-    order = mine[np.lexsort((copy[mine], line[mine], k[mine]))]  # input order, as pack reads; stable: table order
-    k, line, copy = k[order], line[order], copy[order]
-    status = rows["status"].recode(STATUSES)[order]
-    new_record = _changes(k, line)
-    new_copy = new_record | _changes(copy)
-    records, copies = np.flatnonzero(new_record), np.flatnonzero(new_copy)
-    # per copy, in packs if any of its rows is (a split example's chunks), else its first row's status
-    in_packs = np.isin(status, [STATUSES.index(s) for s in IN_PACKS])
-    copy_in_packs = np.logical_or.reduceat(in_packs, copies) if len(copies) else np.zeros(0, bool)
-    copy_usable = np.isin(np.where(copy_in_packs, STATUSES.index(IN_PACKS[0]), status[copies]),
-                          [STATUSES.index(s) for s in USABLE])
-    record_of_copy = np.cumsum(new_record)[copies] - 1
-    copy_count = np.bincount(record_of_copy, minlength=len(records))
-    usable = np.bincount(record_of_copy, weights=copy_usable.astype(np.float64), minlength=len(records)) > 0
-    all_in_packs = np.bincount(record_of_copy, weights=(~copy_in_packs).astype(np.float64), minlength=len(records)) == 0
+    wanting are turned into Python values, to name what is wrong. With an ``engine`` the records are judged
+    on its workers, a run of `PART_LINES` lines of one input at a time (`_spread`): with ``--mix``, each
+    part's usable records are counted first, so that each part draws its share of the whole source's draw."""
+    num_inputs = len(manifest.inputs)
     mix = manifest.config.mix
-    if mix is None:
-        expected = usable.astype(np.int64)
-    else:
-        problems = manifest_problems(mix, len(manifest.inputs))
-        file_index = k[records].astype(np.int32)
+    problems = [] if mix is None else manifest_problems(mix, num_inputs)
+    if not problems:
         try:
-            expected = None if problems else draw_copies(Mixture.from_manifest(mix), usable, file_index,
-                                                         manifest.config.seed)
+            mixture = None if mix is None else Mixture.from_manifest(mix)
+            seed = manifest.config.seed
+            if engine is None:
+                k = np.asarray(rows["input"])
+                mine = np.flatnonzero((k >= 0) & (k < num_inputs))  # global reports a row of another input
+                records, found = _judge_part((mix, mixture, seed, None), (rows, None, mine))
+            else:
+                records, found = _spread(engine, rows, num_inputs, mix, mixture, seed)
         except InputError as exc:  # a source asked for examples has no usable record: pack refuses that mixture
             problems = [f"config.mix cannot be drawn on these records: {exc.message}"]
-        if expected is None or problems:
-            for problem in problems:
-                result.fail(Violation(f"{problem}: the copies cannot be drawn again", field="config.mix"))
-            return
-    result.checked += len(records)
-    wanted = np.where(usable & (expected > 0), expected, 1)  # copies 0..wanted-1 (a forged weight can make it huge)
-    ends = np.append(records[1:], len(order)) if len(records) else records
-    whole = (copy_count == wanted) & (copy[records] == 0) & (copy[ends - 1] == wanted - 1)
-    # one copy (``whole`` with one wanted): its status is its first row's, unless a row of it is in packs
-    unsampled = ~copy_in_packs[np.searchsorted(copies, records)] & (status[records] == UNSAMPLED)
-    wrong = ~whole | (usable & (expected == 0) & ~unsampled) | (usable & (expected > 0) & ~all_in_packs)
-    found = [_violation(rows, order[records[r]:ends[r]], int(expected[r]), bool(usable[r]), mix)
-             for r in np.flatnonzero(wrong).tolist()]
+    if problems:
+        for problem in problems:
+            result.fail(Violation(f"{problem}: the copies cannot be drawn again", field="config.mix"))
+        return
+    result.checked += records
     if found and mix is not None:  # first, as the per-record ones below can fill the report's violation limit
-        result.fail(Violation(f"{len(found)} of {len(records)} records do not have the copies config.mix draws (seed "
+        result.fail(Violation(f"{len(found)} of {records} records do not have the copies config.mix draws (seed "
                               f"config.seed {manifest.config.seed})", field="config.mix"))
     for violation in found:
         result.fail(violation)
+
+
+def _copied(rows: SeamColumns, mine: np.ndarray) -> SeamColumns:
+    return SeamColumns({c: rows[c].take(mine) for c in COPIED})
+
+
+def _spread(engine: Engine, rows: SeamColumns, num_inputs: int, mix: dict | None,
+            mixture: Mixture | None, seed: int | None) -> tuple[int, list[Violation]]:
+    """`_judge_part` on ``engine``'s workers for every run of `PART_LINES` lines of one input (each record whole
+    in one, the parts in record order); with a mixture, the usable records of each part counted first."""
+    k, line = np.asarray(rows["input"]), np.asarray(rows["line"])
+    low = int(line.min()) // PART_LINES if len(line) else 0
+    span = (int(line.max()) // PART_LINES - low + 1) if len(line) else 1
+
+    def key(a: int, b: int) -> np.ndarray:  # (input, run of lines), in record order; -1: another input's row
+        mine = (k[a:b] >= 0) & (k[a:b] < num_inputs)
+        return np.where(mine, k[a:b].astype(np.int64) * span + (line[a:b].astype(np.int64) // PART_LINES - low), -1)
+
+    present = np.unique(np.concatenate([np.zeros(0, np.int64), *(np.unique(key(a, min(len(k), a + SLICE)))
+                                                                  for a in range(0, len(k), SLICE))]))
+    present = present[present >= 0]  # the parts, in record order
+
+    def index(a: int, b: int) -> np.ndarray:  # the part's index; len(present) for another input's row
+        keys = key(a, b)
+        return np.where(keys >= 0, np.searchsorted(present, keys), len(present))
+
+    part_of = labels(len(k), index, np.uint16 if len(present) < 1 << 16 else np.int64)
+
+    def part(p: int) -> SeamColumns:
+        return _copied(rows, np.flatnonzero(part_of == p))
+
+    before = draw = None
+    if mixture is not None:
+        counts = np.array(map_parts(engine, _usable_part, num_inputs, len(present), part), np.int64)
+        counts = counts.reshape(len(present), num_inputs)
+        per_source = np.stack([counts[:, list(s.inputs)].sum(axis=1) for s in mixture.sources], axis=1)
+        sizes = per_source.sum(axis=0).tolist()
+        draw = (targets(mixture, sizes), sizes)  # an InputError as draw_copies raises it
+        before = np.cumsum(per_source, axis=0) - per_source
+    judged = map_parts(engine, _judge_part, (mix, mixture, seed, draw), len(present),
+                       lambda p: (part(p), None if before is None else before[p].tolist(), None))
+    return sum(r for r, _ in judged), [v for _, found in judged for v in found]
+
+
+def _usable_part(num_inputs: int, rows: SeamColumns) -> list[int]:
+    """A worker's part of `_spread`: per input, the usable records among these rows."""
+    recs = _Records(rows, None)
+    return np.bincount(recs.k[recs.records][recs.usable], minlength=num_inputs).tolist()
+
+
+def _judge_part(common: tuple, item: tuple) -> tuple[int, list[Violation]]:
+    """The records of ``rows`` (of its rows ``mine``, None: all; every row of each record) judged: their number and
+    what is wrong with them, in record order. ``draw``: per source its target and usable records in all, and
+    ``before``: its usable records in earlier parts (None: these rows are every record's)."""
+    mix, mixture, seed, draw = common
+    rows, before, mine = item
+    recs = _Records(rows, mine)
+    usable, records = recs.usable, recs.records
+    if mixture is None:
+        expected = usable.astype(np.int64)
+    else:
+        file_index = recs.k[records].astype(np.int32)
+        if draw is None:
+            expected = draw_copies(mixture, usable, file_index, seed)
+        else:
+            expected = draw_some_copies(mixture, usable, file_index, seed, *draw, before)
+    wanted_copies = np.where(usable & (expected > 0), expected, 1)  # copies 0..k-1 (a forged weight can make it huge)
+    ends = np.append(records[1:], len(recs.order)) if len(records) else records
+    copy = recs.copy
+    whole = (recs.copy_count == wanted_copies) & (copy[records] == 0) & (copy[ends - 1] == wanted_copies - 1)
+    # one copy (``whole`` with one wanted): its status is its first row's, unless a row of it is in packs
+    unsampled = ~recs.copy_in_packs[np.searchsorted(recs.copies, records)] & (recs.status[records] == UNSAMPLED)
+    wrong = ~whole | (usable & (expected == 0) & ~unsampled) | (usable & (expected > 0) & ~recs.all_in_packs)
+    found = [_violation(rows, recs.order[records[r]:ends[r]], int(expected[r]), bool(usable[r]), mix)
+             for r in np.flatnonzero(wrong).tolist()]
+    return len(records), found
+
+
+class _Records:
+    """The rows ``mine`` (None: all) of ``rows``, every row of some records, sorted by (input, line, copy) (stably:
+    table order within; ``order`` indexes ``rows``), and per copy and per record what the check compares."""
+
+    def __init__(self, rows: SeamColumns, mine: np.ndarray | None) -> None:
+        k, line, copy = (np.asarray(rows[c], np.int64) for c in ("input", "line", "copy"))
+        if mine is not None:
+            k, line, copy = k[mine], line[mine], copy[mine]
+        order = np.lexsort((copy, line, k))  # input order, as pack reads; stable: table order
+        self.k, line, self.copy = k[order], line[order], copy[order]
+        status = rows["status"].recode(STATUSES)
+        self.order = order = order if mine is None else mine[order]
+        self.status = status = status[order]
+        new_record = _changes(self.k, line)
+        new_copy = new_record | _changes(self.copy)
+        self.records, self.copies = records, copies = np.flatnonzero(new_record), np.flatnonzero(new_copy)
+        # per copy, in packs if any of its rows is (a split example's chunks), else its first row's status
+        in_packs = np.isin(status, [STATUSES.index(s) for s in IN_PACKS])
+        self.copy_in_packs = np.logical_or.reduceat(in_packs, copies) if len(copies) else np.zeros(0, bool)
+        copy_usable = np.isin(np.where(self.copy_in_packs, STATUSES.index(IN_PACKS[0]), status[copies]),
+                              [STATUSES.index(s) for s in USABLE])
+        record_of_copy = np.cumsum(new_record)[copies] - 1
+        self.copy_count = np.bincount(record_of_copy, minlength=len(records))
+        self.usable = np.bincount(record_of_copy, weights=copy_usable.astype(np.float64), minlength=len(records)) > 0
+        self.all_in_packs = np.bincount(record_of_copy, weights=(~self.copy_in_packs).astype(np.float64),
+                                        minlength=len(records)) == 0
 
 
 def _changes(*keys: np.ndarray) -> np.ndarray:

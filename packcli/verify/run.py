@@ -10,6 +10,7 @@ record's copies, reconstruction from the sources, and the plan re-derived from t
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from pathlib import Path
 
 from packcli.artifact import manifest as mf
@@ -44,9 +45,10 @@ def verify_artifact(directory: str | Path, *, tokenizer: str | None = None, temp
             one per 16 MiB of sources, `packcli.engine.pool.auto_processes`; a compressed source is one unit).
         render_oracle: also render the records with this library (``transformers``) and compare
             (`packcli.verify.oracle`); ``sample`` limits it to that many records, drawn with a fixed seed.
-        engine: re-tokenize on this engine instead of local processes (``make_engine("ray", ...)``: a Ray
-            cluster, whose nodes must reach the sources and the tokenizer at the same paths); the report is
-            the same.
+        engine: re-tokenize, and judge the global bookkeeping and the copies partition by partition
+            (`packcli.verify.spread`), on this engine instead of local processes and this one
+            (``make_engine("ray", ...)``: a Ray cluster, whose nodes must reach the sources and the tokenizer at
+            the same paths); the report is the same.
 
     Raises:
         InputError: the directory, a source or the tokenizer needed for reconstruction is missing.
@@ -78,16 +80,17 @@ def verify_artifact(directory: str | Path, *, tokenizer: str | None = None, temp
                 report.check(name).skipped = "the seam table is missing or unreadable (see integrity)"
             return report
         rows = artifact.seam
-        check_global(artifact, rows, manifest, report.check("global", max_violations))
-        check_copies(rows, manifest, report.check("copies", max_violations))
-        facts = None
-        if reconstruct:
-            result = report.check("reconstruction", max_violations)
-            if tok is None or text is None:
-                result.skipped = "the pinned tokenizer or template changed (see contract_drift)"
-            else:
-                facts = check_reconstruction(manifest, rows, artifact.packs, tok, text, result, source_root=root,
-                                             progress=progress, workers=workers, engine=engine)
+        with engine.session() if engine is not None else nullcontext():  # one cluster session for both stages
+            check_global(artifact, rows, manifest, report.check("global", max_violations), engine=engine)
+            check_copies(rows, manifest, report.check("copies", max_violations), engine=engine)
+            facts = None
+            if reconstruct:
+                result = report.check("reconstruction", max_violations)
+                if tok is None or text is None:
+                    result.skipped = "the pinned tokenizer or template changed (see contract_drift)"
+                else:
+                    facts = check_reconstruction(manifest, rows, artifact.packs, tok, text, result, source_root=root,
+                                                 progress=progress, workers=workers, engine=engine)
         if not render_oracle:
             artifact.packs.forget_segments()  # the plan check reads the seam table alone: its peak without them
         check_plan(manifest, rows, facts, report.check("plan", max_violations))

@@ -1,0 +1,275 @@
+"""verify's global bookkeeping and copies spread over an engine's workers (`packcli.verify.spread`): judged a
+partition at a time, they find exactly what the one-process checks find (on forged seam tables and packs, mixed
+or not, and on every self-test fault, the reports byte for byte), on Ray as locally, and the driver receives
+from its workers what the suspects take, not what the examples take."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from packcli.engine.local import LocalEngine
+from packcli.job.units import occurrences
+from packcli.verify import bookkeeping, copies, verify_artifact
+from packcli.verify.faults import FAULTS, NotApplicable, prepare_workspace
+from packcli.verify.integrity import check_integrity
+from packcli.verify.layout import check_packs
+from packcli.verify.packs import SegmentColumns
+from packcli.verify.report import CheckResult, VerifyReport
+
+SPREAD_FAULTS = [f for f in FAULTS if f.check in ("global", "copies", "integrity", "pack_layout")]
+
+
+@pytest.fixture()
+def small_parts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Partitions of a few rows (and of a few lines): the fixture artifacts span many of them."""
+    monkeypatch.setattr(bookkeeping, "PART_ROWS", 7)
+    monkeypatch.setattr(copies, "PART_LINES", 3)
+
+
+def _read(directory: Path):
+    """The artifact as integrity hands it to the global check, and its manifest."""
+    manifest = json.loads((directory / "manifest.json").read_text())
+    report = VerifyReport(str(directory))
+    layout = report.check("pack_layout")
+    artifact = check_integrity(directory, manifest, report.check("integrity"),
+                               on_shard=lambda shard: check_packs([shard], manifest["config"]["capacity"], layout))
+    return artifact, manifest
+
+
+def _forge(artifact, rng: np.random.Generator) -> None:
+    """A few random edits of the kinds a forger makes, to the columns in memory: ids swapped or copied, keys
+    repeated, places moved, digests and supervised counts changed, statuses changed, segments renamed."""
+    rows, segs = artifact.seam, artifact.packs.columns
+    ids, line, copy = rows["example_id"].values, rows["line"].values, rows["copy"].values
+    offset, supervised = rows["offset"].values, rows["supervised"].values
+    n, m = len(ids), len(segs.example_id)
+    seg_ids = segs.example_id.copy()
+    for _ in range(int(rng.integers(1, 5))):
+        i, j = (int(x) for x in rng.integers(0, n, size=2))
+        edit = int(rng.integers(0, 8))
+        if edit == 0:
+            ids[i], ids[j] = ids[j], ids[i]
+        elif edit == 1:
+            ids[i] = ids[j]
+        elif edit == 2:
+            line[i], copy[i] = line[j], copy[j]
+        elif edit == 3:
+            offset[i] += 1
+        elif edit == 4:
+            rows["token_hash"].values[i] ^= np.uint64(1)
+        elif edit == 5:
+            supervised[i] += 1
+        elif edit == 6:
+            rows["status"].codes[i] = rows["status"].names.index(rows["status"][j])
+        else:
+            seg_ids[int(rng.integers(0, m))] = seg_ids[int(rng.integers(0, m))]
+    order = np.argsort(seg_ids, kind="stable")
+    fields = {name: getattr(segs, name) for name in ("shard", "row", "offset", "length", "supervised", "ids_hash",
+                                                     "labels_hash")}
+    artifact.packs._columns = SegmentColumns(seg_ids, **fields, order=order, sorted_ids=seg_ids[order])
+
+
+@pytest.mark.parametrize("seed", range(16))
+@pytest.mark.parametrize("kind", ["truncate", "split"])
+def test_spread_judgement_is_the_one_process_judgement(seed: int, kind: str, request: pytest.FixtureRequest,
+                                                       small_parts: None) -> None:
+    artifact, manifest = _read(request.getfixturevalue("packed" if kind == "truncate" else "split_packed"))
+    if seed:  # seed 0: the artifact as packed
+        _forge(artifact, np.random.default_rng(seed))
+    inputs = manifest["inputs"]
+    occurrence = occurrences([entry["sha256"] for entry in inputs])
+    want = bookkeeping._suspects(artifact, artifact.seam, inputs, occurrence)
+    got = bookkeeping._spread_suspects(LocalEngine(1), artifact, artifact.seam, inputs, occurrence)
+    assert got[0].tolist() == want[0].tolist()
+    assert got[1].tolist() == want[1].tolist()
+    assert bool(seed) == bool(len(want[0]))  # a forged table has suspects to find, the packed one none
+
+
+@pytest.mark.parametrize("kind", ["truncate", "split"])
+@pytest.mark.parametrize("fault", SPREAD_FAULTS, ids=[f.name for f in SPREAD_FAULTS])
+def test_spread_reports_what_one_process_reports(fault, kind: str, request: pytest.FixtureRequest, tmp_path: Path,
+                                                  small_parts: None) -> None:
+    artifact = request.getfixturevalue("packed" if kind == "truncate" else "split_packed")
+    copy = prepare_workspace(artifact, tmp_path / "ws")
+    try:
+        fault.apply(copy, tmp_path / "ws")
+    except NotApplicable:
+        pytest.skip("the fixture artifact has nothing this fault damages")
+    here = verify_artifact(copy, reconstruct=False, max_violations=1000)
+    spread = verify_artifact(copy, reconstruct=False, max_violations=1000, engine=LocalEngine(1))
+    assert json.dumps(spread.to_dict()) == json.dumps(here.to_dict())
+    assert not here.ok
+
+
+@pytest.fixture(scope="module")
+def mixed(corpus_files, tokenizer_dir, tmp_path_factory) -> Path:
+    """sharegpt.jsonl at half its records (some unsampled), text.jsonl twice over."""
+    from packcli.config import PackConfig
+    from packcli.job.run import pack_corpus
+
+    out = tmp_path_factory.mktemp("mixed") / "out"
+    files = [f for f in corpus_files if f.endswith(("sharegpt.jsonl", "text.jsonl"))]
+    pack_corpus(PackConfig(inputs=tuple(files), tokenizer=str(tokenizer_dir), out=out, capacity=1024,
+                           packs_per_shard=16, mix="sharegpt.jsonl=0.5x,text.jsonl=2x"))
+    return out
+
+
+def _forge_copies(rows, rng: np.random.Generator) -> None:
+    """Random edits to what the copies check reads: copies renumbered, statuses changed, lines and inputs moved
+    (some far away);
+    one row always made copy 3 (no record here has four copies: a finding)."""
+    n = rows.rows
+    rows["copy"].values[int(rng.integers(0, n))] = 3
+    for _ in range(int(rng.integers(0, 5))):
+        i, j = (int(x) for x in rng.integers(0, n, size=2))
+        edit = int(rng.integers(0, 5))
+        if edit == 0:
+            rows["copy"].values[i] = int(rng.integers(0, 4))
+        elif edit == 4:
+            rows["line"].values[i] = (-1) ** i * (2**31 - 1)  # far from every other line: a part of its own
+        elif edit == 1:
+            rows["status"].codes[i] = rows["status"].codes[j]
+        elif edit == 2:
+            rows["line"].values[i] = rows["line"].values[j]
+        else:
+            rows["input"].values[i] = int(rng.integers(-1, 3))
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("kind", ["truncate", "split", "mixed"])
+def test_spread_copies_are_the_one_process_copies(seed: int, kind: str, request: pytest.FixtureRequest,
+                                                  small_parts: None) -> None:
+    fixture = {"truncate": "packed", "split": "split_packed", "mixed": "mixed"}[kind]
+    artifact, manifest = _read(request.getfixturevalue(fixture))
+    if seed:
+        _forge_copies(artifact.seam, np.random.default_rng(seed))
+    here, spread = CheckResult("copies", limit=10_000), CheckResult("copies", limit=10_000)
+    copies.check_copies(artifact.seam, manifest, here)
+    copies.check_copies(artifact.seam, manifest, spread, engine=LocalEngine(1))
+    assert json.dumps(spread.__dict__, default=repr) == json.dumps(here.__dict__, default=repr)
+    assert here.checked > 0 and (seed == 0) is (here.count == 0)
+
+
+def test_spread_copies_refuse_a_mixture_with_an_empty_source_as_one_process_does(mixed, small_parts: None) -> None:
+    artifact, manifest = _read(mixed)
+    sharegpt = next(k for k, entry in enumerate(manifest["inputs"]) if entry["name"].endswith("sharegpt.jsonl"))
+    status = artifact.seam["status"]
+    rejected = status.names.index("rejected") if "rejected" in status.names else len(status.names)
+    if rejected == len(status.names):
+        status.names.append("rejected")
+    status.codes[artifact.seam["input"].values == sharegpt] = rejected
+    manifest["config"]["mix"]["by"] = "proportion"  # a share of the examples asked of a source with no usable record
+    here, spread = CheckResult("copies"), CheckResult("copies")
+    copies.check_copies(artifact.seam, manifest, here)
+    copies.check_copies(artifact.seam, manifest, spread, engine=LocalEngine(1))
+    assert "cannot be drawn on these records" in here.violations[0].message
+    assert spread.__dict__ == here.__dict__
+
+
+class _Counting:
+    """An engine that counts the bytes of the arrays its workers hand back to the driver."""
+
+    def __init__(self) -> None:
+        self.engine, self.received = LocalEngine(1), 0
+        self.name, self.shares_paths = "counting", True
+
+    def session(self, warm=None, work=None):
+        return self.engine.session(warm, work)
+
+    def map(self, fn, common, items, on_done=lambda item, result: None, *, keep=True):
+        results = self.engine.map(fn, common, items, on_done, keep=keep)
+        for result in results:
+            for value in result if isinstance(result, tuple) else (result,):
+                self.received += np.asarray(value).nbytes
+        return results
+
+
+@pytest.fixture(scope="module")
+def sized(tmp_path_factory, tokenizer_dir) -> dict[int, Path]:
+    """Artifacts of 200 and 2,000 short documents."""
+    from conftest import write_jsonl
+
+    from packcli.config import PackConfig
+    from packcli.job.run import pack_corpus
+
+    out = {}
+    for n in (200, 2000):
+        tmp = tmp_path_factory.mktemp(f"n{n}")
+        src = write_jsonl(tmp / "docs.jsonl", [{"text": f"document {k} says {k * 7 % 13} things"} for k in range(n)])
+        pack_corpus(PackConfig(inputs=(str(src),), tokenizer=str(tokenizer_dir), out=tmp / "out", capacity=256,
+                               packs_per_shard=8))
+        out[n] = tmp / "out"
+    return out
+
+
+def _received(directory: Path) -> int:
+    """What the driver receives from the workers judging the global bookkeeping and the copies of
+    ``directory`` (partitions of 64 rows or lines, so the larger artifact spans ten times the partitions)."""
+    artifact, manifest = _read(directory)
+    engine = _Counting()
+    inputs = manifest["inputs"]
+    bookkeeping._spread_suspects(engine, artifact, artifact.seam, inputs,
+                                 occurrences([entry["sha256"] for entry in inputs]))
+    result = CheckResult("copies")
+    copies.check_copies(artifact.seam, manifest, result, engine=engine)
+    assert result.ok and result.checked == artifact.seam.rows
+    return engine.received
+
+
+def test_driver_receives_the_suspects_not_the_examples(sized, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bookkeeping, "PART_ROWS", 64)
+    monkeypatch.setattr(copies, "PART_LINES", 64)
+    assert _received(sized[2000]) <= _received(sized[200]) + 1024
+    # the guard, fed what it guards against: workers that hand back a judgement a row
+    leaky = bookkeeping._judge_partition
+    monkeypatch.setattr(bookkeeping, "_judge_partition", lambda common, part: (*leaky(common, part), part[0]))
+    assert _received(sized[2000]) > _received(sized[200]) + 1024
+
+
+def test_judging_partitions_with_a_planted_breach_differs(packed, small_parts: None,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Partitions that split an id's rows from its segments would see a clean table as broken: the
+    differential tests above can fail."""
+    artifact, manifest = _read(packed)
+    inputs = manifest["inputs"]
+    occurrence = occurrences([entry["sha256"] for entry in inputs])
+    monkeypatch.setattr(bookkeeping, "_labels", lambda values, parts: np.arange(len(values)) * parts // len(values))
+    got, _ = bookkeeping._spread_suspects(LocalEngine(1), artifact, artifact.seam, inputs, occurrence)
+    assert len(got) > 0
+
+
+# --- on Ray: the same reports as the local engine ---
+
+RAY_FAULTS = [f for f in FAULTS if f.name in ("duplicate", "line-repeated", "ids-renumbered", "copy-claimed")]
+
+
+@pytest.fixture(scope="module")
+def ray_session():
+    """One local Ray for the module (start-up costs seconds); a short temp dir for the socket path limit."""
+    ray = pytest.importorskip("ray")
+    import tempfile
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
+             _temp_dir=tempfile.mkdtemp(prefix="pcs-", dir="/tmp"))
+    yield ray
+    ray.shutdown()
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("fault", [None, *RAY_FAULTS], ids=["clean", *(f.name for f in RAY_FAULTS)])
+def test_verify_on_ray_reports_what_local_reports(ray_session, fault, packed, tmp_path: Path,
+                                                  small_parts: None) -> None:
+    from packcli.engine.ray import RayEngine
+
+    copy = prepare_workspace(packed, tmp_path / "ws")
+    if fault is not None:
+        fault.apply(copy, tmp_path / "ws")
+    local = verify_artifact(copy, workers=1, max_violations=1000)
+    remote = verify_artifact(copy, engine=RayEngine(workers=2), max_violations=1000)
+    assert json.dumps(remote.to_dict()) == json.dumps(local.to_dict())
+    assert local.ok is (fault is None)
