@@ -107,7 +107,7 @@ def _copies_walked(rows: dict[str, list], inputs: int, result) -> None:
         want = int(ok)
         mine, got = records[k], copies[k]
         loc = {"example_id": rows["example_id"][mine[0]], "source": rows["source"][mine[0]], "line": k[1]}
-        why = "without --mix, one example per record"
+        why = "without `mix`, one example per record"
         wanted = want if ok and want else 1
         if len(got) != wanted or got != list(range(wanted)):
             result.fail(Violation(f"has copies {got[:6]}, expected {list(range(min(wanted, 6)))}"

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from packcli.artifact.manifest import Manifest
 from packcli.engine.local import LocalEngine
 from packcli.job.units import occurrences
 from packcli.verify import bookkeeping, copies, verify_artifact
@@ -32,11 +33,11 @@ def small_parts(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _read(directory: Path):
     """The artifact as integrity hands it to the global check, and its manifest."""
-    manifest = json.loads((directory / "manifest.json").read_text())
+    manifest = Manifest.of(json.loads((directory / "manifest.json").read_text()))
     report = VerifyReport(str(directory))
     layout = report.check("pack_layout")
     artifact = check_integrity(directory, manifest, report.check("integrity"),
-                               on_shard=lambda shard: check_packs([shard], manifest["config"]["capacity"], layout))
+                               on_shard=lambda shard: check_packs([shard], manifest.config.capacity, layout))
     return artifact, manifest
 
 
@@ -80,8 +81,8 @@ def test_spread_judgement_is_the_one_process_judgement(seed: int, kind: str, req
     artifact, manifest = _read(request.getfixturevalue("packed" if kind == "truncate" else "split_packed"))
     if seed:  # seed 0: the artifact as packed
         _forge(artifact, np.random.default_rng(seed))
-    inputs = manifest["inputs"]
-    occurrence = occurrences([entry["sha256"] for entry in inputs])
+    inputs = manifest.inputs
+    occurrence = occurrences([entry.sha256 for entry in inputs])
     want = bookkeeping._suspects(artifact, artifact.seam, inputs, occurrence)
     got = bookkeeping._spread_suspects(LocalEngine(1), artifact, artifact.seam, inputs, occurrence)
     assert got[0].tolist() == want[0].tolist()
@@ -156,13 +157,13 @@ def test_spread_copies_are_the_one_process_copies(seed: int, kind: str, request:
 
 def test_spread_copies_refuse_a_mixture_with_an_empty_source_as_one_process_does(mixed, small_parts: None) -> None:
     artifact, manifest = _read(mixed)
-    sharegpt = next(k for k, entry in enumerate(manifest["inputs"]) if entry["name"].endswith("sharegpt.jsonl"))
+    sharegpt = next(k for k, entry in enumerate(manifest.inputs) if entry.name.endswith("sharegpt.jsonl"))
     status = artifact.seam["status"]
     rejected = status.names.index("rejected") if "rejected" in status.names else len(status.names)
     if rejected == len(status.names):
         status.names.append("rejected")
     status.codes[artifact.seam["input"].values == sharegpt] = rejected
-    manifest["config"]["mix"]["by"] = "proportion"  # a share of the examples asked of a source with no usable record
+    manifest.config.mix["by"] = "proportion"  # a share of the examples asked of a source with no usable record
     here, spread = CheckResult("copies"), CheckResult("copies")
     copies.check_copies(artifact.seam, manifest, here)
     copies.check_copies(artifact.seam, manifest, spread, engine=LocalEngine(1))
@@ -211,9 +212,9 @@ def _received(directory: Path) -> int:
     ``directory`` (partitions of 64 rows or lines, so the larger artifact spans ten times the partitions)."""
     artifact, manifest = _read(directory)
     engine = _Counting()
-    inputs = manifest["inputs"]
+    inputs = manifest.inputs
     bookkeeping._spread_suspects(engine, artifact, artifact.seam, inputs,
-                                 occurrences([entry["sha256"] for entry in inputs]))
+                                 occurrences([entry.sha256 for entry in inputs]))
     result = CheckResult("copies")
     copies.check_copies(artifact.seam, manifest, result, engine=engine)
     assert result.ok and result.checked == artifact.seam.rows
@@ -235,8 +236,8 @@ def test_judging_partitions_with_a_planted_breach_differs(packed, small_parts: N
     """Partitions that split an id's rows from its segments would see a clean table as broken: the
     differential tests above can fail."""
     artifact, manifest = _read(packed)
-    inputs = manifest["inputs"]
-    occurrence = occurrences([entry["sha256"] for entry in inputs])
+    inputs = manifest.inputs
+    occurrence = occurrences([entry.sha256 for entry in inputs])
     monkeypatch.setattr(bookkeeping, "_labels", lambda values, parts: np.arange(len(values)) * parts // len(values))
     got, _ = bookkeeping._spread_suspects(LocalEngine(1), artifact, artifact.seam, inputs, occurrence)
     assert len(got) > 0
