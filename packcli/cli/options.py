@@ -150,6 +150,8 @@ FLAGS = {
     "source_root": "--source-root", "reconstruct=False": "--no-reconstruct", "example_id": "--example",
     "source": "--source", "pack": "--pack", "render_oracle": "--render-oracle", "sample": "--sample",
     "consumer": "--consumer", "device": "--device", "dtype": "--dtype", "seam_out": "--seam-out",
+    "directory": "DIRECTORY", "packs": "--packs", "max_violations": "--max-violations",
+    "consumer_packs": "--consumer-packs", "attention": "--attention", "self_test": "--self-test",
     **{f"fields.{part}": f"--{part}-field" for part in ("messages", "role", "content", "prompt", "completion", "text")},
 }
 _NAMED = re.compile(r"`([^`\n]+)`")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -90,85 +89,17 @@ def verify(
     """
     from packcli.cli import console
     from packcli.cli.render import render_self_test, render_verify
-    from packcli.verify import verify_artifact
+    from packcli.verify.request import VerifyRequest, run_request
 
-    backends = [b.strip() for b in attention.split(",") if b.strip()] if attention is not None else None
-    _check_options(directory, tokenizer=tokenizer, template=template, source_root=source_root, backends=backends,
-                   device=device, dtype=dtype, packs=packs, grads=grads, max_violations=max_violations,
-                   seam_out=seam_out, workers=workers, self_test=self_test, consumer_packs=consumer_packs,
-                   render_oracle=render_oracle, sample=sample, engine=engine, ray_address=ray_address,
-                   shared_fs=shared_fs)
-    if self_test:
-        from packcli.owned import scratch_folder
-        from packcli.verify.faults import run_self_test
-
-        with scratch_folder("packcli-selftest-", "verify --self-test's corrupted copies") as ws:
-            results = run_self_test(directory, str(ws), source_root=source_root)
-        raise typer.Exit(render_self_test(results, as_json=json_out))
-    runner = None
-    if engine is EngineName.ray:
-        from packcli.engine import make_engine
-
-        runner = make_engine(engine, workers=workers, address=ray_address, shared_fs=shared_fs,
-                             shared="the sources and the tokenizer")
-    report = verify_artifact(directory, tokenizer=tokenizer, template=template, source_root=source_root,
-                             reconstruct=reconstruct, max_violations=max_violations,
-                             progress=console.RichProgress(enabled=not json_out), workers=workers,
-                             render_oracle=render_oracle.value if render_oracle else None, sample=sample,
-                             engine=runner)
-    attn = None
-    if backends:
-        from packcli.verify.run import attention_check
-
-        attn = attention_check(directory, backends, device=device, dtype=dtype.value, packs=packs, check_grads=grads)
-    consumers = []
-    for name in consumer or []:
-        from packcli.verify.consumer import check_consumer
-
-        consumers.append(check_consumer(directory, name.value, max_packs=consumer_packs, max_violations=max_violations))
-    if seam_out:
-        from packcli.verify.report import write_seam_status
-
-        write_seam_status(report, str(directory), seam_out)
-    ok = render_verify(report, attn, as_json=json_out, consumers=consumers)
+    request = VerifyRequest(
+        directory, tokenizer=tokenizer, template=template, source_root=source_root, reconstruct=reconstruct,
+        max_violations=max_violations, workers=workers, render_oracle=render_oracle.value if render_oracle else None,
+        sample=sample, device=device, dtype=dtype.value, packs=packs, grads=grads,
+        attention=tuple(b.strip() for b in attention.split(",") if b.strip()) if attention is not None else None,
+        consumers=tuple(c.value for c in consumer or ()), consumer_packs=consumer_packs, seam_out=seam_out,
+        self_test=self_test, engine=engine, ray_address=ray_address, shared_fs=shared_fs)
+    outcome = run_request(request, console.RichProgress(enabled=not json_out))
+    if outcome.self_test is not None:
+        raise typer.Exit(render_self_test(outcome.self_test, as_json=json_out))
+    ok = render_verify(outcome.report, outcome.attention, as_json=json_out, consumers=outcome.consumers)
     raise typer.Exit(0 if ok else 1)
-
-
-def _check_options(directory: Path, *, tokenizer: str | None, template: str | None, source_root: Path | None,
-                   backends: list[str] | None, device: str, dtype: Dtype, packs: int, grads: bool,
-                   max_violations: int, seam_out: str | None, workers: int | None, self_test: bool,
-                   consumer_packs: int | None, render_oracle: RenderOracle | None, sample: int | None,
-                   engine: EngineName, ray_address: str | None, shared_fs: bool) -> None:
-    """Every option, before the artifact is read: a typo in --attention must not wait for reconstruction."""
-    from packcli.checks import (
-        directory_problems,
-        int_problems,
-        output_file_problems,
-        raise_all,
-        template_problems,
-        tokenizer_problems,
-    )
-    from packcli.engine import worker_problems
-
-    problems = directory_problems("DIRECTORY", directory) + directory_problems("--source-root", source_root)
-    problems += tokenizer_problems("--tokenizer", tokenizer) + template_problems(template, tokenizer)
-    problems += int_problems("--packs", packs, 1, 1_000_000) + int_problems("--max-violations", max_violations, 0)
-    problems += worker_problems(workers, engine, ray_address=ray_address, shared_fs=shared_fs)
-    problems += int_problems("--consumer-packs", consumer_packs, 1) + int_problems("--sample", sample, 1)
-    if sample is not None and render_oracle is None:
-        problems.append("--sample picks the records --render-oracle checks; pass --render-oracle too")
-    problems += output_file_problems("--seam-out", seam_out, (".parquet", ".csv"))
-    if self_test and (backends is not None or seam_out or render_oracle or engine is not EngineName.local):
-        problems.append("--self-test runs its own checks, here; leave out --attention, --render-oracle, --seam-out "
-                        "and --engine")
-    if backends is not None and not backends:
-        problems.append("--attention names no backend")
-    raise_all(problems)
-    if render_oracle:
-        from packcli.verify.oracle import require_oracle
-
-        require_oracle(render_oracle.value)
-    if backends:
-        from packcli.verify.attention import resolve_backends
-
-        resolve_backends(backends, device=device, dtype=dtype.value, check_grads=grads)
