@@ -38,8 +38,8 @@ def test_a_run_gives_the_report_and_writes_the_seam_table_asked_for(tmp_path: Pa
 
 
 def test_a_failed_consumer_or_report_is_no_ok_outcome() -> None:
-    from packcli.verify.request import VerifyOutcome
     from packcli.verify.report import VerifyReport
+    from packcli.verify.request import VerifyOutcome
 
     report = VerifyReport("x")
     failing = type("Failing", (), {"ok": False})()
