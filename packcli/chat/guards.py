@@ -43,7 +43,7 @@ import json
 from collections.abc import Callable, Iterator, Sequence
 
 from packcli.choices import DroppableField
-from packcli.messages import content_texts
+from packcli.ingest.messages import content_texts
 
 TOOL_CALLS = DroppableField.tool_calls.value  # the message key, and the field a user may allow a template to drop
 
@@ -61,7 +61,7 @@ def tool_call_pieces(call: dict) -> Iterator[tuple[str, str]]:
     arguments = function.get("arguments")
     if isinstance(arguments, str):
         yield arguments, " arguments"
-        arguments = json.loads(arguments)  # validated as a JSON object (packcli.messages)
+        arguments = json.loads(arguments)  # validated as a JSON object (packcli.ingest.messages)
     yield json.dumps(arguments, ensure_ascii=False), " arguments"
     yield from ((text, f" arguments{where}") for text, where in _leaves(arguments))
 

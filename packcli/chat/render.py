@@ -5,7 +5,7 @@ sets it up (`packcli.chat.sandbox`), or in minijinja where that is shown to rend
 (`packcli.chat.engines`).
 
 The template sees what transformers' ``apply_chat_template`` gives it: the record's messages as they
-are (`packcli.messages`), ``tools``, ``documents``, ``add_generation_prompt=False``, the special
+are (`packcli.ingest.messages`), ``tools``, ``documents``, ``add_generation_prompt=False``, the special
 tokens, the record's ``chat_template_kwargs``, and ``strftime_now`` formatting one pinned date (the
 ``pack`` option ``--template-date``), so the same data renders the same text on every run.
 
@@ -38,7 +38,7 @@ from packcli.chat.templates import ChatTemplate, no_markers
 from packcli.choices import LossPolicy
 from packcli.errors import InputError
 from packcli.ingest import Kind, Record
-from packcli.messages import CONSUMED_KEYS, REASONING_FIELDS
+from packcli.ingest.messages import CONSUMED_KEYS, REASONING_FIELDS
 from packcli.tokenizer.ends import TextEnds
 
 # Templates that print the date (Llama 3.1, gpt-oss) must render the same text on every run.

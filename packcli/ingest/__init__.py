@@ -9,6 +9,7 @@
     columnar.py  what Parquet and Arrow share: rows as JSON-like dicts, schema checks
     fields.py    column mapping (`FieldMap`): fields with other names than packcli's
     records.py   format detection, validation and normalisation of one record
+    messages.py  a chat record's messages as a chat template sees them: validated, reasoning aliased
 """
 
 from packcli.ingest.fields import DEFAULT_FIELDS, FieldMap

@@ -5,7 +5,7 @@ up as exactly one of: a `Record` (normalised, ready to render) or a `Rejection` 
 reason). Nothing is dropped silently, so counts always add up.
 Validation is strict and names the field ("messages[2].content: expected a string ...") because a
 vague rejection is a rejection nobody fixes; a chat record's messages are checked and shaped in
-`packcli.messages`.
+`packcli.ingest.messages`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from enum import Enum
 
 from packcli.choices import Format
 from packcli.ingest.fields import DEFAULT_FIELDS, FieldMap
-from packcli.messages import (
+from packcli.ingest.messages import (
     Invalid,
     chat_messages,
     sharegpt_messages,
@@ -39,7 +39,7 @@ class Kind(str, Enum):
 class Record:
     """One valid input record, normalised. ``file_index`` indexes the run's sorted input list.
 
-    A chat record's ``messages`` are dicts in the shape a chat template reads them (`packcli.messages`),
+    A chat record's ``messages`` are dicts in the shape a chat template reads them (`packcli.ingest.messages`),
     ``template_kwargs`` its ``tools``, ``documents`` and ``chat_template_kwargs``, and ``untrained`` the
     indices of turns marked ``weight: 0``. ``format`` is the format it was read as; ``ambiguous`` names
     the other known fields it also has (under ``--format auto`` the first in `_PRECEDENCE` wins).

@@ -44,7 +44,7 @@ from packcli.contract import IGNORE_INDEX, IN_PACKS, token_hash
 from packcli.errors import InputError
 from packcli.ingest import FieldMap, read_source
 from packcli.job.chunks import SplitRule, chunk_labels, pinned_rule
-from packcli.messages import SHAREGPT_ROLES
+from packcli.ingest.messages import SHAREGPT_ROLES
 from packcli.tokenizer.ends import text_ends
 from packcli.tokenizer.load import LoadedTokenizer
 from packcli.verify.locate import locate_input
