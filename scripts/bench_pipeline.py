@@ -323,7 +323,7 @@ CHECKS = {"manifest": "check_manifest", "integrity": "check_integrity", "contrac
 def child_verify(spec: dict) -> dict:
     """verify_artifact with its check functions (and reconstruction's Preparer) wrapped for timing."""
     import packcli.verify.reconstruct as reconstruct
-    import packcli.verify.run as artifact
+    import packcli.verify.suite as artifact
     from packcli.prepare import Preparer
 
     rss_imports = rss_mib()

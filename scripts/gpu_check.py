@@ -46,7 +46,7 @@ from packcli.verify.attention import (  # noqa: E402
     check_packs,
 )
 from packcli.verify.attention.model import ModelConfig  # noqa: E402
-from packcli.verify.run import packs_with_seams  # noqa: E402
+from packcli.verify.suite import packs_with_seams  # noqa: E402
 
 CORE = ("sdpa", "torch-varlen", "flash-attn", "naive")
 LOADER = "loader:flash-attn"
@@ -103,7 +103,7 @@ def varlen_against_alone(packs: list[PackArrays], flash_attn_varlen_func, device
     import torch
 
     from packcli.data import Pack, collate_varlen
-    from packcli.verify.attention.records import TOLERANCES
+    from packcli.verify.attention.results import TOLERANCES
 
     loader_packs = [Pack(p.input_ids, p.labels, p.position_ids, p.cu_seqlens, np.zeros(len(p.cu_seqlens) - 1, np.int64))
                     for p in packs]

@@ -163,7 +163,7 @@ def test_a_report_names_the_parameter_and_the_cli_the_flag():
 
 
 def test_flagged_maps_every_string_of_a_json_report():
-    from packcli.cli.render import flagged
+    from packcli.cli.output import flagged
 
     violation = {"message": "without `mix`, one example per record", "line": 3}
     report = {"ok": False, "checks": [{"violations": [violation], "note": None}], "skipped": [("flex", "`device='cuda'`")]}

@@ -19,7 +19,7 @@ def test_fixture_artifact_verifies(monkeypatch):
 @pytest.mark.torch
 def test_fixture_artifact_attention_cpu(monkeypatch):
     pytest.importorskip("torch")
-    from packcli.verify.run import attention_check
+    from packcli.verify.suite import attention_check
 
     monkeypatch.chdir(ROOT)
     report = attention_check(FIXTURES / "packed", ["sdpa", "hf:sdpa", "naive"], packs=1)

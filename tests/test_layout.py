@@ -132,13 +132,13 @@ def test_the_layer_check_finds_a_planted_breach(tmp_path, monkeypatch):
                       "engine/local.py": "def f():\n    from packcli.job.run import x\n",
                       "job/__init__.py": "", "job/run.py": "x = 1\n", "data/__init__.py": "",
                       "data/read.py": "from packcli.tokenizer import y\n", "tokenizer/__init__.py": "y = 1\n",
-                      "cli/__init__.py": "", "show.py": "from packcli.cli import app\n"}.items():
+                      "cli/__init__.py": "", "view.py": "from packcli.cli import app\n"}.items():
         (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
         (pkg / rel).write_text(text)
     monkeypatch.setattr(__import__(__name__), "PACKAGE", pkg)
     assert _layer_breaches(_files()) == ["packcli.data.read imports packcli.tokenizer",
                                          "packcli.engine.local imports packcli.job.run",
-                                         "packcli.show imports packcli.cli"]
+                                         "packcli.view imports packcli.cli"]
 
 
 def test_the_cycle_finder_finds_a_planted_cycle():
@@ -199,3 +199,24 @@ def test_no_module_needs_a_table_of_contents():
     long = {str(p.relative_to(PACKAGE.parent)): n for p in PACKAGE.rglob("*.py")
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > 600}
     assert not long, long
+
+
+def _same_names(package: Path) -> dict[str, list[str]]:
+    """Module file names (``__init__`` aside) found in more than one place under ``package``."""
+    seen: dict[str, list[str]] = {}
+    for path in package.rglob("*.py"):
+        if path.name != "__init__.py":
+            seen.setdefault(path.name, []).append(str(path.relative_to(package.parent)))
+    return {name: sorted(paths) for name, paths in seen.items() if len(paths) > 1}
+
+
+def test_module_names_are_unique():
+    """One name, one module: ``ls`` and a traceback's file name say which one (no render.py in two places)."""
+    assert _same_names(PACKAGE) == {}
+
+
+def test_the_name_check_finds_a_planted_twin(tmp_path):
+    for rel in ("pkg/__init__.py", "pkg/a/__init__.py", "pkg/a/run.py", "pkg/b/run.py", "pkg/b/other.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("")
+    assert _same_names(tmp_path / "pkg") == {"run.py": ["pkg/a/run.py", "pkg/b/run.py"]}

@@ -63,7 +63,7 @@ def test_pack_settings_resolve_the_window_once(tmp_path):
 
 
 def test_a_pin_ignores_a_field_it_does_not_know():
-    """verify reports an unknown hashed field itself (`packcli.verify.fields`); reading it must not fail first."""
+    """verify reports an unknown hashed field itself (`packcli.verify.owners`); reading it must not fail first."""
     data = _data()
     data["inputs"][0]["path"] = "/somewhere/else"
     manifest = mf.Manifest.of(data)
@@ -114,9 +114,9 @@ def test_shard_pins_read_contract_2_too():
 
 
 def test_verify_owns_every_setting_and_no_other():
-    """verify's field table (`packcli.verify.fields.MANIFEST_FIELDS`) names each `PackSettings` field once: a
+    """verify's field table (`packcli.verify.owners.MANIFEST_FIELDS`) names each `PackSettings` field once: a
     setting added to one and not the other fails here, not in a forger's hands."""
-    from packcli.verify.fields import MANIFEST_FIELDS
+    from packcli.verify.owners import MANIFEST_FIELDS
 
     owned = {path.split(".")[1].removesuffix("[]") for path in MANIFEST_FIELDS if path.startswith("config.")}
     assert owned == {f.name for f in dataclasses.fields(mf.PackSettings)}

@@ -177,7 +177,7 @@ def test_human_output_never_cuts_a_number_at_80_columns(packed, corpus_files):
 def test_a_fitted_table_leaves_out_columns_rather_than_cut_numbers():
     from rich.console import Console
 
-    from packcli.cli.render import Col, fitted_table
+    from packcli.cli.output import Col, fitted_table
 
     rows = [["1,234,567,890", "0.999912", "123,456,789,012"], ["7", "0.5", "9"]]
     table = fitted_table("t", [Col("tokens", keep=9), Col("density", keep=5), Col("bytes", keep=1)], rows, width=34)

@@ -180,8 +180,8 @@ def test_the_cli_names_the_miss_and_the_command(model_cache, tmp_path):
 
 
 def test_verify_and_show_take_a_tokenizer_by_name(model_cache, tmp_path):
-    from packcli.show import show_artifact
     from packcli.verify import verify_artifact
+    from packcli.view import show_artifact
 
     out = tmp_path / "a"
     pack_corpus(PackConfig(inputs=(str(FIXTURES / "corpus" / "openai.jsonl"),), tokenizer=str(FIXTURES / "tokenizer"),

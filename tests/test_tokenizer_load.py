@@ -134,7 +134,7 @@ def test_a_file_fastokens_fails_to_parse_on_its_thread_is_refused_with_the_reaso
 def test_fastokens_gets_the_file_without_its_normalizer(extra):
     """The normalizer's value is cut out of the text where its key is found once (the usual file), and the
     spec is written again where it is not (here: a second key of that name, nested)."""
-    from packcli.tokenizer.fast.load import _without_normalizer
+    from packcli.tokenizer.fast.build import _without_normalizer
 
     spec = {**json.loads(FIXTURE_JSON.read_text(encoding="utf-8")), "normalizer": {"type": "NFC"}, **extra}
     raw = json.dumps(spec, indent=2)
@@ -145,7 +145,7 @@ def test_fastokens_gets_the_file_without_its_normalizer(extra):
 
 
 def test_a_token_too_long_for_the_kernels_table_is_unsupported(tmp_path):
-    from packcli.tokenizer.fast import kernels as fast_kernels
+    from packcli.tokenizer.fast import offsets as fast_kernels
 
     spec = json.loads(FIXTURE_JSON.read_text(encoding="utf-8"))
     top = max([*spec["model"]["vocab"].values(), *(t["id"] for t in spec["added_tokens"])]) + 1

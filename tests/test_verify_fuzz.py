@@ -25,7 +25,7 @@ from packcli.artifact.shards import SCHEMA
 from packcli.contract import MANIFEST_NAME, SEAM_TABLE_NAME
 from packcli.errors import PackcliError
 from packcli.verify import forge, verify_artifact
-from packcli.verify.fields import hashed_leaves, pattern_of
+from packcli.verify.owners import hashed_leaves, pattern_of
 
 pytestmark = pytest.mark.slow
 

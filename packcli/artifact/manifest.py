@@ -5,7 +5,7 @@ canonical JSON (sorted keys, compact separators, UTF-8) of every field except ``
 itself and ``unhashed`` (the creation time, host, command line, library versions, tokenizer backend
 and the paths the inputs, tokenizer and template were read from: facts about the run, not about the
 data). The hashed fields name content only (file names, sizes, sha256s), never a location, and every
-one of them is a field ``verify`` proves from the artifact and its sources (`packcli.verify.fields`);
+one of them is a field ``verify`` proves from the artifact and its sources (`packcli.verify.owners`);
 a fact it cannot prove goes to ``unhashed``. The same inputs and config therefore give the same hash
 on any machine that makes the same bytes, from any directory.
 
@@ -268,7 +268,7 @@ def write_manifest(manifest: Manifest | dict, directory: Path) -> Path:
 def problems(data: object) -> list[str]:
     """What keeps a manifest's JSON from being a `Manifest`: a section or field missing, or a section that is
     not an object (or a list of them). The types and values of the fields are verify's to judge
-    (`packcli.verify.fields.check_manifest`); this is the shape every reader needs."""
+    (`packcli.verify.owners.check_manifest`); this is the shape every reader needs."""
     if not isinstance(data, Mapping):
         return ["the manifest is not a JSON object"]
     found: list[str] = []

@@ -168,7 +168,7 @@ def pack(
     """
     from packcli.checks import raise_all
     from packcli.cli import console
-    from packcli.cli.render import render_pack_summary
+    from packcli.cli.output import render_pack_summary
     from packcli.config import PackConfig
     from packcli.engine import make_engine, worker_problems
     from packcli.job.run import pack_corpus

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from packcli.cli.options import OUTPUT, ArtifactDir, Json, ShowSourceRoot, ShowTokenizer
-from packcli.show_page import render_html
+from packcli.view_page import render_html
 
 SELECT = "Which example"
 
@@ -41,9 +41,9 @@ def show(
     """
     from packcli.checks import output_file_problems, raise_all
     from packcli.cli import console
-    from packcli.cli.render import render_shown
+    from packcli.cli.output import render_shown
     from packcli.owned import write_replacing
-    from packcli.show import show_artifact
+    from packcli.view import show_artifact
 
     raise_all(output_file_problems("--html", html_out))
     shown = show_artifact(directory, example_id=example, source=source, pack=pack, tokenizer=tokenizer,

@@ -75,8 +75,8 @@ def stats(
       packcli stats packed/ --json --plot packs.png   # an artifact's packs
     """
     from packcli.checks import output_file_problems, raise_all
+    from packcli.cli.output import render_artifact_stats, render_length_stats
     from packcli.cli.pack import default_inputs
-    from packcli.cli.render import render_artifact_stats, render_length_stats
     from packcli.ingest import FieldMap, is_dataset_dir
     from packcli.plots import PLOT_SUFFIXES
     from packcli.stats import (

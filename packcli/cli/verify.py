@@ -88,7 +88,7 @@ def verify(
       packcli verify /mnt/out --engine ray --ray-address auto --shared-fs
     """
     from packcli.cli import console
-    from packcli.cli.render import render_self_test, render_verify
+    from packcli.cli.output import render_self_test, render_verify
     from packcli.verify.request import VerifyRequest, run_request
 
     request = VerifyRequest(

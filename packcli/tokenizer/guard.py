@@ -5,7 +5,7 @@ deterministic sample (the first example of the batch, every example whose token 
 `GUARD_PERIOD`, or all of them under ``paranoid``) with the reference and raises
 `TokenizerMismatchError` on any difference in ids or labels. The trade-off: a sampled check (its
 cost: docs/tokenizer-backends.md), not a proof per example; the rest of the evidence is the
-self-check at load time (`packcli.tokenizer.fast.load.self_check`), the backend tests and the
+self-check at load time (`packcli.tokenizer.fast.build.self_check`), the backend tests and the
 full-corpus comparisons in docs/tokenizer-backends.md.
 """
 
@@ -70,14 +70,14 @@ def guard_sample(encoded: EncodedBatch, *, paranoid: bool = False) -> list[int]:
 
     Deterministic: the same text, hence the same ids, is checked on every run wherever it sits in the
     batch. The ids are hashed rather than the text because they are already in memory, end to end:
-    one numba loop over the batch (`packcli.tokenizer.fast.kernels.example_hashes`); the text would first have
+    one numba loop over the batch (`packcli.tokenizer.fast.offsets.example_hashes`); the text would first have
     to be encoded to UTF-8 again, an extra pass over every text.
     """
     if paranoid:
         return list(range(len(encoded)))
     if not len(encoded):
         return []
-    from packcli.tokenizer.fast.kernels import (
+    from packcli.tokenizer.fast.offsets import (
         example_hashes,  # numba: only runs that have a non-reference backend
     )
 

@@ -2,7 +2,7 @@
 
 The reference (``tokenizers``) is always loaded: ``verify`` and the guard need it. With
 ``auto`` or ``fastokens``, fastokens parses the same file on a thread meanwhile
-(`packcli.tokenizer.fast.load.FastLoad`), and is used only where it is proven exact for the file.
+(`packcli.tokenizer.fast.build.FastLoad`), and is used only where it is proven exact for the file.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from packcli.tokenizer.reference import ReferenceBackend
 from packcli.tokenizer.types import GuardStats, TokenizerBackend
 
 if TYPE_CHECKING:
-    from packcli.tokenizer.fast.load import FastLoad
+    from packcli.tokenizer.fast.build import FastLoad
 
 # Where transformers looks for a tokenizer's chat templates (`find_chat_templates`).
 CHAT_TEMPLATE_FILE = "chat_template.jinja"
@@ -167,7 +167,7 @@ def load_tokenizer(path: str | Path, *, backend: BackendChoice | str = BackendCh
         raw = tokenizer_json(file)
         text = raw.decode("utf-8")
         if backend is not BackendChoice.tokenizers:  # fastokens parses on a thread while tokenizers does
-            from packcli.tokenizer.fast.load import FastLoad
+            from packcli.tokenizer.fast.build import FastLoad
 
             pending = FastLoad(text, require_pin=backend is BackendChoice.auto)
         tokenizer = Tokenizer.from_str(text)
@@ -219,7 +219,7 @@ def _choose_backend(pending: FastLoad | None, tokenizer: object, file: Path) -> 
     reference = ReferenceBackend(tokenizer, offsets=False)
     if pending is None:
         return reference, "requested"
-    from packcli.tokenizer.fast.load import UnsupportedTokenizer, load_fast_backend
+    from packcli.tokenizer.fast.build import UnsupportedTokenizer, load_fast_backend
 
     auto = pending.require_pin
     try:

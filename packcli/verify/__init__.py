@@ -1,7 +1,8 @@
 """Verification: invariants of packed buffers and proof that nothing crosses a seam.
 
-    run.py          `verify_artifact`: every check below, in order, into one report
-    fields.py       who proves what: every hashed manifest field and column, and its owning check
+    suite.py        `verify_artifact`: every check below, in order, into one report
+    request.py      a verify run's choices (the optional checks too), checked at once and run
+    owners.py       who proves what: every hashed manifest field and column, and its owning check
     integrity.py    hashes, schema, rows: the artifact is what its manifest says
     drift.py        the pinned tokenizer and template still hash as pinned
     locate.py       where the sources, tokenizer and template are now
@@ -9,6 +10,10 @@
     bookkeeping.py  the seam table and the packs as a bijection; counts add up
     copies.py       every record has the copies its mixture gives it (one without --mix)
     reconstruct.py  every source record re-tokenized with the reference and compared
+    spread.py       partitions of the bookkeeping handed to an engine's workers one at a time
+    columns.py      the seam table as numpy columns, a row group at a time
+    packs.py        the packs' segments as columns, read from each shard as integrity reads it
+    chunking.py     split examples: the seam table's chunk rows against the re-derived cut
     plan.py         fates, packs and positions re-derived with pack's own planner
     oracle.py       ``--render-oracle``: every example rendered again by transformers
     consumer.py     ``--consumer``: what a trainer's own collation hands the model
@@ -30,7 +35,7 @@ __all__ = ["verify_artifact"]
 
 def __getattr__(name: str) -> Any:
     if name == "verify_artifact":
-        from packcli.verify.run import verify_artifact
+        from packcli.verify.suite import verify_artifact
 
         return verify_artifact
     raise AttributeError(f"module 'packcli.verify' has no attribute {name!r}")

@@ -25,7 +25,7 @@ from packcli.tokenizer.hub import TOKENIZER_FILES
 from packcli.tokenizer.load import CHAT_TEMPLATE_DIR, CHAT_TEMPLATE_FILE, TOKENIZER_SOURCE
 from packcli.verify import forge
 from packcli.verify.locate import find_source, find_template_file, find_tokenizer
-from packcli.verify.run import verify_artifact
+from packcli.verify.suite import verify_artifact
 
 
 @dataclass(frozen=True)

@@ -37,8 +37,8 @@ from packcli.contract import (
 from packcli.ingest import read_lines
 from packcli.tokenizer import Encoded
 from packcli.verify.bookkeeping import recount
-from packcli.verify.packs import PackIndex
 from packcli.verify.locate import find_source, find_tokenizer
+from packcli.verify.packs import PackIndex
 from packcli.verify.reconstruct import ReconstructJob
 
 
@@ -87,7 +87,7 @@ def reseal(directory: Path, edit: Callable[[dict], None] | None = None, *, recou
 
 
 def set_field(manifest: dict, path: str, value: object) -> None:
-    """Set the manifest field at ``path`` (``config.capacity``, ``inputs[2].name``: `packcli.verify.fields`'
+    """Set the manifest field at ``path`` (``config.capacity``, ``inputs[2].name``: `packcli.verify.owners`'
     paths) to ``value``, as a forger editing one field does."""
     parts = path.replace("[", ".[").split(".")
     node = manifest

@@ -124,7 +124,7 @@ def run_request(request: VerifyRequest, progress: Progress = NO_PROGRESS) -> Ver
 
         with scratch_folder("packcli-selftest-", "verify's self-test: corrupted copies of the artifact") as ws:
             return VerifyOutcome(self_test=run_self_test(request.directory, str(ws), source_root=request.source_root))
-    from packcli.verify.run import attention_check, verify_artifact
+    from packcli.verify.suite import attention_check, verify_artifact
 
     engine = None
     if request.engine is EngineName.ray:

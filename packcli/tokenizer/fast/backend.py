@@ -12,12 +12,12 @@ whether its first byte continues a character; a cumulative sum over the batch gi
 
 which is what ``tokenizers`` reports (a token that cuts a character covers the whole character).
 Labels then follow from the offsets by the reference's own formula. Both steps are numba loops
-(`packcli.tokenizer.fast.kernels`): no Python runs per token.
+(`packcli.tokenizer.fast.offsets`): no Python runs per token.
 
 An NFC normalizer is the one wrinkle: on text that is not already NFC the tokens spell the normalized
 text, and ``tokenizers`` maps them back with its own alignment (``e`` + U+0301 -> ``é`` at (0, 1)).
 NFC acts only on short runs: a stretch of combining marks and characters that may compose, with the
-character before it (`packcli.tokenizer.fast.kernels.nfc_runs`, one pass over the batch's UTF-8 with
+character before it (`packcli.tokenizer.fast.offsets.nfc_runs`, one pass over the batch's UTF-8 with
 Unicode's NFC quick check, `_nfc_table`). Each run normalizes on its own, so a text whose runs all
 pass the quick check is NFC and keeps the identity map (if its tokens hold as many characters and
 bytes as it does). The runs that fail go through an *aligner*: the tokenizer's normalizer over a
@@ -47,7 +47,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from packcli.tokenizer.fast import kernels as fast_kernels
+from packcli.tokenizer.fast import offsets as fast_kernels
 from packcli.tokenizer.reference import ReferenceBackend
 from packcli.tokenizer.types import EncodedBatch
 
@@ -56,7 +56,7 @@ CHUNK = 1024  # texts per fastokens call in `FastBackend.encode`
 
 @dataclass(frozen=True)
 class TokenTables:
-    """Per token id, packed by `packcli.tokenizer.fast.kernels.pack_tokens`: its UTF-8 length, how many characters
+    """Per token id, packed by `packcli.tokenizer.fast.offsets.pack_tokens`: its UTF-8 length, how many characters
     start in it, whether it starts mid-character."""
 
     tokens: npt.NDArray[np.int32]
@@ -185,7 +185,7 @@ class FastBackend:
 
         Each run normalizes on its own: the aligner maps the runs NFC changes (most that fail the quick
         check do not: Bengali ``ন`` + ``া`` may compose with nothing), the identity map covers the rest
-        (`packcli.tokenizer.fast.kernels.aligned_offsets` walks both). An added token is cut out before
+        (`packcli.tokenizer.fast.offsets.aligned_offsets` walks both). An added token is cut out before
         normalizing, so a text with a run holding a character that may end one (``<|im_end|>`` +
         U+0338 would compose ``>`` into ``≯``) goes to the reference instead.
         """
@@ -232,7 +232,7 @@ class BatchRows:
 @dataclass
 class NormalizedChunk:
     """A chunk of texts as fastokens encodes them, and where they differ from the originals: the runs NFC
-    changes (rows of `packcli.tokenizer.fast.kernels.nfc_runs`), their memo entries and whether each holds a
+    changes (rows of `packcli.tokenizer.fast.offsets.nfc_runs`), their memo entries and whether each holds a
     character that may end an added token (``watched``), the texts holding them (``which``, their
     runs at ``run_ptr[k]:run_ptr[k + 1]``), and the memo's arrays as they were when the entries were
     made (a later chunk may start the memo again before this one is finished). Only ``texts`` for a
@@ -333,7 +333,7 @@ def _utf8(texts: Sequence[str]) -> tuple[bytes, npt.NDArray[np.int64]]:
 
 @functools.cache
 def _nfc_table() -> npt.NDArray[np.uint16]:
-    """Per code point, what `packcli.tokenizer.fast.kernels.nfc_runs` needs of Unicode's NFC quick check: the
+    """Per code point, what `packcli.tokenizer.fast.offsets.nfc_runs` needs of Unicode's NFC quick check: the
     canonical combining class, plus 256 where the check is not Yes: NFC_QC=No (NFC changes the
     character alone), Maybe (it composes with the character before it: the second of a composition
     that is not excluded, or a Hangul vowel or final consonant), or the code point is unassigned or
@@ -345,7 +345,7 @@ def _nfc_table() -> npt.NDArray[np.uint16]:
     Unicode's stability policy keeps an assigned character's class and decomposition in every
     version and adds no composition of characters already assigned, so a newer Unicode can only make
     an assigned character Maybe as the second of a composition whose first is new: unassigned here,
-    so `packcli.tokenizer.fast.kernels.nfc_runs` keeps the character after it in its run (the 512).
+    so `packcli.tokenizer.fast.offsets.nfc_runs` keeps the character after it in its run (the 512).
     Built once per process, while fastokens parses, for NFC tokenizers only."""
     table = np.fromiter(map(unicodedata.combining, map(chr, range(0x110000))), dtype=np.uint16, count=0x110000)
     for c in range(0x110000):  # after the classes: a flag may be set on a code point not reached yet
@@ -366,7 +366,7 @@ def _nfc_table() -> npt.NDArray[np.uint16]:
 
 def _lead_pairs(nfc: npt.NDArray[np.uint16]) -> npt.NDArray[np.bool_]:
     """Per first two bytes ``b0 << 8 | b1`` of a UTF-8 sequence: whether every code point they may start
-    has entry 0 in ``nfc`` (`_nfc_table`), so `packcli.tokenizer.fast.kernels.nfc_runs` may step over the character
+    has entry 0 in ``nfc`` (`_nfc_table`), so `packcli.tokenizer.fast.offsets.nfc_runs` may step over the character
     without decoding it. Two bytes fix one code point of two bytes, 64 of three, 4,096 of four."""
     pairs = np.zeros(1 << 16, dtype=np.bool_)
     for b0 in range(0xC2, 0xF5):
@@ -381,7 +381,7 @@ def _lead_pairs(nfc: npt.NDArray[np.uint16]) -> npt.NDArray[np.bool_]:
 def _loud_bytes(lead_pairs: npt.NDArray[np.bool_]) -> npt.NDArray[np.uint8]:
     """Per byte: 1 where it is the first byte of a UTF-8 sequence that some code point with a nonzero
     entry starts with (some `_lead_pairs` prefix of it is not clear), so that
-    `packcli.tokenizer.fast.kernels.nfc_runs` may step over eight bytes at once only where none of them is;
+    `packcli.tokenizer.fast.offsets.nfc_runs` may step over eight bytes at once only where none of them is;
     ASCII and continuation bytes are 0, and so are bytes that never start valid UTF-8."""
     loud = np.zeros(256, dtype=np.uint8)
     for b0 in range(0xC2, 0xF5):

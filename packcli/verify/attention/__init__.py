@@ -46,7 +46,7 @@ from packcli.verify.attention.compare import (
     to_tensors,
 )
 from packcli.verify.attention.model import AttentionBackend, ModelConfig
-from packcli.verify.attention.records import (
+from packcli.verify.attention.results import (
     TOLERANCES,
     AttentionReport,
     BackendResult,

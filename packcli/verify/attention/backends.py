@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from packcli.verify.attention.model import AttentionBackend
-from packcli.verify.attention.records import TOLERANCES
+from packcli.verify.attention.results import TOLERANCES
 
 
 def segment_ids(cu_seqlens: Any, total: int) -> Any:

@@ -14,7 +14,7 @@ import numpy as np
 
 from packcli.contract import IGNORE_INDEX
 from packcli.verify.attention.backends import segment_ids
-from packcli.verify.attention.records import (
+from packcli.verify.attention.results import (
     NeighbourMutation,
     PackArrays,
     PackResult,

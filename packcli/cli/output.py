@@ -386,7 +386,7 @@ SHADES = {
 
 
 
-def render_shown(shown) -> None:  # noqa: ANN001 - packcli.show.Shown
+def render_shown(shown) -> None:  # noqa: ANN001 - packcli.view.Shown
     """`packcli show` on a terminal: each example's tokens in alternating shades, its seam-table row, its pack."""
     from rich.text import Text
 

@@ -5,7 +5,7 @@ what the shading means (a legend drawn with the page's own token boxes), where o
 the next begins (each token is an unbreakable box: a line wraps between tokens, never inside one, so
 one token never reads as two), and the pack's seams (one table, once). A newline inside a token is
 drawn ``↵`` in its box and the line breaks after the box; a token that ends inside a UTF-8 character
-has no text of its own and is drawn ``·`` (`packcli.show`). docs/stats-and-show.md describes the page as a
+has no text of its own and is drawn ``·`` (`packcli.view`). docs/stats-and-show.md describes the page as a
 browser draws it.
 """
 
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from packcli.owned import HTML_GENERATOR
 
 if TYPE_CHECKING:
-    from packcli.show import Example, Shown
+    from packcli.view import Example, Shown
 
 CSS = """body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:72em}
 h1 small,h2 small{font-weight:normal;color:#666}

@@ -1,7 +1,7 @@
 """Every hashed manifest field, seam-table column and shard column is proved by the check that owns it.
 
 The walk reads the manifest of a fresh pack, so a field added to the manifest without an owner in
-`packcli.verify.fields` fails here (and in verify itself). For each field, a consistent edit (the
+`packcli.verify.owners` fails here (and in verify itself). For each field, a consistent edit (the
 field changed alone, the manifest re-sealed) must make verify fail in the owning check, with a
 violation that names the field.
 """
@@ -21,7 +21,7 @@ from packcli.artifact.shards import SCHEMA
 from packcli.contract import IGNORE_INDEX, MANIFEST_NAME, SEAM_TABLE_NAME
 from packcli.errors import ContractError
 from packcli.verify import forge, verify_artifact
-from packcli.verify.fields import MANIFEST_FIELDS, SEAM_COLUMNS, SHARD_COLUMNS, hashed_leaves, owner_of, pattern_of
+from packcli.verify.owners import MANIFEST_FIELDS, SEAM_COLUMNS, SHARD_COLUMNS, hashed_leaves, owner_of, pattern_of
 
 # Edits the generic rule (numbers +1, strings changed, booleans flipped) cannot make false, with why.
 EDITS = {
@@ -69,7 +69,7 @@ def fresh_manifest(packed) -> dict:
 
 def test_every_hashed_field_of_a_fresh_pack_has_an_owner(fresh_manifest):
     unowned = [path for path, _ in hashed_leaves(fresh_manifest) if owner_of(path) is None]
-    assert not unowned, f"hashed fields no check owns (add them to packcli.verify.fields.MANIFEST_FIELDS): {unowned}"
+    assert not unowned, f"hashed fields no check owns (add them to packcli.verify.owners.MANIFEST_FIELDS): {unowned}"
 
 
 def test_every_owner_names_a_field_a_fresh_pack_has(fresh_manifest):

@@ -16,7 +16,6 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-
 from packcli.artifact import manifest as mf
 from packcli.artifact.shards import FlatShard, load_flat, read_parquet, read_shard
 from packcli.contract import IGNORE_INDEX

@@ -4,7 +4,7 @@ The manifest hash only says the manifest was not edited; a forger who re-seals i
 So every hashed field must be recomputed from the artifact and the sources, or checked against them,
 by exactly one check, named here. A field with no owner is a claim nobody tests: ``verify`` reports
 it (an artifact from a newer packcli, or a field added without its check), and
-tests/test_verify_fields.py walks the manifest of a fresh pack, edits each field alone, re-seals, and
+tests/test_verify_owners.py walks the manifest of a fresh pack, edits each field alone, re-seals, and
 demands that the owner fails and names the field. A field verify cannot check (the library versions
 that packed it) belongs in ``unhashed``, not here.
 

@@ -23,7 +23,7 @@ def _flat_spans(spans) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def _check_labels_kernel(examples) -> None:
     """The kernel against `labels_from_spans`, token by token; ``examples``: (tokens, spans) pairs."""
-    from packcli.tokenizer.fast import kernels as fast_kernels
+    from packcli.tokenizer.fast import offsets as fast_kernels
 
     ids = np.arange(sum(len(t) for t, _ in examples), dtype=np.int32) + 7
     bounds = np.concatenate(([0], np.cumsum([len(t) for t, _ in examples]))).astype(np.int64)
@@ -71,7 +71,7 @@ def test_labels_kernel_on_ordered_spans(examples):
 def _fused_pass(vocab, examples, add_special=False, prefix=(), suffix=()):
     """`fast_kernels.offsets_labels` over ``examples`` ((token ids, spans) pairs) with the token table
     ``vocab`` ((bytes, characters, starts mid-character) per id)."""
-    from packcli.tokenizer.fast import kernels as fast_kernels
+    from packcli.tokenizer.fast import offsets as fast_kernels
 
     tokens = fast_kernels.pack_tokens(*(np.array(column, dtype=np.int64) for column in zip(*vocab)))
     raw = np.array([t for ids, _ in examples for t in ids], dtype=np.uint32)
@@ -161,7 +161,7 @@ def test_nfc_runs_kernel_is_the_quick_check_and_each_run_normalizes_alone(texts)
     each run alone, the rest kept, is normalizing the text."""
     import unicodedata
 
-    from packcli.tokenizer.fast import kernels as fast_kernels
+    from packcli.tokenizer.fast import offsets as fast_kernels
     from packcli.tokenizer.fast.backend import (
         _lead_pairs,
         _loud_bytes,

@@ -16,7 +16,7 @@ from importlib import metadata
 
 import numpy as np
 
-from packcli.tokenizer.fast import kernels as fast_kernels
+from packcli.tokenizer.fast import offsets as fast_kernels
 from packcli.tokenizer.fast.backend import FastBackend, TokenTables, _nfc_table
 from packcli.tokenizer.reference import ReferenceBackend
 

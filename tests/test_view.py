@@ -14,7 +14,7 @@ from packcli.cli import app
 from packcli.contract import IGNORE_INDEX
 from packcli.data import iter_packs
 from packcli.errors import InputError, PackcliError
-from packcli.show import show_artifact
+from packcli.view import show_artifact
 
 runner = CliRunner()
 
@@ -106,7 +106,7 @@ def test_the_html_page_names_what_it_shows_draws_a_legend_and_never_splits_a_tok
     import html
     import re
 
-    from packcli.show_page import render_html
+    from packcli.view_page import render_html
 
     shown = show_artifact(packed, pack=0)
     page = render_html(shown)
@@ -135,7 +135,7 @@ def test_the_terminal_keeps_token_boundaries_with_8_or_16_colours(packed):
     from rich.color import ColorSystem
     from rich.style import Style
 
-    from packcli.cli.render import SHADES, token_shades
+    from packcli.cli.output import SHADES, token_shades
 
     def ansi(style, system):  # a fresh Style: rich keeps the codes of the first colour system it rendered with
         parsed = Style.parse(style)
@@ -156,7 +156,7 @@ def test_the_terminal_shows_a_packs_seam_table_once(packed, monkeypatch):
     from rich.console import Console
 
     from packcli.cli import console
-    from packcli.cli.render import render_shown
+    from packcli.cli.output import render_shown
 
     monkeypatch.setattr(console, "out", Console(color_system="standard", force_terminal=True, record=True, width=100))
     render_shown(show_artifact(packed, pack=0))

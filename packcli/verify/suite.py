@@ -5,7 +5,7 @@ Order: the manifest (every hashed field owned, well-typed, the contract's conven
 not hide a broken seam elsewhere) with the per-pack layout of each shard as it is read (one shard in
 memory at a time, `packcli.verify.packs`), contract drift, global bookkeeping, each
 record's copies, reconstruction from the sources, and the plan re-derived from the reconstructed lengths.
-`packcli.verify.fields` says which of them proves each manifest field and column.
+`packcli.verify.owners` says which of them proves each manifest field and column.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from packcli.progress import NO_PROGRESS, Progress
 from packcli.verify.bookkeeping import check_global
 from packcli.verify.copies import check_copies
 from packcli.verify.drift import check_drift
-from packcli.verify.fields import check_manifest
 from packcli.verify.integrity import check_integrity
 from packcli.verify.layout import check_packs
 from packcli.verify.oracle import check_render_oracle, require_oracle
+from packcli.verify.owners import check_manifest
 from packcli.verify.plan import check_plan
 from packcli.verify.reconstruct import check_reconstruction
 from packcli.verify.report import VerifyReport
