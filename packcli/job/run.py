@@ -47,6 +47,7 @@ from packcli.errors import InputError, Interrupted, refusal
 from packcli.ingest import InputFile, Source, check_sources, describe_inputs, expand_inputs
 from packcli.job.fates import apply_overlong, check_losses
 from packcli.job.plan import PlanSettings, lay_out_shards, plan_packs
+from packcli.job.scratch import Scratch
 from packcli.job.select import expand_chunks, expand_copies, mark_duplicates
 from packcli.job.spill import SpillLayout, SpillReader
 from packcli.job.units import ExampleIndex, UnitIndex, UnitJob, UnitSpec, plan_units, run_unit
@@ -178,6 +179,7 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
     share_preparer(job, Preparer(renderer, tokenizer, config.input_format, config.fields, keys=job.keys))
     space.units_key = job.config_hash
     tmp = space.new_artifact_dir()
+    scratch = Scratch(space.new_scratch_dir())
     try:
         with progress.running():
             progress.start("units", "tokenizing", total=len(specs))
@@ -187,7 +189,7 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
             timings["tokenize_wall_s"] = time.perf_counter() - t0
             for key in ("read_render_s", "tokenize_s"):
                 timings[key] = sum(u.seconds.get(key, 0.0) for u in units)
-            records = ExampleIndex.merge(specs, units, len(files))
+            records = ExampleIndex.merge(specs, units, len(files), scratch)
             spilled = [int(u.lengths.sum()) for u in units]
             tokenization, resumed = _tokenization_facts(tokenizer, units, backend_reason), sum(u.resumed for u in units)
             rendering = _rendering_facts(config, engine_choice, units)
@@ -202,20 +204,20 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
             with SpillReader(layout) as spill:  # here: over-long examples; the shards: the engine's tasks
                 t0 = time.perf_counter()
                 settings = PlanSettings.of(config.seam_settings())
-                fates = apply_overlong(records, spill, settings.rule, config.overlong)
+                fates = apply_overlong(records, spill, settings.rule, config.overlong, scratch)
                 check_losses(records, fates, files, config.max_reject_fraction)
                 copies = None if mixture is None else draw_copies(
                     mixture, np.isin(fates.status, IN_PACK_CODES), records.file_index, config.seed)
-                examples = expand_chunks(expand_copies(records, fates, copies, files, mixture))
-                plan = plan_packs(examples.fates, settings)
+                examples = expand_chunks(expand_copies(records, fates, copies, files, mixture, scratch))
+                plan = plan_packs(examples.fates, settings, scratch)
                 timings["pack_s"] = time.perf_counter() - t0
                 t0 = time.perf_counter()
                 shards = lay_out_shards(plan, examples.fates, examples.index, settings.rule.masks(examples.chunk),
-                                        config.packs_per_shard, str(tmp))
+                                        config.packs_per_shard, str(tmp), scratch)
                 progress.start("write", "writing shards", total=len(shards.tasks))
                 results = engine.map(write_shard_task, layout, shards.tasks, lambda task, _: progress.advance("write"))
                 shards.tasks.clear()  # written: their arrays (four numbers a packed example) go before the seam table
-                rejects = write_records(tmp, examples, shards, results, spill, files)
+                rejects = write_records(tmp, examples, shards, results, spill, files, scratch)
                 timings["write_s"] = time.perf_counter() - t0
             manifest = build_manifest(tmp, examples=examples, plan=plan, config=config, files=files,
                                       tokenizer=tokenizer, template=template, shards=[r.info for r in results],
@@ -233,6 +235,7 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
         raise
     finally:
         share_preparer(job, None)
+        space.discard_scratch_dir(scratch.folder)
     return PackSummary(out=config.out, manifest=manifest, stage_seconds=timings, units=len(specs),
                        resumed_units=resumed, lost=lost)
 

@@ -41,6 +41,7 @@ from packcli.contract import (
 from packcli.ingest import InputFile
 from packcli.job.pause import pause_at
 from packcli.job.plan import ShardLayout, ShardTask, plan_metrics
+from packcli.job.scratch import IN_MEMORY, Scratch
 from packcli.job.select import Examples
 from packcli.job.spill import SpillLayout, SpillReader
 
@@ -94,7 +95,7 @@ OVERLONG_FATES = (PACKED, TRUNCATED, DROPPED, SPLIT)  # the examples whose lost 
 
 
 def write_records(directory: Path, examples: Examples, layout: ShardLayout, results: Sequence[ShardResult],
-                  spill: SpillReader, files: Sequence[InputFile]) -> int:
+                  spill: SpillReader, files: Sequence[InputFile], scratch: Scratch = IN_MEMORY) -> int:
     """Write the seam table and rejects.jsonl; return the number of rejects.
 
     The token hash of a packed example or chunk comes from its shard task; a dropped, duplicate or
@@ -105,7 +106,7 @@ def write_records(directory: Path, examples: Examples, layout: ShardLayout, resu
     n = len(index.ids)
     # Columns as numpy arrays and codes into short lists of names, never a Python object per example: the
     # driver holds every example's row at once here (docs/benchmarks-pipeline.md, memory).
-    thash = np.zeros(n, dtype=HASH_DTYPE)  # b"": a rejected example has no tokens, so no hash
+    thash = scratch.zeros(n, HASH_DTYPE)  # b"": a rejected example has no tokens, so no hash
     for rows, result in zip(layout.task_rows, results):
         thash[rows] = result.token_hashes
     full_len = np.asarray(index.length, dtype=np.int64)
@@ -113,13 +114,13 @@ def write_records(directory: Path, examples: Examples, layout: ShardLayout, resu
         thash[i] = token_hash(spill.read(index.spill_offset[i], examples.span[i])[0])
     names = [f.name for f in files]  # location-free: the manifest's ``inputs[i].name``
     placement = layout.placement
-    shards = np.asarray(placement.shard, dtype=np.int64)
+    shards = placement.shard  # int32: Codes' own type, so neither it nor the code below copies the column
     write_seam_table(directory / SEAM_TABLE_NAME, {
         "example_id": index.ids, "input": index.file_index, "source": Codes(index.file_index, names),
         "line": index.line, "copy": examples.copy, "chunk": examples.chunk, "chunk_start": examples.chunk_start,
-        "status": Codes(fates.status, STATUSES), "reason": fates.reasons,
-        "shard": Codes(np.maximum(shards, 0), [shard_name(k) for k in range(int(shards.max(initial=-1)) + 1)],
-                       null=shards < 0),
+        "status": Codes(scratch.put(fates.status, np.int32), STATUSES), "reason": fates.reasons,
+        "shard": Codes(scratch.keep(np.maximum(shards, 0, dtype=np.int32)),
+                       [shard_name(k) for k in range(int(shards.max(initial=-1)) + 1)], null=shards < 0),
         "row": placement.row, "offset": placement.offset, "length": fates.used_len, "original_length": full_len,
         "supervised": fates.used_sup, "supervised_lost": fates.lost, "token_hash": FixedWidth(thash),
         "format": EmptyAsNull(index.format),

@@ -1,0 +1,77 @@
+"""Per-example columns the driver holds for the whole plan-and-write stage, kept in files, not in anonymous memory.
+
+``pack`` needs every example's facts at once (the global plan), so the driver holds a few dozen numbers an
+example from the merge of the units' indexes to the last row of the seam table. As anonymous memory they
+grow the driver's resident memory with the corpus (about 250 bytes an example: docs/benchmarks-pipeline.md,
+memory). `Scratch` puts each such column in a file of its own under a folder packcli owns in the run's work
+folder (`packcli.owned`), mapped shared: the kernel writes the pages back and can drop them whenever memory
+is short, so they are page cache, not a memory wall. The arrays are plain numpy arrays over the mapping
+(``np.frombuffer``), so every computation, and every byte of the artifact, is what it would be in memory.
+
+Without a folder (``Scratch(None)``: ``verify``, tests) the columns are ordinary arrays.
+"""
+
+from __future__ import annotations
+
+import mmap
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+
+class Scratch:
+    """Allocates columns of a run: file-backed under ``folder``, or in memory when ``folder`` is None.
+
+    The folder is the caller's (made with `packcli.owned.make_folder`, removed with the run's work folder);
+    a file stays mapped while any array over it lives, and removing the folder under a live mapping is safe
+    on POSIX (the pages go when the last array does).
+    """
+
+    def __init__(self, folder: Path | None) -> None:
+        self.folder = folder
+        self._made = 0
+
+    def empty(self, n: int, dtype: npt.DTypeLike) -> np.ndarray:
+        """An uninitialised column of ``n`` values."""
+        mapped = self._mapped(n, np.dtype(dtype))
+        return np.empty(n, dtype) if mapped is None else mapped
+
+    def zeros(self, n: int, dtype: npt.DTypeLike) -> np.ndarray:
+        mapped = self._mapped(n, np.dtype(dtype))  # a new file reads as zeros
+        return np.zeros(n, dtype) if mapped is None else mapped
+
+    def _mapped(self, n: int, kind: np.dtype) -> np.ndarray | None:
+        size = n * kind.itemsize
+        if self.folder is None or size < mmap.PAGESIZE:  # a page or less: not worth a file
+            return None
+        path = self.folder / f"column-{self._made:04d}"
+        self._made += 1
+        with open(path, "xb+") as handle:
+            handle.truncate(size)
+            mapping = mmap.mmap(handle.fileno(), size)
+        return np.frombuffer(mapping, kind, n)
+
+    def put(self, values: npt.ArrayLike, dtype: npt.DTypeLike | None = None) -> np.ndarray:
+        """A new column holding a copy of ``values`` (cast to ``dtype``); ``values`` stays as it is."""
+        values = np.asarray(values)
+        mapped = self._mapped(len(values), np.dtype(values.dtype if dtype is None else dtype))
+        if mapped is None:
+            return np.array(values, dtype=dtype)
+        mapped[...] = values
+        return mapped
+
+    def keep(self, values: np.ndarray) -> np.ndarray:
+        """A column holding ``values``, an array the caller hands over (a fresh result no one else holds):
+        itself in memory, a file-backed copy otherwise (``values`` is then let go by the caller)."""
+        return values if self.folder is None else self.put(values)
+
+    def concatenate(self, parts: list[np.ndarray], dtype: npt.DTypeLike) -> np.ndarray:
+        """``np.concatenate(parts)`` written straight into a column (no in-memory copy of the whole)."""
+        out = self.empty(sum(len(p) for p in parts), dtype)
+        if len(out):
+            np.concatenate(parts, out=out, dtype=None, casting="same_kind")
+        return out
+
+
+IN_MEMORY = Scratch(None)
