@@ -37,6 +37,7 @@ import numpy as np
 
 from packcli.artifact import manifest as mf
 from packcli.artifact.card import write_card
+from packcli.artifact.shards import ShardInfo
 from packcli.chat import ChatTemplate, Renderer, resolve_template
 from packcli.choices import BackendChoice, Dedupe
 from packcli.config import OnError, PackConfig
@@ -46,13 +47,14 @@ from packcli.engine.local import LocalEngine
 from packcli.errors import InputError, Interrupted, refusal
 from packcli.ingest import InputFile, Source, check_sources, describe_inputs, expand_inputs
 from packcli.job.fates import apply_overlong, check_losses
-from packcli.job.plan import PlanSettings, lay_out_shards, plan_packs
+from packcli.job.plan import PlanSettings, ShardTask, lay_out_shards, plan_packs
 from packcli.job.scratch import Scratch
 from packcli.job.select import expand_chunks, expand_copies, mark_duplicates
 from packcli.job.spill import SpillLayout, SpillReader
 from packcli.job.units import ExampleIndex, UnitIndex, UnitJob, UnitSpec, plan_units, run_unit
 from packcli.job.workspace import Workspace
-from packcli.job.write import build_manifest, losses_by_fate, provenance, write_records, write_shard_task
+from packcli.job.write import (HASH_DTYPE, ShardResult, build_manifest, losses_by_fate, provenance, write_records,
+                               write_shard_task)
 from packcli.mix import Mixture, draw_copies, resolve_mix
 from packcli.prepare import Preparer, share_preparer
 from packcli.progress import NO_PROGRESS, Progress
@@ -215,12 +217,19 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
                 shards = lay_out_shards(plan, examples.fates, examples.index, settings.rule.masks(examples.chunk),
                                         config.packs_per_shard, str(tmp), scratch)
                 progress.start("write", "writing shards", total=len(shards.tasks))
-                results = engine.map(write_shard_task, layout, shards.tasks, lambda task, _: progress.advance("write"))
+                thash = scratch.zeros(len(examples.index.ids), HASH_DTYPE)
+                infos: list[ShardInfo | None] = [None] * len(shards.tasks)
+
+                def written(task: ShardTask, result: ShardResult) -> None:  # each shard's hashes go to the column
+                    thash[shards.task_rows[task.index]], infos[task.index] = result.token_hashes, result.info
+                    progress.advance("write")
+
+                engine.map(write_shard_task, layout, shards.tasks, written, keep=False)
                 shards.tasks.clear()  # written: their arrays (four numbers a packed example) go before the seam table
-                rejects = write_records(tmp, examples, shards, results, spill, files, scratch)
+                rejects = write_records(tmp, examples, shards, thash, spill, files, scratch)
                 timings["write_s"] = time.perf_counter() - t0
             manifest = build_manifest(tmp, examples=examples, plan=plan, config=config, files=files,
-                                      tokenizer=tokenizer, template=template, shards=[r.info for r in results],
+                                      tokenizer=tokenizer, template=template, shards=infos,
                                       rejects=rejects, mixture=mixture)
             lost = losses_by_fate(fates.status, records.length, fates.used_len, fates.lost)
             manifest["dataset_card"] = write_card(tmp, manifest)  # pinned, so verify covers the card too

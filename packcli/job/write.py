@@ -94,21 +94,18 @@ def mask_chunk_starts(labels: npt.NDArray[np.int32], lengths: npt.NDArray[np.int
 OVERLONG_FATES = (PACKED, TRUNCATED, DROPPED, SPLIT)  # the examples whose lost tokens the over-long policy decides
 
 
-def write_records(directory: Path, examples: Examples, layout: ShardLayout, results: Sequence[ShardResult],
+def write_records(directory: Path, examples: Examples, layout: ShardLayout, thash: npt.NDArray[np.bytes_],
                   spill: SpillReader, files: Sequence[InputFile], scratch: Scratch = IN_MEMORY) -> int:
     """Write the seam table and rejects.jsonl; return the number of rejects.
 
-    The token hash of a packed example or chunk comes from its shard task; a dropped, duplicate or
-    unsampled one's (or a dropped chunk's) is read from the spill, so every tokenized example can still
-    be matched to its record.
+    ``thash``: per row, the token hash of a packed example or chunk, put there from its shard task's
+    `ShardResult` as each shard is written (b"" elsewhere); a dropped, duplicate or unsampled one's (or a
+    dropped chunk's) is read from the spill here, so every tokenized example can still be matched to its
+    record (a rejected one has no tokens, so no hash).
     """
     index, fates = examples.index, examples.fates
-    n = len(index.ids)
     # Columns as numpy arrays and codes into short lists of names, never a Python object per example: the
     # driver holds every example's row at once here (docs/benchmarks-pipeline.md, memory).
-    thash = scratch.zeros(n, HASH_DTYPE)  # b"": a rejected example has no tokens, so no hash
-    for rows, result in zip(layout.task_rows, results):
-        thash[rows] = result.token_hashes
     full_len = np.asarray(index.length, dtype=np.int64)
     for i in np.flatnonzero(np.isin(fates.status, (DROPPED, DUPLICATE, UNSAMPLED))).tolist():
         thash[i] = token_hash(spill.read(index.spill_offset[i], examples.span[i])[0])
