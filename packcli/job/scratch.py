@@ -9,6 +9,9 @@ is short, so they are page cache, not a memory wall. The arrays are plain numpy 
 (``np.frombuffer``), so every computation, and every byte of the artifact, is what it would be in memory.
 
 Without a folder (``Scratch(None)``: ``verify``, tests) the columns are ordinary arrays.
+
+Each mapped column holds a file descriptor while it lives (Python's mmap keeps a duplicate), so columns are
+whole-run columns, a few dozen at most, never one per unit or shard (a shard task's arrays are views).
 """
 
 from __future__ import annotations
