@@ -14,7 +14,7 @@ import packcli.job.run as pipeline
 from packcli.config import PackConfig
 from packcli.errors import BudgetError
 from packcli.job.run import pack_corpus
-from packcli.job.scratch import IN_MEMORY, Scratch
+from packcli.job.scratch import IN_MEMORY, Scratch, TextColumn, copy_texts, take_texts
 from packcli.job.workspace import side_paths
 
 
@@ -83,3 +83,20 @@ def test_a_failed_run_leaves_no_columns(tmp_path: Path) -> None:
     _, work = side_paths(out)
     left = [p for p in work.iterdir() if p.is_dir()] if work.exists() else []
     assert left == [], left  # units stay for a resume; the columns' folder does not
+
+
+def test_a_text_column_reads_and_writes_as_the_list_it_replaces(tmp_path: Path) -> None:
+    parts = [["", "", "no known field", ""], [], ["", "a", "", "é"]]
+    as_list = [text for part in parts for text in part]
+    column = TextColumn.of(parts, Scratch(tmp_path))
+    assert len(column) == len(as_list) and column[0:len(as_list)] == as_list
+    assert [column[i] for i in range(len(as_list))] == as_list and column.names == ["", "no known field", "a", "é"]
+    rows = np.array([7, 2, 2, 0], np.int64)
+    taken, copied = column.take(rows), column.copy()
+    for i, text in ((0, "new"), (3, "a"), (5, "")):  # a new text, a known one, the empty one
+        column[i], as_list[i] = text, text
+    assert column[0:len(as_list)] == as_list
+    assert taken[0:4] == ["é", "no known field", "no known field", ""]  # taken before the writes: unchanged
+    assert copied[0:3] == ["", "", "no known field"]
+    assert take_texts(as_list, rows) == [as_list[i] for i in rows] and copy_texts(as_list) == as_list
+    assert TextColumn.of([])[0:0] == []

@@ -22,7 +22,7 @@ from packcli.contract import DROPPED, IN_PACK_CODES, PACKED, REJECTED, SPLIT, TR
 from packcli.errors import BudgetError
 from packcli.ingest import InputFile
 from packcli.job.chunks import Cut, SplitRule, cut_example
-from packcli.job.scratch import IN_MEMORY, Scratch
+from packcli.job.scratch import IN_MEMORY, Scratch, TextColumn, copy_texts, take_texts
 from packcli.job.spill import SpillReader
 from packcli.job.units import ExampleIndex
 
@@ -38,7 +38,7 @@ class Fates:
     used_len: npt.NDArray[np.int64]
     used_sup: npt.NDArray[np.int64]
     lost: npt.NDArray[np.int64]
-    reasons: list[str]
+    reasons: list[str] | TextColumn  # a column of codes in pack's driver, a list in verify
     cuts: dict[int, Cut] = field(default_factory=dict)
 
     @property
@@ -48,13 +48,12 @@ class Fates:
 
     def take(self, rows: npt.NDArray[np.int64]) -> Fates:
         """These fates at ``rows`` (copies of the per-row arrays; ``cuts`` stay keyed by the original indices)."""
-        reasons = self.reasons
-        picked = [reasons[i] for start in range(0, len(rows), 1 << 16)  # not a list of every row's index
-                  for i in rows[start:start + (1 << 16)].tolist()]
-        return Fates(self.status[rows], self.used_len[rows], self.used_sup[rows], self.lost[rows], picked, self.cuts)
+        return Fates(self.status[rows], self.used_len[rows], self.used_sup[rows], self.lost[rows],
+                     take_texts(self.reasons, rows), self.cuts)
 
 
-def decide_fates(status: npt.ArrayLike, length: npt.ArrayLike, supervised: npt.ArrayLike, reasons: list[str],
+def decide_fates(status: npt.ArrayLike, length: npt.ArrayLike, supervised: npt.ArrayLike,
+                 reasons: list[str] | TextColumn,
                  rule: SplitRule, overlong: Overlong, cut: Callable[[int], Cut], scratch: Scratch = IN_MEMORY) -> Fates:
     """Drop, truncate or split examples longer than ``rule.capacity``. A truncation that would keep no
     supervised token drops the example instead (training on it would teach nothing), and so does a split
@@ -76,7 +75,7 @@ def decide_fates(status: npt.ArrayLike, length: npt.ArrayLike, supervised: npt.A
     used_len, used_sup = scratch.zeros(len(status), np.int64), scratch.zeros(len(status), np.int64)
     np.copyto(used_len, full_len, where=packed)
     np.copyto(used_sup, full_sup, where=packed)
-    fates = Fates(status, used_len, used_sup, scratch.zeros(len(status), np.int64), list(reasons))
+    fates = Fates(status, used_len, used_sup, scratch.zeros(len(status), np.int64), copy_texts(reasons))
     for i in np.flatnonzero(packed & (full_len > capacity)).tolist():
         reason = f"{full_len[i]} tokens > capacity {capacity}"
         if overlong is Overlong.truncate:

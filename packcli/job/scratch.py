@@ -78,3 +78,57 @@ class Scratch:
 
 
 IN_MEMORY = Scratch(None)
+
+
+class TextColumn:
+    """Per-example strings, most of them alike (an accepted record's reason is "", its format one of a few):
+    a code a row (int32, a `Scratch` column) into the distinct strings, 4 bytes a row where a list holds an
+    8-byte pointer. Reads and writes like the list it replaces (``column[i]``, ``column[a:b]`` a list), so
+    every message and the seam table are the same."""
+
+    def __init__(self, codes: npt.NDArray[np.int32], names: list[str], index: dict[str, int]) -> None:
+        self.codes, self.names, self._index = codes, names, index  # names and index may be shared (appended only)
+
+    @classmethod
+    def of(cls, parts: list[list[str]], scratch: Scratch = IN_MEMORY) -> TextColumn:
+        """The column of ``parts`` end to end (e.g. each unit's list)."""
+        index: dict[str, int] = {}
+        codes = scratch.concatenate([np.fromiter((index.setdefault(text, len(index)) for text in part), np.int32,
+                                                 len(part)) for part in parts], np.int32) if parts else \
+            np.zeros(0, np.int32)
+        return cls(codes, list(index), index)
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def __getitem__(self, at: int | slice) -> str | list[str]:
+        if isinstance(at, slice):
+            names = self.names
+            return [names[c] for c in self.codes[at].tolist()]
+        return self.names[self.codes[at]]
+
+    def __setitem__(self, at: int, text: str) -> None:
+        code = self._index.get(text)
+        if code is None:
+            code = self._index[text] = len(self.names)
+            self.names.append(text)
+        self.codes[at] = code
+
+    def take(self, rows: npt.NDArray[np.int64]) -> TextColumn:
+        """The strings at ``rows`` (a row may repeat), a column of their own."""
+        return TextColumn(self.codes[rows], self.names, self._index)
+
+    def copy(self) -> TextColumn:
+        return TextColumn(self.codes.copy(), self.names, self._index)
+
+
+def take_texts(texts: list[str] | TextColumn, rows: npt.NDArray[np.int64]) -> list[str] | TextColumn:
+    """``texts`` at ``rows``: a `TextColumn` stays one, a list stays a list."""
+    if isinstance(texts, TextColumn):
+        return texts.take(rows)
+    return [texts[i] for start in range(0, len(rows), 1 << 16)  # not a list of every row's index
+            for i in rows[start:start + (1 << 16)].tolist()]
+
+
+def copy_texts(texts: list[str] | TextColumn) -> list[str] | TextColumn:
+    return texts.copy() if isinstance(texts, TextColumn) else list(texts)

@@ -25,7 +25,7 @@ import numpy.typing as npt
 from packcli.contract import DUPLICATE, IN_PACK_CODES, UNSAMPLED, example_id
 from packcli.ingest import InputFile
 from packcli.job.fates import Fates, split_rows
-from packcli.job.scratch import IN_MEMORY, Scratch
+from packcli.job.scratch import IN_MEMORY, Scratch, take_texts
 from packcli.job.units import NO_KEY, ExampleIndex, occurrences
 from packcli.mix import Mixture, describe
 
@@ -131,5 +131,5 @@ def _index_rows(index: ExampleIndex, rows: npt.NDArray[np.int64], ids: npt.NDArr
     """``index`` at ``rows`` (a row may repeat), with these ids and fates' statuses and reasons."""
     return replace(index, ids=ids, file_index=index.file_index[rows], line=index.line[rows], status=fates.status,
                    reason=fates.reasons, spill_offset=index.spill_offset[rows], length=index.length[rows],
-                   supervised=index.supervised[rows], format=[index.format[r] for r in rows.tolist()],
+                   supervised=index.supervised[rows], format=take_texts(index.format, rows),
                    keys=None if index.keys is None else index.keys[rows])

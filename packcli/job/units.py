@@ -31,7 +31,7 @@ from packcli.contract import PACKED, REJECTED, example_id
 from packcli.errors import PackcliError, RecordError
 from packcli.ingest import InputFile, SourceKind, Span, read_span, reader
 from packcli.job.pause import pause_at
-from packcli.job.scratch import IN_MEMORY, Scratch
+from packcli.job.scratch import IN_MEMORY, Scratch, TextColumn
 from packcli.job.spill import spill_paths
 from packcli.prepare import InputWarnings, Preparer, preparer_for
 from packcli.tokenizer.ends import text_ends
@@ -100,12 +100,12 @@ class ExampleIndex:
     file_index: np.ndarray
     line: np.ndarray
     status: np.ndarray
-    reason: list[str]
+    reason: TextColumn
     spill_offset: np.ndarray
     length: np.ndarray
     supervised: np.ndarray
     records_per_file: list[int]
-    format: list[str]
+    format: TextColumn
     warnings: InputWarnings
     keys: np.ndarray | None = None
 
@@ -118,8 +118,8 @@ class ExampleIndex:
         if not units:
             empty = np.zeros(0, np.int64)
             return cls(ids=empty, file_index=np.zeros(0, np.int32), line=empty, status=np.zeros(0, np.int8),
-                       reason=[], spill_offset=empty, length=empty, supervised=empty,
-                       records_per_file=[0] * num_files, format=[], warnings=InputWarnings())
+                       reason=TextColumn.of([]), spill_offset=empty, length=empty, supervised=empty,
+                       records_per_file=[0] * num_files, format=TextColumn.of([]), warnings=InputWarnings())
         lengths = scratch.concatenate([u.lengths for u in units], np.int64)
         status = scratch.concatenate([u.status for u in units], np.int8)
         offsets = scratch.empty(len(lengths), np.int64)
@@ -138,10 +138,10 @@ class ExampleIndex:
         return cls(
             ids=scratch.concatenate([u.example_ids for u in units], np.int64), file_index=file_index,
             line=scratch.concatenate([u.lines for u in units], np.int64), status=status,
-            reason=[r for u in units for r in u.reasons], spill_offset=offsets, length=lengths,
+            reason=TextColumn.of([u.reasons for u in units], scratch), spill_offset=offsets, length=lengths,
             supervised=scratch.concatenate([u.supervised for u in units], np.int64),
             records_per_file=np.bincount(file_index, minlength=num_files).tolist(),
-            format=[f for u in units for f in u.formats], warnings=warnings, keys=keys,
+            format=TextColumn.of([u.formats for u in units], scratch), warnings=warnings, keys=keys,
         )
 
 
