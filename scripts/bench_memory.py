@@ -5,7 +5,9 @@ the first lines of the largest), packed with the fixture tokenizer, ChatML, capa
 backend and workers; then `verify` (default: with reconstruction; ``--no-reconstruct`` measures the
 bookkeeping alone), `verify --no-reconstruct` (the driver's own checks, the part that does not spread
 over workers), `stats OUT`, and `packcli.data.PackDataset` iterating every pack. Each command runs in a fresh process sampled every 0.2 s from
-/proc/PID/status: VmHWM is the exact peak; the sample of the highest VmRSS says when it was reached.
+/proc/PID/status: VmHWM is the exact peak; the sample of the highest VmRSS says when it was reached; the
+highest RssAnon sample is the anonymous part (VmHWM also counts the pages of mapped files, such as
+`pack`'s file-backed columns, `packcli.job.scratch`, which the kernel writes back and drops under pressure).
 
 Per-example bytes are the slope of the peak between the two largest sizes (0 where it did not grow),
 the fixed base the intercept: measure sizes past the point where a fixed part (one shard read or
@@ -39,18 +41,21 @@ NODES = (1, 16, 64)
 
 
 def watch(cmd: list[str]) -> dict:
-    """Run ``cmd`` and sample its memory; its peak (VmHWM), when the highest sample came, wall, stdout."""
+    """Run ``cmd`` and sample its memory; its peak (VmHWM), when the highest sample came, the highest sample
+    of its anonymous memory (RssAnon: what the kernel cannot drop; VmHWM also counts mapped files' pages,
+    e.g. `pack`'s file-backed columns, which it can), wall, stdout."""
     t0 = time.time()
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:  # pipes could fill
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, cwd=ROOT)
-        hwm, top, top_at = 0.0, 0.0, 0.0
+        hwm, top, top_at, anon = 0.0, 0.0, 0.0, 0.0
         while proc.poll() is None:
             try:
-                values = proc_status_mib(proc.pid, ("VmRSS", "VmHWM"))
+                values = proc_status_mib(proc.pid, ("VmRSS", "VmHWM", "RssAnon"))
             except FileNotFoundError:
                 break
             if values:
                 hwm = max(hwm, values.get("VmHWM", 0.0))
+                anon = max(anon, values.get("RssAnon", 0.0))
                 if values.get("VmRSS", 0.0) > top:
                     top, top_at = values["VmRSS"], time.time() - t0
             time.sleep(0.2)
@@ -60,7 +65,7 @@ def watch(cmd: list[str]) -> dict:
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}: {stderr[-2000:]}")
     return {"cmd": cmd, "wall_s": round(wall, 1), "peak_mib": round(max(hwm, top), 1),
-            "peak_at": round(top_at / wall, 2) if wall else 0.0, "stdout": stdout}
+            "peak_at": round(top_at / wall, 2) if wall else 0.0, "anon_peak_mib": round(anon, 1), "stdout": stdout}
 
 
 def corpus(n: int, largest: int, folder: Path) -> Path:
@@ -116,14 +121,14 @@ def iterate(artifact: Path) -> dict:
     return run
 
 
-def slopes(rows: list[dict], key: str) -> tuple[float, float] | None:
-    """(bytes an example, base MiB) between the two largest sizes."""
+def slopes(rows: list[dict], key: str, peak: str = "peak_mib") -> tuple[float, float] | None:
+    """(bytes an example, base MiB) of ``peak`` between the two largest sizes."""
     if len(rows) < 2 or key not in rows[-1] or key not in rows[-2]:
         return None
     a, b = rows[-2], rows[-1]
-    per = (b[key]["peak_mib"] - a[key]["peak_mib"]) * 2**20 / (b["conversations"] - a["conversations"])
+    per = (b[key][peak] - a[key][peak]) * 2**20 / (b["conversations"] - a["conversations"])
     per = max(per, 0.0)  # a peak that did not grow (sampling noise can make it shrink) is flat, not negative
-    return per, b[key]["peak_mib"] - per * b["conversations"] / 2**20
+    return per, b[key][peak] - per * b["conversations"] / 2**20
 
 
 def loader_only(artifacts: list[str]) -> int:
@@ -151,7 +156,8 @@ def main() -> int:
     rows = []
     for n in sizes:
         rows.append(measure(n, sizes[-1], folder, not args.no_reconstruct))
-        print(json.dumps({k: (v if not isinstance(v, dict) else {x: v[x] for x in ("wall_s", "peak_mib", "peak_at")})
+        print(json.dumps({k: (v if not isinstance(v, dict) else {x: v[x] for x in ("wall_s", "peak_mib", "peak_at",
+                                                                                   "anon_peak_mib")})
                           for k, v in rows[-1].items()}), flush=True)
     commands = [k for k in ("pack", "verify", "verify_bookkeeping", "stats", "loader") if k in rows[-1]]
     projection = {}
@@ -163,7 +169,9 @@ def main() -> int:
         last = rows[-1]
         per_s = last[key]["wall_s"] / last["conversations"]
         driver_s = last[key].get("driver_s", last[key]["wall_s"]) / last["conversations"]
+        anon = slopes(rows, key, "anon_peak_mib")
         projection[key] = {"bytes_per_example": round(per, 1), "base_mib": round(base, 1),
+                           "anon_bytes_per_example": None if anon is None else round(anon[0], 1),
                            **{f"{n // 1_000_000}M": {"peak_gib": round((base * 2**20 + per * n) / 2**30, 1),
                                                      **{f"wall_h_{k}_nodes": round(n * ((per_s - driver_s) / k + driver_s)
                                                                                    / 3600, 1) for k in NODES}}
@@ -171,19 +179,21 @@ def main() -> int:
     write_json(args.out, {"environment": environment, "rows": rows, "projection": projection,
                           "load": load_summary(environment["loadavg_start"])})
     print(load_summary(environment["loadavg_start"]))
-    print("\n| conversations | command | wall s | peak RSS MiB | peak reached at (share of wall) |")
-    print("|---:|---|---:|---:|---:|")
+    print("\n| conversations | command | wall s | peak RSS MiB | peak reached at (share of wall) | anonymous peak MiB |")
+    print("|---:|---|---:|---:|---:|---:|")
     for row in rows:
         for key in commands:
             m = row[key]
-            print(f"| {row['conversations']:,} | {key} | {m['wall_s']} | {m['peak_mib']:,.0f} | {m['peak_at']:.0%} |")
-    print("\n| command | bytes an example | base MiB | 100M: peak GiB | wall h 1 / 16 / 64 nodes | 1B: peak GiB | "
-          "wall h 1 / 16 / 64 nodes |")
-    print("|---|---:|---:|---:|---|---:|---|")
+            print(f"| {row['conversations']:,} | {key} | {m['wall_s']} | {m['peak_mib']:,.0f} | {m['peak_at']:.0%} | "
+                  f"{m['anon_peak_mib']:,.0f} |")
+    print("\n| command | bytes an example | anonymous bytes an example | base MiB | 100M: peak GiB | "
+          "wall h 1 / 16 / 64 nodes | 1B: peak GiB | wall h 1 / 16 / 64 nodes |")
+    print("|---|---:|---:|---:|---:|---|---:|---|")
     for key, p in projection.items():
         cells = [f"{p[m]['peak_gib']} | {' / '.join(str(p[m][f'wall_h_{k}_nodes']) for k in NODES)}"
                  for m in ("100M", "1000M")]
-        print(f"| {key} | {p['bytes_per_example']:,.0f} | {p['base_mib']:,.0f} | {' | '.join(cells)} |")
+        print(f"| {key} | {p['bytes_per_example']:,.0f} | {p['anon_bytes_per_example']:,.0f} | {p['base_mib']:,.0f} | "
+              f"{' | '.join(cells)} |")
     return 0
 
 

@@ -102,6 +102,9 @@ def write_seam_table(path: Path, columns: dict[str, object]) -> None:
             group = slice(start, start + ROW_GROUP)
             writer.write_table(pa.table({f.name: _array(columns[f.name], group, f.type) for f in SEAM_TABLE_SCHEMA},
                                         schema=SEAM_TABLE_SCHEMA))
+            # Arrow's allocator keeps a written group's pages for reuse, and its reuse is not exact: hand them
+            # back, or the driver's peak grows with the row groups (docs/benchmarks-pipeline.md, memory)
+            pa.default_memory_pool().release_unused()
 
 
 def reject_row(index: int, source: str, line: int, reason: str) -> dict[str, object]:

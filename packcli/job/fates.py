@@ -22,6 +22,7 @@ from packcli.contract import DROPPED, IN_PACK_CODES, PACKED, REJECTED, SPLIT, TR
 from packcli.errors import BudgetError
 from packcli.ingest import InputFile
 from packcli.job.chunks import Cut, SplitRule, cut_example
+from packcli.job.scratch import IN_MEMORY, Scratch, TextColumn, copy_texts, take_texts
 from packcli.job.spill import SpillReader
 from packcli.job.units import ExampleIndex
 
@@ -37,7 +38,7 @@ class Fates:
     used_len: npt.NDArray[np.int64]
     used_sup: npt.NDArray[np.int64]
     lost: npt.NDArray[np.int64]
-    reasons: list[str]
+    reasons: list[str] | TextColumn  # a column of codes in pack's driver, a list in verify
     cuts: dict[int, Cut] = field(default_factory=dict)
 
     @property
@@ -47,14 +48,13 @@ class Fates:
 
     def take(self, rows: npt.NDArray[np.int64]) -> Fates:
         """These fates at ``rows`` (copies of the per-row arrays; ``cuts`` stay keyed by the original indices)."""
-        reasons = self.reasons
-        picked = [reasons[i] for start in range(0, len(rows), 1 << 16)  # not a list of every row's index
-                  for i in rows[start:start + (1 << 16)].tolist()]
-        return Fates(self.status[rows], self.used_len[rows], self.used_sup[rows], self.lost[rows], picked, self.cuts)
+        return Fates(self.status[rows], self.used_len[rows], self.used_sup[rows], self.lost[rows],
+                     take_texts(self.reasons, rows), self.cuts)
 
 
-def decide_fates(status: npt.ArrayLike, length: npt.ArrayLike, supervised: npt.ArrayLike, reasons: list[str],
-                 rule: SplitRule, overlong: Overlong, cut: Callable[[int], Cut]) -> Fates:
+def decide_fates(status: npt.ArrayLike, length: npt.ArrayLike, supervised: npt.ArrayLike,
+                 reasons: list[str] | TextColumn,
+                 rule: SplitRule, overlong: Overlong, cut: Callable[[int], Cut], scratch: Scratch = IN_MEMORY) -> Fates:
     """Drop, truncate or split examples longer than ``rule.capacity``. A truncation that would keep no
     supervised token drops the example instead (training on it would teach nothing), and so does a split
     whose every chunk is dropped (`packcli.job.chunks.cut_example`).
@@ -65,14 +65,17 @@ def decide_fates(status: npt.ArrayLike, length: npt.ArrayLike, supervised: npt.A
         rule: the capacity, and under ``split`` how chunks are cut (`packcli.job.chunks.pinned_rule`).
         cut: example ``i`` cut under ``rule`` (asked only of over-long examples under ``truncate`` or
             ``split``; truncation keeps its first chunk).
+        scratch: where the fates' columns live (`packcli.job.scratch`).
     """
     capacity = rule.capacity
-    status = np.array(status, dtype=np.int8)  # a copy: the caller's array stays as it was
+    status = scratch.put(status, np.int8)  # a copy: the caller's array stays as it was
     full_len = np.asarray(length, dtype=np.int64)
     full_sup = np.asarray(supervised, np.int64)
     packed = status == PACKED  # a rejected or duplicate record puts nothing into a pack
-    fates = Fates(status, np.where(packed, full_len, 0), np.where(packed, full_sup, 0), np.zeros(len(status), np.int64),
-                  list(reasons))
+    used_len, used_sup = scratch.zeros(len(status), np.int64), scratch.zeros(len(status), np.int64)
+    np.copyto(used_len, full_len, where=packed)
+    np.copyto(used_sup, full_sup, where=packed)
+    fates = Fates(status, used_len, used_sup, scratch.zeros(len(status), np.int64), copy_texts(reasons))
     for i in np.flatnonzero(packed & (full_len > capacity)).tolist():
         reason = f"{full_len[i]} tokens > capacity {capacity}"
         if overlong is Overlong.truncate:
@@ -96,14 +99,15 @@ def decide_fates(status: npt.ArrayLike, length: npt.ArrayLike, supervised: npt.A
     return fates
 
 
-def apply_overlong(index: ExampleIndex, spill: SpillReader, rule: SplitRule, overlong: Overlong) -> Fates:
+def apply_overlong(index: ExampleIndex, spill: SpillReader, rule: SplitRule, overlong: Overlong,
+                   scratch: Scratch = IN_MEMORY) -> Fates:
     """`decide_fates` for the pack job: what truncation and splitting keep is read back from the spills
     (truncation keeps the first chunk: only its ``capacity`` labels are read)."""
     def cut(i: int) -> Cut:
         tokens = rule.capacity if overlong is Overlong.truncate else index.length[i]
         return cut_example(spill.read(index.spill_offset[i], tokens)[1], rule)
 
-    return decide_fates(index.status, index.length, index.supervised, index.reason, rule, overlong, cut)
+    return decide_fates(index.status, index.length, index.supervised, index.reason, rule, overlong, cut, scratch)
 
 
 @dataclass(frozen=True)
@@ -129,10 +133,17 @@ def split_rows(fates: Fates, length: npt.NDArray[np.int64], key: npt.NDArray[np.
         length: per example, its full length.
         key: per example, its key in ``fates.cuts`` (a mixture's copies of a record share their record's
             cut); None: the example's own index.
+
+    With no split example every row is its example: the result's fates are ``fates`` itself (its arrays,
+    not a copy of them: a second copy of every example's fates was ``verify``'s plan-check peak).
     """
     n = len(fates.status)
-    key = np.arange(n, dtype=np.int64) if key is None else np.asarray(key, np.int64)
     split = fates.status == SPLIT
+    if not split.any():
+        return Chunked(Fates(fates.status, fates.used_len, fates.used_sup, fates.lost, fates.reasons),
+                       np.arange(n, dtype=np.int64), np.zeros(n, np.int32), np.zeros(n, np.int64),
+                       np.array(length, np.int64))
+    key = np.arange(n, dtype=np.int64) if key is None else np.asarray(key, np.int64)
     counts = np.ones(n, np.int64)
     counts[split] = [fates.cuts[k].count for k in key[split].tolist()]
     example = np.repeat(np.arange(n, dtype=np.int64), counts)

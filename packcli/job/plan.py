@@ -10,7 +10,7 @@ the lengths it reconstructs (`packcli.verify.plan`): same inputs and config give
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -19,6 +19,7 @@ from packcli.artifact.manifest import PackSettings
 from packcli.contract import shard_name
 from packcli.errors import BudgetError
 from packcli.job.fates import Fates
+from packcli.job.scratch import IN_MEMORY, Scratch
 from packcli.job.units import ExampleIndex
 from packcli.pack import PackPlan, check_budgets, pack_lengths
 
@@ -48,15 +49,18 @@ def plan_examples(fates: Fates, settings: PackSettings) -> PackPlan:
                         shuffle_packs=settings.shuffle_packs)
 
 
-def plan_packs(fates: Fates, settings: PackSettings) -> PackPlan:
+def plan_packs(fates: Fates, settings: PackSettings, scratch: Scratch = IN_MEMORY) -> PackPlan:
     """`plan_examples`, or `BudgetError` if the plan misses a density or displacement budget (nothing
-    is written then)."""
+    is written then). The plan's per-example arrays are ``scratch``'s (`packcli.job.scratch`)."""
     plan = plan_examples(fates, settings)
     problems = check_budgets(plan, min_density=settings.min_density, max_displacement=settings.max_displacement)
     if problems:
         raise BudgetError("budget not met, nothing written: " + "; ".join(problems),
                           "choose the strategy named above, or relax the budget")
-    return plan
+    kept = {name: scratch.keep(getattr(plan, name)) for name in ("lengths", "pack_of", "order")}
+    for array in kept.values():
+        array.setflags(write=False)  # read-only, as `pack_lengths` hands them
+    return replace(plan, **kept)
 
 
 def plan_metrics(plan: PackPlan, fates: Fates) -> dict[str, int | float]:
@@ -79,14 +83,19 @@ class Placement:
     num_shards: int
 
 
-def place_examples(plan: PackPlan, fates: Fates, packs_per_shard: int) -> Placement:
-    """Cut the plan into shards of ``packs_per_shard`` packs and say where each example lands."""
+def place_examples(plan: PackPlan, fates: Fates, packs_per_shard: int, scratch: Scratch = IN_MEMORY) -> Placement:
+    """Cut the plan into shards of ``packs_per_shard`` packs and say where each example lands (the columns
+    are ``scratch``'s: `packcli.job.scratch`)."""
     n = len(fates.status)
-    ordered = fates.packable[plan.order]
+    ordered = scratch.keep(fates.packable[plan.order])
     ex_per_pack = np.diff(plan.pack_offsets).astype(np.int64)
-    pack = np.repeat(np.arange(plan.num_packs, dtype=np.int64), ex_per_pack)
-    starts = np.concatenate([[0], np.cumsum(fates.used_len[ordered])]).astype(np.int64)
-    shard_of, row_col, off_col = (np.full(n, -1, dtype=np.int32) for _ in range(3))
+    pack = scratch.keep(np.repeat(np.arange(plan.num_packs, dtype=np.int64), ex_per_pack))
+    starts = scratch.empty(len(ordered) + 1, np.int64)
+    starts[0] = 0
+    np.cumsum(fates.used_len[ordered], out=starts[1:])
+    shard_of, row_col, off_col = (scratch.empty(n, np.int32) for _ in range(3))
+    for column in (shard_of, row_col, off_col):
+        column.fill(-1)
     shard_of[ordered] = pack // packs_per_shard
     row_col[ordered] = pack % packs_per_shard
     off_col[ordered] = starts[:-1] - np.repeat(starts[plan.pack_offsets[:-1]], ex_per_pack)
@@ -104,18 +113,20 @@ class ShardLayout:
 
 
 def lay_out_shards(plan: PackPlan, fates: Fates, index: ExampleIndex, masked: npt.NDArray[np.int64],
-                   packs_per_shard: int, directory: str) -> ShardLayout:
+                   packs_per_shard: int, directory: str, scratch: Scratch = IN_MEMORY) -> ShardLayout:
     """One shard task per ``packs_per_shard`` packs of the plan (`place_examples`); ``masked``: per row,
-    labels to mask at its start (`packcli.job.chunks.SplitRule.masks`)."""
-    placement = place_examples(plan, fates, packs_per_shard)
+    labels to mask at its start (`packcli.job.chunks.SplitRule.masks`). The tasks' arrays are views of
+    columns in packed order (``scratch``'s): a task pickled for a worker carries its own slice alone."""
+    placement = place_examples(plan, fates, packs_per_shard, scratch)
     ex_per_pack = np.diff(plan.pack_offsets).astype(np.int64)
-    ids = np.asarray(index.ids, dtype=np.int64)
+    ordered = placement.ordered
+    spill_offsets, lengths, ids, masks = (scratch.keep(np.asarray(column[ordered], np.int64)) for column in
+                                          (index.spill_offset, fates.used_len, index.ids, masked))
     tasks, task_rows = [], []
     for k in range(placement.num_shards):
         p0, p1 = k * packs_per_shard, min((k + 1) * packs_per_shard, plan.num_packs)
-        rows = placement.ordered[plan.pack_offsets[p0]:plan.pack_offsets[p1]]
-        tasks.append(ShardTask(k, f"{directory}/{shard_name(k)}", index.spill_offset[rows], fates.used_len[rows],
-                               ex_per_pack[p0:p1], ids[rows], masked[rows]))
-        task_rows.append(rows)
+        rows = slice(plan.pack_offsets[p0], plan.pack_offsets[p1])
+        tasks.append(ShardTask(k, f"{directory}/{shard_name(k)}", spill_offsets[rows], lengths[rows],
+                               ex_per_pack[p0:p1], ids[rows], masks[rows]))
+        task_rows.append(ordered[rows])
     return ShardLayout(tasks, task_rows, placement)
-

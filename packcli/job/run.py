@@ -46,12 +46,14 @@ from packcli.errors import InputError, Interrupted, refusal
 from packcli.ingest import InputFile, Source, check_sources, describe_inputs, expand_inputs
 from packcli.job.chunks import pinned_rule
 from packcli.job.fates import apply_overlong, check_losses
-from packcli.job.plan import lay_out_shards, plan_packs
+from packcli.job.plan import ShardTask, lay_out_shards, plan_packs
+from packcli.job.scratch import Scratch
 from packcli.job.select import expand_chunks, expand_copies, mark_duplicates
 from packcli.job.spill import SpillLayout, SpillReader
 from packcli.job.units import ExampleIndex, UnitIndex, UnitJob, UnitSpec, plan_units, run_unit
 from packcli.job.workspace import Workspace
-from packcli.job.write import build_manifest, losses_by_fate, provenance, write_records, write_shard_task
+from packcli.job.write import (HASH_DTYPE, ShardResult, build_manifest, losses_by_fate, provenance, write_records,
+                               write_shard_task)
 from packcli.mix import Mixture, draw_copies, resolve_mix
 from packcli.prepare import PrepareSpec, TokenizerRef, share_preparer
 from packcli.progress import NO_PROGRESS, Progress
@@ -156,6 +158,7 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
     share_preparer(job, spec.build_preparer("pack", tokenizer))  # the driver is a worker too, its tokenizer loaded
     space.units_key = job.config_hash
     tmp = space.new_artifact_dir()
+    scratch = Scratch(space.new_scratch_dir())
     try:
         with progress.running():
             progress.start("units", "tokenizing", total=len(specs))
@@ -165,7 +168,7 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
             timings["tokenize_wall_s"] = time.perf_counter() - t0
             for key in ("read_render_s", "tokenize_s"):
                 timings[key] = sum(u.seconds.get(key, 0.0) for u in units)
-            records = ExampleIndex.merge(specs, units, len(files))
+            records = ExampleIndex.merge(specs, units, len(files), scratch)
             spilled = [int(u.lengths.sum()) for u in units]
             tokenization, resumed = _tokenization_facts(tokenizer, units), sum(u.resumed for u in units)
             rendering = _rendering_facts(config, engine_choice, units)
@@ -181,24 +184,31 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
                 t0 = time.perf_counter()
                 settings = config.settings(None if mixture is None else mixture.to_manifest())
                 rule = pinned_rule(settings)
-                fates = apply_overlong(records, spill, rule, config.overlong)
+                fates = apply_overlong(records, spill, rule, config.overlong, scratch)
                 check_losses(records, fates, files, config.max_reject_fraction)
                 copies = None if mixture is None else draw_copies(
                     mixture, np.isin(fates.status, IN_PACK_CODES), records.file_index, config.seed)
-                examples = expand_chunks(expand_copies(records, fates, copies, files, mixture))
-                plan = plan_packs(examples.fates, settings)
+                examples = expand_chunks(expand_copies(records, fates, copies, files, mixture, scratch))
+                plan = plan_packs(examples.fates, settings, scratch)
                 timings["pack_s"] = time.perf_counter() - t0
                 t0 = time.perf_counter()
                 shards = lay_out_shards(plan, examples.fates, examples.index, rule.masks(examples.chunk),
-                                        config.packs_per_shard, str(tmp))
+                                        config.packs_per_shard, str(tmp), scratch)
                 progress.start("write", "writing shards", total=len(shards.tasks))
-                results = engine.map(write_shard_task, layout, shards.tasks, lambda task, _: progress.advance("write"))
+                thash = scratch.zeros(len(examples.index.ids), HASH_DTYPE)
+                infos: list[mf.ShardPin | None] = [None] * len(shards.tasks)
+
+                def written(task: ShardTask, result: ShardResult) -> None:  # each shard's hashes go to the column
+                    thash[shards.task_rows[task.index]], infos[task.index] = result.token_hashes, result.info
+                    progress.advance("write")
+
+                engine.map(write_shard_task, layout, shards.tasks, written, keep=False)
                 shards.tasks.clear()  # written: their arrays (four numbers a packed example) go before the seam table
-                rejects = write_records(tmp, examples, shards, results, spill, files)
+                rejects = write_records(tmp, examples, shards, thash, spill, files, scratch)
                 timings["write_s"] = time.perf_counter() - t0
             manifest = build_manifest(tmp, examples=examples, plan=plan, config=config, settings=settings,
                                       files=files, tokenizer=tokenizer, template=template,
-                                      shards=[r.info for r in results], rejects=rejects)
+                                      shards=infos, rejects=rejects)
             lost = losses_by_fate(fates.status, records.length, fates.used_len, fates.lost)
             manifest = replace(manifest, dataset_card=write_card(tmp, manifest))  # pinned: verify covers the card
             manifest = mf.finalize(manifest, {"tokenization": tokenization, "rendering": rendering,
@@ -212,6 +222,7 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
         raise
     finally:
         share_preparer(job, None)
+        space.discard_scratch_dir(scratch.folder)
     return PackSummary(out=config.out, manifest=manifest.to_dict(), stage_seconds=timings, units=len(specs),
                        resumed_units=resumed, lost=lost)
 

@@ -25,6 +25,7 @@ import numpy.typing as npt
 from packcli.contract import DUPLICATE, IN_PACK_CODES, UNSAMPLED, example_id
 from packcli.ingest import InputFile
 from packcli.job.fates import Fates, split_rows
+from packcli.job.scratch import IN_MEMORY, Scratch, take_texts
 from packcli.job.units import NO_KEY, ExampleIndex, occurrences
 from packcli.mix import Mixture, describe
 
@@ -75,22 +76,25 @@ class Examples:
 
     @classmethod
     def whole(cls, index: ExampleIndex, fates: Fates, record: npt.NDArray[np.int64],
-              copy: npt.NDArray[np.int32]) -> Examples:
+              copy: npt.NDArray[np.int32], scratch: Scratch = IN_MEMORY) -> Examples:
         """Rows that are whole examples (no chunks yet)."""
         n = len(record)
-        return cls(index, fates, record, copy, np.zeros(n, np.int32), np.zeros(n, np.int64),
-                   np.asarray(index.length, np.int64).copy())
+        return cls(index, fates, record, copy, scratch.zeros(n, np.int32), scratch.zeros(n, np.int64),
+                   scratch.put(index.length, np.int64))
 
 
 def expand_copies(index: ExampleIndex, fates: Fates, copies: npt.NDArray[np.int64] | None, files: Sequence[InputFile],
-                  mixture: Mixture | None) -> Examples:
+                  mixture: Mixture | None, scratch: Scratch = IN_MEMORY) -> Examples:
     """One row per example: ``copies[i]`` rows for a usable record, one for any other (see the module docstring).
 
-    Without a mixture every record is one example (copy 0) and nothing changes.
+    Without a mixture every record is one example (copy 0) and nothing changes. ``scratch``: where the new
+    per-row columns live (`packcli.job.scratch`).
     """
     n = len(index.ids)
     if copies is None:
-        return Examples.whole(index, fates, np.arange(n, dtype=np.int64), np.zeros(n, dtype=np.int32))
+        record = scratch.empty(n, np.int64)
+        record[...] = np.arange(n, dtype=np.int64)
+        return Examples.whole(index, fates, record, scratch.zeros(n, np.int32), scratch)
     usable = np.isin(fates.status, IN_PACK_CODES)
     reps = np.where(usable, np.maximum(copies, 1), 1)
     record = np.repeat(np.arange(n, dtype=np.int64), reps)
@@ -105,7 +109,7 @@ def expand_copies(index: ExampleIndex, fates: Fates, copies: npt.NDArray[np.int6
     for row in np.flatnonzero(copy > 0).tolist():
         r, fi = int(record[row]), int(index.file_index[record[row]])
         ids[row] = example_id(files[fi].sha256, occurrence[fi], int(index.line[r]), int(copy[row]))
-    return Examples.whole(_index_rows(index, record, ids, rows), rows, record, copy)
+    return Examples.whole(_index_rows(index, record, ids, rows), rows, record, copy, scratch)
 
 
 def expand_chunks(examples: Examples) -> Examples:
@@ -127,5 +131,5 @@ def _index_rows(index: ExampleIndex, rows: npt.NDArray[np.int64], ids: npt.NDArr
     """``index`` at ``rows`` (a row may repeat), with these ids and fates' statuses and reasons."""
     return replace(index, ids=ids, file_index=index.file_index[rows], line=index.line[rows], status=fates.status,
                    reason=fates.reasons, spill_offset=index.spill_offset[rows], length=index.length[rows],
-                   supervised=index.supervised[rows], format=[index.format[r] for r in rows.tolist()],
+                   supervised=index.supervised[rows], format=take_texts(index.format, rows),
                    keys=None if index.keys is None else index.keys[rows])

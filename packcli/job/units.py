@@ -31,6 +31,7 @@ from packcli.contract import PACKED, REJECTED, example_id
 from packcli.errors import RecordError
 from packcli.ingest import InputFile, SourceKind, Span, read_span, reader
 from packcli.job.pause import pause_at
+from packcli.job.scratch import IN_MEMORY, Scratch, TextColumn
 from packcli.job.spill import spill_paths
 from packcli.prepare import InputWarnings, Preparer, PrepareSpec, preparer_for
 
@@ -97,39 +98,48 @@ class ExampleIndex:
     file_index: np.ndarray
     line: np.ndarray
     status: np.ndarray
-    reason: list[str]
+    reason: TextColumn
     spill_offset: np.ndarray
     length: np.ndarray
     supervised: np.ndarray
     records_per_file: list[int]
-    format: list[str]
+    format: TextColumn
     warnings: InputWarnings
     keys: np.ndarray | None = None
 
     @classmethod
-    def merge(cls, specs: list[UnitSpec], units: list[UnitIndex], num_files: int) -> ExampleIndex:
+    def merge(cls, specs: list[UnitSpec], units: list[UnitIndex], num_files: int,
+              scratch: Scratch = IN_MEMORY) -> ExampleIndex:
         """Concatenate the units' indexes; ``spill_offset`` counts tokens over the units in order,
-        as `SpillReader` reads them (-1 for a rejected record, which has none)."""
-        lengths = np.concatenate([u.lengths for u in units]) if units else np.zeros(0, np.int64)
-        offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64) if len(lengths) else lengths
-        file_index = np.concatenate([np.full(len(u.lines), s.file_index, np.int32) for s, u in zip(specs, units)]
-                                    ) if units else np.zeros(0, np.int32)
-        status = np.concatenate([u.status for u in units]) if units else np.zeros(0, np.int8)
+        as `SpillReader` reads them (-1 for a rejected record, which has none). The numeric columns are
+        ``scratch``'s (`packcli.job.scratch`: file-backed in ``pack``'s driver)."""
+        if not units:
+            empty = np.zeros(0, np.int64)
+            return cls(ids=empty, file_index=np.zeros(0, np.int32), line=empty, status=np.zeros(0, np.int8),
+                       reason=TextColumn.of([]), spill_offset=empty, length=empty, supervised=empty,
+                       records_per_file=[0] * num_files, format=TextColumn.of([]), warnings=InputWarnings())
+        lengths = scratch.concatenate([u.lengths for u in units], np.int64)
+        status = scratch.concatenate([u.status for u in units], np.int8)
+        offsets = scratch.empty(len(lengths), np.int64)
+        if len(lengths):
+            offsets[0] = 0
+            np.cumsum(lengths[:-1], out=offsets[1:])
+            offsets[status == REJECTED] = -1
+        file_index = scratch.concatenate([np.full(len(u.lines), s.file_index, np.int32) for s, u in zip(specs, units)],
+                                         np.int32)
         warnings = InputWarnings()
         for unit in units:
             warnings.add(unit.warnings)
         keys = None
-        if units and all(u.keys is not None for u in units):
+        if all(u.keys is not None for u in units):
             keys = np.concatenate([u.keys for u in units])
         return cls(
-            ids=np.concatenate([u.example_ids for u in units]) if units else np.zeros(0, np.int64),
-            file_index=file_index,
-            line=np.concatenate([u.lines for u in units]) if units else np.zeros(0, np.int64), status=status,
-            reason=[r for u in units for r in u.reasons],
-            spill_offset=np.where(status == REJECTED, -1, offsets),
-            length=lengths, supervised=np.concatenate([u.supervised for u in units]) if units else lengths,
+            ids=scratch.concatenate([u.example_ids for u in units], np.int64), file_index=file_index,
+            line=scratch.concatenate([u.lines for u in units], np.int64), status=status,
+            reason=TextColumn.of([u.reasons for u in units], scratch), spill_offset=offsets, length=lengths,
+            supervised=scratch.concatenate([u.supervised for u in units], np.int64),
             records_per_file=np.bincount(file_index, minlength=num_files).tolist(),
-            format=[f for u in units for f in u.formats], warnings=warnings, keys=keys,
+            format=TextColumn.of([u.formats for u in units], scratch), warnings=warnings, keys=keys,
         )
 
 

@@ -5,7 +5,8 @@
       .packcli-lock-OUT             held (flock) for the whole run; reads "packcli pack lock" and the pid
       .packcli-work-OUT/            unit spills and sidecars: kept after a failure, so a re-run resumes
         .packcli-owner              the marker that makes the folder packcli's (`packcli.owned`)
-        tmp-XXXXXXXX/               the artifact being written (marked until it is complete)
+        tmp-XXXXXXXX/               the artifact being written (marked until it is complete), and the
+                                    driver's per-example columns (`packcli.job.scratch`)
         old-XXXXXXXX/               with --force, the previous OUT while the new one moves in
 
 What a run may replace or remove (`out_problems`, checked before any work and again under the lock):
@@ -125,6 +126,20 @@ class Workspace:
         tmp = make_folder(self.work, "tmp-", f"the artifact being written for --out {os.path.abspath(self.out)}")
         tmp.chmod(0o777 & ~current_umask())
         return tmp
+
+    def new_scratch_dir(self) -> Path:
+        """A fresh folder for the driver's per-example columns (`packcli.job.scratch`): a ``tmp-`` folder, so
+        the next run clears it if this one dies before `discard_scratch_dir`."""
+        return make_folder(self.work, "tmp-", f"per-example columns of the run into --out {os.path.abspath(self.out)}")
+
+    def discard_scratch_dir(self, folder: Path | None) -> None:
+        """Remove the columns' folder (best effort: what stays is marked, and the next run or `discard_work`
+        clears it). Arrays still mapped keep their pages until they go; the files are gone from the disk."""
+        if folder is not None:
+            try:
+                remove_folder(folder)
+            except OSError:
+                pass
 
     def discard_artifact_dir(self, tmp: Path) -> None:
         """Remove an unfinished temporary artifact (after a failure or an interrupt)."""

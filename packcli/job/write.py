@@ -42,6 +42,7 @@ from packcli.contract import (
 from packcli.ingest import InputFile
 from packcli.job.pause import pause_at
 from packcli.job.plan import ShardLayout, ShardTask, plan_metrics
+from packcli.job.scratch import IN_MEMORY, Scratch
 from packcli.job.select import Examples
 from packcli.job.spill import SpillLayout, SpillReader
 
@@ -93,33 +94,30 @@ def mask_chunk_starts(labels: npt.NDArray[np.int32], lengths: npt.NDArray[np.int
 OVERLONG_FATES = (PACKED, TRUNCATED, DROPPED, SPLIT)  # the examples whose lost tokens the over-long policy decides
 
 
-def write_records(directory: Path, examples: Examples, layout: ShardLayout, results: Sequence[ShardResult],
-                  spill: SpillReader, files: Sequence[InputFile]) -> int:
+def write_records(directory: Path, examples: Examples, layout: ShardLayout, thash: npt.NDArray[np.bytes_],
+                  spill: SpillReader, files: Sequence[InputFile], scratch: Scratch = IN_MEMORY) -> int:
     """Write the seam table and rejects.jsonl; return the number of rejects.
 
-    The token hash of a packed example or chunk comes from its shard task; a dropped, duplicate or
-    unsampled one's (or a dropped chunk's) is read from the spill, so every tokenized example can still
-    be matched to its record.
+    ``thash``: per row, the token hash of a packed example or chunk, put there from its shard task's
+    `ShardResult` as each shard is written (b"" elsewhere); a dropped, duplicate or unsampled one's (or a
+    dropped chunk's) is read from the spill here, so every tokenized example can still be matched to its
+    record (a rejected one has no tokens, so no hash).
     """
     index, fates = examples.index, examples.fates
-    n = len(index.ids)
     # Columns as numpy arrays and codes into short lists of names, never a Python object per example: the
     # driver holds every example's row at once here (docs/benchmarks-pipeline.md, memory).
-    thash = np.zeros(n, dtype=HASH_DTYPE)  # b"": a rejected example has no tokens, so no hash
-    for rows, result in zip(layout.task_rows, results):
-        thash[rows] = result.token_hashes
     full_len = np.asarray(index.length, dtype=np.int64)
     for i in np.flatnonzero(np.isin(fates.status, (DROPPED, DUPLICATE, UNSAMPLED))).tolist():
         thash[i] = token_hash(spill.read(index.spill_offset[i], examples.span[i])[0])
     names = [f.name for f in files]  # location-free: the manifest's ``inputs[i].name``
     placement = layout.placement
-    shards = np.asarray(placement.shard, dtype=np.int64)
+    shards = placement.shard  # int32: Codes' own type, so neither it nor the code below copies the column
     write_seam_table(directory / SEAM_TABLE_NAME, {
         "example_id": index.ids, "input": index.file_index, "source": Codes(index.file_index, names),
         "line": index.line, "copy": examples.copy, "chunk": examples.chunk, "chunk_start": examples.chunk_start,
-        "status": Codes(fates.status, STATUSES), "reason": fates.reasons,
-        "shard": Codes(np.maximum(shards, 0), [shard_name(k) for k in range(int(shards.max(initial=-1)) + 1)],
-                       null=shards < 0),
+        "status": Codes(scratch.put(fates.status, np.int32), STATUSES), "reason": fates.reasons,
+        "shard": Codes(scratch.keep(np.maximum(shards, 0, dtype=np.int32)),
+                       [shard_name(k) for k in range(int(shards.max(initial=-1)) + 1)], null=shards < 0),
         "row": placement.row, "offset": placement.offset, "length": fates.used_len, "original_length": full_len,
         "supervised": fates.used_sup, "supervised_lost": fates.lost, "token_hash": FixedWidth(thash),
         "format": EmptyAsNull(index.format),

@@ -69,10 +69,11 @@ def check_plan(manifest: Manifest, rows: dict[str, list], facts: Reconstructed |
         return f"{rows['source'][i]}:{rows['line'][i]}"
 
     # judged here and reported in its turn below: the fates it reads go before the plan is made (memory)
-    lost = loss_problem(fates.take(records), where, settings.max_reject_fraction)
+    whole = len(records) == len(fates.status)  # every example a record's copy 0: the fates are the records'
+    lost = loss_problem(fates if whole else fates.take(records), where, settings.max_reject_fraction)
     fates = _unsampled(rows, first, fates, config.mix)
     expected = split_rows(fates, facts_in.length)
-    del fates  # ``expected`` holds its own (a row's fates): one copy an example alive at the peak, not two
+    del fates  # ``expected`` holds a row's fates (these very arrays when nothing is split): one copy an example
     plan = plan_examples(expected.fates, settings)
     placement = place_examples(plan, expected.fates, settings.packs_per_shard)
     # Artifact-wide findings first: the per-example ones below can fill the report's violation limit.

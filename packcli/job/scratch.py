@@ -1,0 +1,134 @@
+"""Per-example columns the driver holds for the whole plan-and-write stage, kept in files, not in anonymous memory.
+
+``pack`` needs every example's facts at once (the global plan), so the driver holds a few dozen numbers an
+example from the merge of the units' indexes to the last row of the seam table. As anonymous memory they
+grow the driver's resident memory with the corpus (about 250 bytes an example: docs/benchmarks-pipeline.md,
+memory). `Scratch` puts each such column in a file of its own under a folder packcli owns in the run's work
+folder (`packcli.owned`), mapped shared: the kernel writes the pages back and can drop them whenever memory
+is short, so they are page cache, not a memory wall. The arrays are plain numpy arrays over the mapping
+(``np.frombuffer``), so every computation, and every byte of the artifact, is what it would be in memory.
+
+Without a folder (``Scratch(None)``: ``verify``, tests) the columns are ordinary arrays.
+
+Each mapped column holds a file descriptor while it lives (Python's mmap keeps a duplicate), so columns are
+whole-run columns, a few dozen at most, never one per unit or shard (a shard task's arrays are views).
+"""
+
+from __future__ import annotations
+
+import mmap
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+
+class Scratch:
+    """Allocates columns of a run: file-backed under ``folder``, or in memory when ``folder`` is None.
+
+    The folder is the caller's (made with `packcli.owned.make_folder`, removed with the run's work folder);
+    a file stays mapped while any array over it lives, and removing the folder under a live mapping is safe
+    on POSIX (the pages go when the last array does).
+    """
+
+    def __init__(self, folder: Path | None) -> None:
+        self.folder = folder
+        self._made = 0
+
+    def empty(self, n: int, dtype: npt.DTypeLike) -> np.ndarray:
+        """An uninitialised column of ``n`` values."""
+        mapped = self._mapped(n, np.dtype(dtype))
+        return np.empty(n, dtype) if mapped is None else mapped
+
+    def zeros(self, n: int, dtype: npt.DTypeLike) -> np.ndarray:
+        mapped = self._mapped(n, np.dtype(dtype))  # a new file reads as zeros
+        return np.zeros(n, dtype) if mapped is None else mapped
+
+    def _mapped(self, n: int, kind: np.dtype) -> np.ndarray | None:
+        size = n * kind.itemsize
+        if self.folder is None or size < mmap.PAGESIZE:  # a page or less: not worth a file
+            return None
+        path = self.folder / f"column-{self._made:04d}"
+        self._made += 1
+        with open(path, "xb+") as handle:
+            handle.truncate(size)
+            mapping = mmap.mmap(handle.fileno(), size)
+        return np.frombuffer(mapping, kind, n)
+
+    def put(self, values: npt.ArrayLike, dtype: npt.DTypeLike | None = None) -> np.ndarray:
+        """A new column holding a copy of ``values`` (cast to ``dtype``); ``values`` stays as it is."""
+        values = np.asarray(values)
+        mapped = self._mapped(len(values), np.dtype(values.dtype if dtype is None else dtype))
+        if mapped is None:
+            return np.array(values, dtype=dtype)
+        mapped[...] = values
+        return mapped
+
+    def keep(self, values: np.ndarray) -> np.ndarray:
+        """A column holding ``values``, an array the caller hands over (a fresh result no one else holds):
+        itself in memory, a file-backed copy otherwise (``values`` is then let go by the caller)."""
+        return values if self.folder is None else self.put(values)
+
+    def concatenate(self, parts: list[np.ndarray], dtype: npt.DTypeLike) -> np.ndarray:
+        """``np.concatenate(parts)`` written straight into a column (no in-memory copy of the whole)."""
+        out = self.empty(sum(len(p) for p in parts), dtype)
+        if len(out):
+            np.concatenate(parts, out=out, dtype=None, casting="same_kind")
+        return out
+
+
+IN_MEMORY = Scratch(None)
+
+
+class TextColumn:
+    """Per-example strings, most of them alike (an accepted record's reason is "", its format one of a few):
+    a code a row (int32, a `Scratch` column) into the distinct strings, 4 bytes a row where a list holds an
+    8-byte pointer. Reads and writes like the list it replaces (``column[i]``, ``column[a:b]`` a list), so
+    every message and the seam table are the same."""
+
+    def __init__(self, codes: npt.NDArray[np.int32], names: list[str], index: dict[str, int]) -> None:
+        self.codes, self.names, self._index = codes, names, index  # names and index may be shared (appended only)
+
+    @classmethod
+    def of(cls, parts: list[list[str]], scratch: Scratch = IN_MEMORY) -> TextColumn:
+        """The column of ``parts`` end to end (e.g. each unit's list)."""
+        index: dict[str, int] = {}
+        codes = scratch.concatenate([np.fromiter((index.setdefault(text, len(index)) for text in part), np.int32,
+                                                 len(part)) for part in parts], np.int32) if parts else \
+            np.zeros(0, np.int32)
+        return cls(codes, list(index), index)
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def __getitem__(self, at: int | slice) -> str | list[str]:
+        if isinstance(at, slice):
+            names = self.names
+            return [names[c] for c in self.codes[at].tolist()]
+        return self.names[self.codes[at]]
+
+    def __setitem__(self, at: int, text: str) -> None:
+        code = self._index.get(text)
+        if code is None:
+            code = self._index[text] = len(self.names)
+            self.names.append(text)
+        self.codes[at] = code
+
+    def take(self, rows: npt.NDArray[np.int64]) -> TextColumn:
+        """The strings at ``rows`` (a row may repeat), a column of their own."""
+        return TextColumn(self.codes[rows], self.names, self._index)
+
+    def copy(self) -> TextColumn:
+        return TextColumn(self.codes.copy(), self.names, self._index)
+
+
+def take_texts(texts: list[str] | TextColumn, rows: npt.NDArray[np.int64]) -> list[str] | TextColumn:
+    """``texts`` at ``rows``: a `TextColumn` stays one, a list stays a list."""
+    if isinstance(texts, TextColumn):
+        return texts.take(rows)
+    return [texts[i] for start in range(0, len(rows), 1 << 16)  # not a list of every row's index
+            for i in rows[start:start + (1 << 16)].tolist()]
+
+
+def copy_texts(texts: list[str] | TextColumn) -> list[str] | TextColumn:
+    return texts.copy() if isinstance(texts, TextColumn) else list(texts)
