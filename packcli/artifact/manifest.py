@@ -40,7 +40,7 @@ class PackSettings:
     The one spelling of them: pack builds it from its `packcli.config.PackConfig` (``window`` resolved
     there, once), the planner (`packcli.job.plan`) and verify's re-run plan read it, and it writes the
     manifest's ``config`` (`to_dict`). Values are held as the manifest holds them (a policy as its name),
-    so a forged manifest read back is still one: verify judges the values (`packcli.verify.plan`).
+    so a forged manifest read back is still one: verify judges the values (`packcli.verify.replan`).
     """
 
     capacity: int

@@ -5,7 +5,7 @@ becomes of over-long examples is decided before (`packcli.job.fates`: a split ex
 per chunk, and each chunk is packed like any example). The plan is a
 pure function of the lengths and the pinned settings (`packcli.artifact.manifest.PackSettings`, the
 manifest's ``config``), and every step here takes plain arrays, so ``verify`` re-runs these same functions on
-the lengths it reconstructs (`packcli.verify.plan`): same inputs and config give the same plan.
+the lengths it reconstructs (`packcli.verify.replan`): same inputs and config give the same plan.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@
     columns.py      the seam table as numpy columns, a row group at a time
     packs.py        the packs' segments as columns, read from each shard as integrity reads it
     chunking.py     split examples: the seam table's chunk rows against the re-derived cut
-    plan.py         fates, packs and positions re-derived with pack's own planner
+    replan.py       fates, packs and positions re-derived with pack's own planner
     oracle.py       ``--render-oracle``: every example rendered again by transformers
     consumer.py     ``--consumer``: what a trainer's own collation hands the model
     faults.py       `--self-test`: seeded faults, each of which must be caught

@@ -1,7 +1,7 @@
 """The plan check's half for split examples: the seam table's chunk rows against the chunks the re-derived
 cut gives, one for one.
 
-`packcli.verify.plan` cuts every reconstructed over-long example again (`packcli.job.chunks`) and
+`packcli.verify.replan` cuts every reconstructed over-long example again (`packcli.job.chunks`) and
 expands it into its expected rows (`packcli.job.fates.split_rows`). Here each example's rows are matched
 to those by chunk index: a chunk the cut has and the table lacks lost its tokens; a chunk the table has
 and the cut does not, or a chunk named twice, duplicated them. Matched rows are then compared column by
@@ -27,7 +27,7 @@ def match_chunks(rows: dict[str, list], starts: np.ndarray, expected: Chunked, l
     expected chunk and every expected chunk without its row reported.
 
     Args:
-        starts: where each example's rows start (`packcli.verify.plan.example_starts`), and the end.
+        starts: where each example's rows start (`packcli.verify.replan.example_starts`), and the end.
         expected: the rows the re-derived fates give, one per example or per chunk of a split example.
         length: per example, its (reconstructed) length, for the messages.
     """

@@ -10,7 +10,7 @@ first ``capacity`` tokens when truncated), a dropped, duplicate or unsampled exa
 content key and checks that exactly the records whose content an earlier record has are marked
 ``duplicate``, each naming that first record. What it re-derives per record (length, supervised
 tokens, supervised tokens in the first ``capacity``) is returned as `Reconstructed`, from which the
-plan check re-decides every fate and re-runs the planner (`packcli.verify.plan`).
+plan check re-decides every fate and re-runs the planner (`packcli.verify.replan`).
 
 Parallel: the sources are split into units of lines (`packcli.job.units.plan_units`), and with
 ``workers > 1`` each unit is re-tokenized in a worker process that sends back, per record, only the

@@ -23,8 +23,8 @@ from packcli.verify.integrity import check_integrity
 from packcli.verify.layout import check_packs
 from packcli.verify.oracle import check_render_oracle, require_oracle
 from packcli.verify.owners import check_manifest
-from packcli.verify.plan import check_plan
 from packcli.verify.reconstruct import check_reconstruction
+from packcli.verify.replan import check_plan
 from packcli.verify.report import VerifyReport
 
 
