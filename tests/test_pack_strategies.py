@@ -279,7 +279,7 @@ def test_check_budgets_names_the_value_and_a_strategy_that_meets_it():
     [message] = check_budgets(plan, min_density=0.95, max_displacement=None)
     bfd = pack_lengths(lengths, 1024, strategy="bfd").metrics.density
     assert message == (
-        f"density {plan.metrics.density:.4f} < --min-density 0.95 (strategy=sequential); bfd reaches {bfd:.4f}"
+        f"density {plan.metrics.density:.4f} < `min_density` 0.95 (strategy=sequential); bfd reaches {bfd:.4f}"
     )
 
 
@@ -289,7 +289,7 @@ def test_check_budgets_names_an_order_keeping_strategy_for_displacement():
     [message] = check_budgets(plan, min_density=None, max_displacement=1000)
     window = pack_lengths(lengths, 1024, strategy="window").metrics
     assert message == (
-        f"mean displacement {plan.metrics.displacement_mean:.1f} > --max-displacement 1000 (strategy=bfd); "
+        f"mean displacement {plan.metrics.displacement_mean:.1f} > `max_displacement` 1000 (strategy=bfd); "
         f"window reaches {window.displacement_mean:.1f} at density {window.density:.4f}"
     )
     assert check_budgets(plan, min_density=None, max_displacement=plan.metrics.displacement_mean) == []

@@ -130,7 +130,7 @@ class Workspace:
     def new_scratch_dir(self) -> Path:
         """A fresh folder for the driver's per-example columns (`packcli.job.scratch`): a ``tmp-`` folder, so
         the next run clears it if this one dies before `discard_scratch_dir`."""
-        return make_folder(self.work, "tmp-", f"per-example columns of the run into --out {os.path.abspath(self.out)}")
+        return make_folder(self.work, "tmp-", f"per-example columns of the run writing {os.path.abspath(self.out)}")
 
     def discard_scratch_dir(self, folder: Path | None) -> None:
         """Remove the columns' folder (best effort: what stays is marked, and the next run or `discard_work`
