@@ -124,8 +124,8 @@ StatsWorkers = _workers("Processes that tokenize (default: as pack's: one per CP
 VerifyWorkers = _workers("Processes that re-tokenize (default: one per CPU, fewer for small sources: one per 16 "
                          "MiB), or Ray workers.")
 PackEngine = _engine(f"local, or ray to run on a Ray cluster ({escape('packcli[ray]')}).")
-VerifyEngine = _engine(f"local, or ray to re-tokenize on a Ray cluster ({escape('packcli[ray]')}). Same report "
-                       "either way.")
+VerifyEngine = _engine(f"local, or ray to re-tokenize and judge the bookkeeping on a Ray cluster "
+                       f"({escape('packcli[ray]')}). Same report either way.")
 RayAddress = Annotated[Optional[str], typer.Option(help="Ray cluster to join ('auto': the current one).",
                                                    show_default=False, rich_help_panel=PERFORMANCE)]
 PackSharedFs = _shared_fs("Confirm --out is on a filesystem every Ray node mounts.")
