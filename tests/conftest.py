@@ -112,6 +112,18 @@ def load_script(name: str) -> ModuleType:
     return module
 
 
+def faulted_copy(artifact: Path, fault, tmp_path: Path) -> Path:  # noqa: ANN001 - a verify.faults.Fault
+    """A fresh copy of ``artifact`` with ``fault`` applied (skips the test where the fault finds nothing to damage)."""
+    from packcli.verify.faults import NotApplicable, prepare_workspace
+
+    copy = prepare_workspace(artifact, tmp_path / "ws")
+    try:
+        fault.apply(copy, tmp_path / "ws")
+    except NotApplicable:
+        pytest.skip("the fixture artifact has nothing this fault damages")
+    return copy
+
+
 def artifact_bytes(directory: Path, manifest: dict) -> dict[str, bytes]:
     """The bytes of an artifact's shards, seam table and rejects file: what "byte-identical" compares."""
     from packcli.contract import REJECTS_NAME, SEAM_TABLE_NAME

@@ -11,13 +11,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from conftest import faulted_copy
 
 from packcli.artifact import manifest as mf
 from packcli.artifact.seams import SEAM_TABLE_SCHEMA
 from packcli.contract import SEAM_TABLE_NAME
 from packcli.verify import bookkeeping, verify_artifact
 from packcli.verify.columns import Hashes, Strings, _hashes, read_seam_columns
-from packcli.verify.faults import FAULTS, NotApplicable, prepare_workspace
+from packcli.verify.faults import FAULTS
 
 
 def test_columns_read_as_the_lists_they_replace(packed: Path) -> None:
@@ -70,11 +71,7 @@ GLOBAL_FAULTS = [f for f in FAULTS if f.check in ("global", "copies", "reconstru
 def test_global_reports_what_walking_every_row_reports(fault, kind: str, request: pytest.FixtureRequest,
                                                        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     artifact = request.getfixturevalue("packed" if kind == "truncate" else "split_packed")
-    copy = prepare_workspace(artifact, tmp_path / "ws")
-    try:
-        fault.apply(copy, tmp_path / "ws")
-    except NotApplicable:
-        pytest.skip("the fixture artifact has nothing this fault damages")
+    copy = faulted_copy(artifact, fault, tmp_path)
     fast = verify_artifact(copy, reconstruct=False, max_violations=1000)
     monkeypatch.setattr(bookkeeping, "_suspects", _walk_every_row)
     slow = verify_artifact(copy, reconstruct=False, max_violations=1000)

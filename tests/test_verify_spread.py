@@ -10,12 +10,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import faulted_copy, load_script
 
 from packcli.artifact.manifest import Manifest
 from packcli.engine.local import LocalEngine
 from packcli.job.units import occurrences
 from packcli.verify import bookkeeping, copies, verify_artifact
-from packcli.verify.faults import FAULTS, NotApplicable, prepare_workspace
+from packcli.verify.faults import FAULTS, prepare_workspace
 from packcli.verify.integrity import check_integrity
 from packcli.verify.layout import check_packs
 from packcli.verify.packs import SegmentColumns
@@ -95,11 +96,7 @@ def test_spread_judgement_is_the_one_process_judgement(seed: int, kind: str, req
 def test_spread_reports_what_one_process_reports(fault, kind: str, request: pytest.FixtureRequest, tmp_path: Path,
                                                   small_parts: None) -> None:
     artifact = request.getfixturevalue("packed" if kind == "truncate" else "split_packed")
-    copy = prepare_workspace(artifact, tmp_path / "ws")
-    try:
-        fault.apply(copy, tmp_path / "ws")
-    except NotApplicable:
-        pytest.skip("the fixture artifact has nothing this fault damages")
+    copy = faulted_copy(artifact, fault, tmp_path)
     here = verify_artifact(copy, reconstruct=False, max_violations=1000)
     spread = verify_artifact(copy, reconstruct=False, max_violations=1000, engine=LocalEngine(1))
     assert json.dumps(spread.to_dict()) == json.dumps(here.to_dict())
@@ -171,24 +168,6 @@ def test_spread_copies_refuse_a_mixture_with_an_empty_source_as_one_process_does
     assert spread.__dict__ == here.__dict__
 
 
-class _Counting:
-    """An engine that counts the bytes of the arrays its workers hand back to the driver."""
-
-    def __init__(self) -> None:
-        self.engine, self.received = LocalEngine(1), 0
-        self.name, self.shares_paths = "counting", True
-
-    def session(self, warm=None, work=None):
-        return self.engine.session(warm, work)
-
-    def map(self, fn, common, items, on_done=lambda item, result: None, *, keep=True):
-        results = self.engine.map(fn, common, items, on_done, keep=keep)
-        for result in results:
-            for value in result if isinstance(result, tuple) else (result,):
-                self.received += np.asarray(value).nbytes
-        return results
-
-
 @pytest.fixture(scope="module")
 def sized(tmp_path_factory, tokenizer_dir) -> dict[int, Path]:
     """Artifacts of 200 and 2,000 short documents."""
@@ -211,7 +190,7 @@ def _received(directory: Path) -> int:
     """What the driver receives from the workers judging the global bookkeeping and the copies of
     ``directory`` (partitions of 64 rows or lines, so the larger artifact spans ten times the partitions)."""
     artifact, manifest = _read(directory)
-    engine = _Counting()
+    engine = load_script("bench_verify_spread").Counting(LocalEngine(1))  # the benchmark's own counter
     inputs = manifest.inputs
     bookkeeping._spread_suspects(engine, artifact, artifact.seam, inputs,
                                  occurrences([entry.sha256 for entry in inputs]))

@@ -165,9 +165,9 @@ def sources_table(inputs: list[dict]) -> Table:
     return fitted_table("sources (examples: in packs, copies included)", columns, rows)
 
 
-def render_verify(report, attention, *, as_json: bool, consumers=()) -> bool:  # noqa: ANN001
-    """Print a verify report; return whether everything held."""
-    ok = report.ok and (attention is None or attention.ok) and all(c.ok for c in consumers)
+def render_verify(outcome, *, as_json: bool) -> None:  # noqa: ANN001 - a VerifyOutcome (imported lazily)
+    """Print a verify run's report and the optional checks' (`packcli.verify.request.VerifyOutcome`)."""
+    report, attention, consumers, ok = outcome.report, outcome.attention, outcome.consumers, outcome.ok
     if as_json:
         data = report.to_dict()
         if attention is not None:
@@ -176,7 +176,7 @@ def render_verify(report, attention, *, as_json: bool, consumers=()) -> bool:  #
             data["consumers"] = [c.to_dict() for c in consumers]
         data["ok"] = ok
         console.print_json(flagged(data))
-        return ok
+        return
     table = Table(title=f"verify {report.directory}", title_justify="left")
     for col in ("check", "checked", "violations", "result"):
         table.add_column(col, justify="right" if col in ("checked", "violations") else "left")
@@ -205,15 +205,14 @@ def render_verify(report, attention, *, as_json: bool, consumers=()) -> bool:  #
         render_consumer(c)
     console.out.print("[bold green]all invariants hold[/]" if ok else "[bold red]violations found[/]")
     console.out.print("")
-    return ok
 
 
-def render_self_test(results, *, as_json: bool) -> int:  # noqa: ANN001
-    """Print the negative-control table; return the exit code (0 only if every fault was caught)."""
-    ok = all(r.caught or not r.applies for r in results)
+def render_self_test(outcome, *, as_json: bool) -> None:  # noqa: ANN001 - a VerifyOutcome (imported lazily)
+    """Print the negative-control table of a self-test run: each fault must be caught."""
+    results = outcome.self_test
     if as_json:
-        console.print_json(flagged({"ok": ok, "faults": [vars(r) for r in results]}))
-        return 0 if ok else 1
+        console.print_json(flagged({"ok": outcome.ok, "faults": [vars(r) for r in results]}))
+        return
     table = Table(title="verify --self-test: each fault must be caught", title_justify="left")
     for col in ("fault", "caught by", "result", "message"):
         table.add_column(col, overflow="fold")
@@ -221,7 +220,6 @@ def render_self_test(results, *, as_json: bool) -> int:  # noqa: ANN001
         verdict = "[green]caught[/]" if r.caught else "[yellow]n/a[/]" if not r.applies else "[red]MISSED[/]"
         table.add_row(r.name, r.check, verdict, escape(as_flags(r.message)))
     console.out.print(table)
-    return 0 if ok else 1
 
 
 def _kv_table(title: str, rows: list[tuple[str, str]]) -> Table:

@@ -99,7 +99,5 @@ def verify(
         consumers=tuple(c.value for c in consumer or ()), consumer_packs=consumer_packs, seam_out=seam_out,
         self_test=self_test, engine=engine, ray_address=ray_address, shared_fs=shared_fs)
     outcome = run_request(request, console.RichProgress(enabled=not json_out))
-    if outcome.self_test is not None:
-        raise typer.Exit(render_self_test(outcome.self_test, as_json=json_out))
-    ok = render_verify(outcome.report, outcome.attention, as_json=json_out, consumers=outcome.consumers)
-    raise typer.Exit(0 if ok else 1)
+    (render_self_test if outcome.self_test is not None else render_verify)(outcome, as_json=json_out)
+    raise typer.Exit(0 if outcome.ok else 1)
