@@ -24,6 +24,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group("ray"))
 
 
+@pytest.fixture(scope="module")
+def ray_session():
+    """One local Ray for the module (start-up costs seconds); a short temp dir for the socket path limit."""
+    ray = pytest.importorskip("ray")
+    import tempfile
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
+             _temp_dir=tempfile.mkdtemp(prefix="pct-", dir="/tmp"))
+    yield ray
+    ray.shutdown()
+
+
 @pytest.fixture(autouse=True)
 def _own_trl_mapping_cache(tmp_path_factory, monkeypatch):
     """Each test remembers TRL's template mapping in a folder of its own, never in the user's cache."""

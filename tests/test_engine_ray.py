@@ -13,18 +13,6 @@ from packcli.job.run import pack_corpus
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(180)]
 
 
-@pytest.fixture(scope="module")
-def ray_session():
-    """One local Ray for the module (start-up costs seconds); a short temp dir for the socket path limit."""
-    ray = pytest.importorskip("ray")
-    import tempfile
-
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
-             _temp_dir=tempfile.mkdtemp(prefix="pcr-", dir="/tmp"))
-    yield ray
-    ray.shutdown()
-
-
 def cfg(corpus_files, tokenizer_dir, out, **kw):
     return PackConfig(inputs=tuple(corpus_files), tokenizer=str(tokenizer_dir), out=out, capacity=512,
                       lines_per_unit=20, **kw)

@@ -227,18 +227,6 @@ def test_judging_partitions_with_a_planted_breach_differs(packed, small_parts: N
 RAY_FAULTS = [f for f in FAULTS if f.name in ("duplicate", "line-repeated", "ids-renumbered", "copy-claimed")]
 
 
-@pytest.fixture(scope="module")
-def ray_session():
-    """One local Ray for the module (start-up costs seconds); a short temp dir for the socket path limit."""
-    ray = pytest.importorskip("ray")
-    import tempfile
-
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
-             _temp_dir=tempfile.mkdtemp(prefix="pcs-", dir="/tmp"))
-    yield ray
-    ray.shutdown()
-
-
 @pytest.mark.ray
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("fault", [None, *RAY_FAULTS], ids=["clean", *(f.name for f in RAY_FAULTS)])
