@@ -161,7 +161,7 @@ def test_unknown_backend_is_an_input_error():
         load_tokenizer(FIXTURE_JSON, backend="fastest")  # type: ignore[arg-type]
 
 
-def _unit_job(tmp_path, *, asked: str, resolved: str, version: str, sha256: str | None = None):
+def _unit_job(tmp_path, *, asked: str, resolved: str, version: str, sha256: str | None = None, command: str = "pack"):
     from packcli.chat import load_template
     from packcli.job.units import UnitJob
     from packcli.prepare import PrepareSpec, TokenizerRef
@@ -169,7 +169,8 @@ def _unit_job(tmp_path, *, asked: str, resolved: str, version: str, sha256: str 
     tokenizer = TokenizerRef(str(FIXTURE_JSON), sha256 or load_tokenizer(FIXTURE_JSON).sha256, asked, resolved, version)
     spec = PrepareSpec(tokenizer, template_text=load_template("chatml").text, template_source="builtin:chatml",
                        template_date="2024-07-26", loss="auto", input_format="auto")
-    return UnitJob(spec, batch_records=8, fail_fast=False, work_dir=str(tmp_path), config_hash=f"{asked}-{resolved}")
+    return UnitJob(spec, batch_records=8, fail_fast=False, work_dir=str(tmp_path), config_hash=f"{asked}-{resolved}",
+                   command=command)
 
 
 def test_a_worker_with_another_backend_version_refuses(tmp_path):
@@ -183,6 +184,10 @@ def test_a_worker_that_finds_another_tokenizer_file_refuses(tmp_path):
                     sha256="0" * 64)
     with pytest.raises(PackcliError, match="changed while pack ran"):
         job.build_preparer()
+    stats_job = _unit_job(tmp_path, asked="tokenizers", resolved="tokenizers",
+                          version=load_tokenizer(FIXTURE_JSON).version, sha256="0" * 64, command="stats")
+    with pytest.raises(PackcliError, match="changed while stats ran"):  # a stats worker names stats, not pack
+        stats_job.build_preparer()
 
 
 def test_auto_on_a_small_input_takes_tokenizers_and_says_why():

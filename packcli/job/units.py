@@ -198,6 +198,7 @@ class UnitJob:
     fail_fast: bool
     work_dir: str
     config_hash: str
+    command: str = "pack"  # the command a refusal names (`packcli.prepare.TokenizerRef.check`): stats shares the job
 
     def absolute(self) -> UnitJob:
         """This job with its tokenizer and work folder named as every node of a shared filesystem names them
@@ -206,7 +207,7 @@ class UnitJob:
 
     def build_preparer(self) -> Preparer:
         """The tokenizer, template and renderer this job names (`packcli.prepare.preparer_for` caches it)."""
-        return self.spec.build_preparer("pack")
+        return self.spec.build_preparer(self.command)
 
 
 def run_unit(job: UnitJob, spec: UnitSpec) -> UnitIndex:

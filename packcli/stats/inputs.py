@@ -143,10 +143,10 @@ def length_stats(inputs, tokenizer: str, *, template: str = "auto", loss=None, c
                        template_source=tpl.source, template_date=DEFAULT_TEMPLATE_DATE.isoformat(), loss=policy.value,
                        input_format=Format(input_format).value, fields=tuple(sorted(fields.renames().items())),
                        text_bos=AddToken(text_bos).value, text_eos=AddToken(text_eos).value)
-    job = UnitJob(spec, batch_records=batch, fail_fast=False, work_dir="", config_hash="")
+    job = UnitJob(spec, batch_records=batch, fail_fast=False, work_dir="", config_hash="", command="stats")
     if workers is None:
         workers = auto_processes(default_workers(), units=len(specs), input_bytes=input_bytes)
-    share_preparer(job, spec.build_preparer("stats", tok))  # this process is a worker too, its tokenizer loaded
+    share_preparer(job, spec.build_preparer(job.command, tok))  # this process is a worker too, its tokenizer loaded
     engine = LocalEngine(max(1, min(workers, len(specs))))
     try:
         with engine.session():
