@@ -25,6 +25,7 @@ attention_mask and ``use_cache=False``; ``packcli verify --attention hf`` shows 
 from __future__ import annotations
 
 from collections.abc import Sequence
+
 import numpy as np
 
 from packcli.contract import IGNORE_INDEX

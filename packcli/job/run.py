@@ -52,8 +52,15 @@ from packcli.job.select import expand_chunks, expand_copies, mark_duplicates
 from packcli.job.spill import SpillLayout, SpillReader
 from packcli.job.units import ExampleIndex, UnitIndex, UnitJob, UnitSpec, plan_units, run_unit
 from packcli.job.workspace import Workspace
-from packcli.job.write import (HASH_DTYPE, ShardResult, build_manifest, losses_by_fate, provenance, write_records,
-                               write_shard_task)
+from packcli.job.write import (
+    HASH_DTYPE,
+    ShardResult,
+    build_manifest,
+    losses_by_fate,
+    provenance,
+    write_records,
+    write_shard_task,
+)
 from packcli.mix import Mixture, draw_copies, resolve_mix
 from packcli.prepare import PrepareSpec, TokenizerRef, share_preparer
 from packcli.progress import NO_PROGRESS, Progress

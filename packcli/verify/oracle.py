@@ -43,8 +43,8 @@ from packcli.artifact.manifest import Manifest
 from packcli.contract import IGNORE_INDEX, IN_PACKS, token_hash
 from packcli.errors import InputError
 from packcli.ingest import FieldMap, read_source
-from packcli.job.chunks import SplitRule, chunk_labels, pinned_rule
 from packcli.ingest.messages import SHAREGPT_ROLES
+from packcli.job.chunks import SplitRule, chunk_labels, pinned_rule
 from packcli.tokenizer.ends import text_ends
 from packcli.tokenizer.load import LoadedTokenizer
 from packcli.verify.locate import locate_input
