@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from packcli.artifact.fieldspec import setting_bounds
 from packcli.artifact.manifest import Manifest, PackSettings
 from packcli.choices import Overlong
 from packcli.contract import DROPPED, DUPLICATE, PACKED, REJECTED, SPLIT, STATUSES, TRUNCATED, UNSAMPLED, shard_name
@@ -175,7 +176,7 @@ def _settings(config: PackSettings, num_inputs: int, result: CheckResult) -> Pac
     # (the manifest check has bounded every number: capacity, seed, the fractions, the split settings)
     if config.overlong == "split" or (config.split_overlap, config.split_min_last) != (0, 1):
         rule = SplitRule(config.capacity, config.split_overlap, config.split_min_last)
-        for problem in rule.problems() if config.capacity >= 2 else []:
+        for problem in rule.problems() if config.capacity >= setting_bounds("capacity")[0] else []:
             field = "config.split_overlap" if problem.startswith("`split_overlap`") else "config.split_min_last"
             problems.append((field, problem.replace("`split_overlap`", field).replace("`split_min_last`", field)))
         for key, default in (("split_overlap", 0), ("split_min_last", 1)) if config.overlong != "split" else ():
