@@ -173,7 +173,7 @@ def check_manifest(manifest: dict, result: CheckResult) -> bool:
                                   f"{CONVENTIONS.get(key)!r}: a consumer following the manifest would misread "
                                   "every pack", field=f"conventions.{key}"))
     policy, config_loss = manifest.get("loss_policy"), (manifest.get("config") or {}).get("loss")
-    if policy not in {p.value for p in LossPolicy}:
+    if not isinstance(policy, str) or policy not in {p.value for p in LossPolicy}:  # a forged list is no key
         result.fail(Violation(f"loss_policy {policy!r} is not a loss policy", field="loss_policy"))
     if config_loss != policy:
         result.fail(Violation(f"config.loss {config_loss!r} and loss_policy {policy!r} disagree: the manifest "
