@@ -76,7 +76,7 @@ def assert_consistent(plan: PackPlan, capacity: int, *, seed: int = 0, shuffle: 
     shuffle_packs=st.booleans(),
 )
 def test_plans_are_consistent_and_deterministic(lengths, extra, strategy, window, seed, shuffle, shuffle_packs):
-    capacity = max(lengths, default=1) + extra
+    capacity = max(max(lengths, default=1) + extra, 2)  # 2: the least capacity a pack of labels has
     kwargs = dict(strategy=strategy, window=window, seed=seed, shuffle=shuffle, shuffle_packs=shuffle_packs)
     plan = pack_lengths(lengths, capacity, **kwargs)
     assert_consistent(plan, capacity, seed=seed, shuffle=shuffle, shuffle_packs=shuffle_packs)
@@ -182,11 +182,12 @@ def test_bad_lengths_are_rejected(lengths, message):
     ("kwargs", "message"),
     [
         (dict(strategy="best"), "unknown strategy 'best'; choose one of bfd, ffd, window, sequential"),
-        (dict(capacity=0), "capacity must be a positive integer"),
-        (dict(capacity=True), "capacity must be a positive integer"),
-        (dict(capacity=2**31), "capacity must be a positive integer below 2"),
-        (dict(window=0), "window must be a positive integer"),
-        (dict(seed=-1), "seed must be a non-negative integer"),
+        (dict(capacity=1), "`capacity` must be an integer from 2 to 2,147,483,647, got 1"),
+        (dict(capacity=True), "`capacity` must be an integer from 2"),
+        (dict(capacity=2**31), "`capacity` must be an integer from 2 to 2,147,483,647, got 2147483648"),
+        (dict(window=0), "`window` must be an integer from 1 to 2,147,483,647, got 0"),
+        (dict(seed=-1), "`seed` must be an integer from 0 to 9,223,372,036,854,775,807, got -1"),
+        (dict(seed=2**63), "`seed` must be an integer from 0"),  # a seed no manifest could hold
     ],
 )
 def test_bad_arguments_are_rejected(kwargs, message):

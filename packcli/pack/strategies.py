@@ -32,7 +32,9 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from packcli.artifact.fieldspec import setting_bounds
 from packcli.artifact.manifest import PackSettings
+from packcli.checks import int_problems
 from packcli.choices import Strategy
 from packcli.pack import kernels
 
@@ -263,18 +265,18 @@ def pack_lengths(
         The PackPlan with its metrics.
 
     Raises:
-        ValueError: an unknown strategy, a bad capacity/window/seed, or a length outside 1..capacity.
+        ValueError: an unknown strategy, a capacity, window or seed outside the range a manifest holds
+            (`packcli.artifact.fieldspec.setting_bounds`, the one definition pack and verify use), or a length
+            outside 1..capacity.
     """
     if strategy not in _ASSIGNERS:
         raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
     strategy = Strategy(strategy).value
-    if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)) or not 0 < capacity < 2**31:
-        raise ValueError(f"capacity must be a positive integer below 2**31, got {capacity!r}")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
     window = resolved_window(strategy, window)
-    if window is not None and (isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1):
-        raise ValueError(f"window must be a positive integer, got {window!r}")
+    problems = [p for name, value in (("capacity", capacity), ("window", window), ("seed", seed))
+                for p in int_problems(f"`{name}`", value, *setting_bounds(name))]
+    if problems:
+        raise ValueError("; ".join(problems))
     capacity = int(capacity)
     values = _validated_lengths(lengths, capacity)
     n = values.size
