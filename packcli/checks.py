@@ -20,10 +20,9 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from packcli.contract import MAX_INT32
 from packcli.errors import PackcliError
 
-MAX_INT32 = 2**31 - 1  # token counts, offsets and line numbers are int32 in the artifact
-MAX_SEED = 2**63 - 1  # a seed a reader of the manifest can hold in an int64
 INPUT_SUFFIXES = (".jsonl", ".json", ".ndjson")
 TABLE_SUFFIXES = (".parquet", ".arrow")
 COMPRESSED_SUFFIXES = ("", ".gz", ".zst")

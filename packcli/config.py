@@ -10,10 +10,9 @@ from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
+from packcli.artifact.fieldspec import setting_bounds
 from packcli.artifact.manifest import PackSettings
 from packcli.checks import (
-    MAX_INT32,
-    MAX_SEED,
     float_problems,
     input_problems,
     int_problems,
@@ -33,6 +32,7 @@ from packcli.choices import (
     RenderBackend,
     Strategy,
 )
+from packcli.contract import MAX_INT32
 from packcli.errors import InputError, PackcliError
 from packcli.ingest.fields import DEFAULT_FIELDS, FieldMap
 from packcli.mix import MixSpec, parse_mix
@@ -115,14 +115,17 @@ class PackConfig:
             problems.append("no input files given")
         if not self.tokenizer:
             problems.append("no tokenizer given (`tokenizer`)")
-        problems += int_problems("`capacity`", self.capacity, 2)
-        problems += int_problems("`window`", self.window, 1)
+        # The settings the manifest pins take the range every reader of it accepts (`setting_bounds`).
+        problems += int_problems("`capacity`", self.capacity, *setting_bounds("capacity"))
+        problems += int_problems("`window`", self.window, *setting_bounds("window"))
         problems += self._split_problems()
-        problems += int_problems("`seed`", self.seed, 0, MAX_SEED)
-        problems += float_problems("`min_density`", self.min_density, 0, 1, low_open=True)
-        problems += float_problems("`max_displacement`", self.max_displacement, 0)
-        problems += float_problems("`max_reject_fraction`", self.max_reject_fraction, 0, 1)
-        problems += int_problems("`packs_per_shard`", self.packs_per_shard, 1)
+        problems += int_problems("`seed`", self.seed, *setting_bounds("seed"))
+        # a density budget of 0 asks for nothing: pack refuses it, though a manifest's reader could hold one
+        problems += float_problems("`min_density`", self.min_density, *setting_bounds("min_density"), low_open=True)
+        problems += float_problems("`max_displacement`", self.max_displacement, *setting_bounds("max_displacement"))
+        problems += float_problems("`max_reject_fraction`", self.max_reject_fraction,
+                                   *setting_bounds("max_reject_fraction"))
+        problems += int_problems("`packs_per_shard`", self.packs_per_shard, *setting_bounds("packs_per_shard"))
         problems += int_problems("`lines_per_unit`", self.lines_per_unit, 1)
         problems += int_problems("batch_records", self.batch_records, 1)
         if not problems and self.capacity * self.packs_per_shard > MAX_INT32:
@@ -141,9 +144,9 @@ class PackConfig:
         """The split options: integers, only with ``--overlong split``, and within `SplitRule.problems`."""
         from packcli.job.chunks import SplitRule
 
-        problems = int_problems("`split_overlap`", self.split_overlap, 0) + int_problems(
-            "`split_min_last`", self.split_min_last, 1)
-        if problems or int_problems("`capacity`", self.capacity, 2):
+        problems = int_problems("`split_overlap`", self.split_overlap, *setting_bounds("split_overlap")) + int_problems(
+            "`split_min_last`", self.split_min_last, *setting_bounds("split_min_last"))
+        if problems or int_problems("`capacity`", self.capacity, *setting_bounds("capacity")):
             return problems
         if self.overlong != Overlong.split.value and (self.split_overlap, self.split_min_last) != (0, 1):
             return ["`split_overlap` and `split_min_last` need `overlong='split'`"]

@@ -15,6 +15,8 @@ import numpy.typing as npt
 CONTRACT_VERSION = 3  # 3: over-long examples split into chunks (seam-table chunk columns, status split)
 # Contracts whose shards `packcli.data` reads: 3 changed the seam table and the manifest, not the packs.
 SHARD_CONTRACTS = (2, 3)
+MAX_INT32 = 2**31 - 1  # token counts, offsets and line numbers are int32 in the artifact
+MAX_SEED = 2**63 - 1  # a seed a reader of the manifest can hold in an int64
 IGNORE_INDEX = -100  # a label that carries no loss (HF and PyTorch's cross-entropy default)
 CONVENTIONS = {
     "labels": "unshifted",

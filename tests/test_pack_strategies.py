@@ -1,13 +1,18 @@
 """pack_lengths, its metrics, lower bounds and budgets, checked against independent recomputation."""
 
+import dataclasses
 import itertools
+import json
 import math
 
 import numpy as np
 import pytest
+from conftest import FIXTURES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from packcli.artifact.manifest import PackSettings
+from packcli.contract import MANIFEST_NAME
 from packcli.pack import (
     STRATEGIES,
     PackPlan,
@@ -19,34 +24,43 @@ from packcli.pack import (
 from packcli.pack.strategies import (
     DEFAULT_WINDOW,
     WINDOW_MAX_AGE,
+    resolved_window,
     window_displacement_bound,
 )
 
+FIXTURE_SETTINGS = PackSettings.of(json.loads((FIXTURES / "packed" / MANIFEST_NAME).read_text())["config"])
 
-def shuffled_positions(plan: PackPlan) -> np.ndarray:
+
+def run_settings(**kw) -> PackSettings:
+    """The run's settings a plan was made with (the fixture's, changed by ``kw``): what `check_budgets` reads."""
+    return dataclasses.replace(FIXTURE_SETTINGS, **kw)
+
+
+def shuffled_positions(plan: PackPlan, *, seed: int = 0, shuffle: bool = True) -> np.ndarray:
     """Shuffled position of every example, recomputed from the documented seeding."""
     n = plan.lengths.size
-    perm = np.random.Generator(np.random.PCG64(plan.seed)).permutation(n) if plan.shuffle else np.arange(n)
+    perm = np.random.Generator(np.random.PCG64(seed)).permutation(n) if shuffle else np.arange(n)
     position = np.empty(n, dtype=np.int64)
     position[perm] = np.arange(n)
     return position
 
 
-def assert_consistent(plan: PackPlan) -> None:
+def assert_consistent(plan: PackPlan, capacity: int, *, seed: int = 0, shuffle: bool = True,
+                      shuffle_packs: bool = True) -> None:
     n = plan.lengths.size
     offsets = plan.pack_offsets
     assert sorted(plan.order.tolist()) == list(range(n)), "every example exactly once"
     assert offsets.size == plan.num_packs + 1 and offsets[0] == 0 and offsets[-1] == n
     assert (np.diff(offsets) > 0).all(), "no empty pack"
-    position = shuffled_positions(plan)
+    position = shuffled_positions(plan, seed=seed, shuffle=shuffle)
     firsts = []
     for pack in range(plan.num_packs):
         members = plan.order[offsets[pack] : offsets[pack + 1]]
         assert (plan.pack_of[members] == pack).all()
-        assert plan.lengths[members].sum() <= plan.capacity
+        assert plan.lengths[members].sum() <= capacity
         assert (np.diff(position[members]) > 0).all(), "shuffled order kept within a pack"
         firsts.append(position[members[0]])
-    if not plan.shuffle_packs:
+    if not shuffle_packs:
         assert firsts == sorted(firsts), "packs numbered by first shuffled position"
     assert plan.metrics.num_packs == plan.num_packs and plan.metrics.num_examples == n
 
@@ -62,10 +76,10 @@ def assert_consistent(plan: PackPlan) -> None:
     shuffle_packs=st.booleans(),
 )
 def test_plans_are_consistent_and_deterministic(lengths, extra, strategy, window, seed, shuffle, shuffle_packs):
-    capacity = max(lengths, default=1) + extra
+    capacity = max(max(lengths, default=1) + extra, 2)  # 2: the least capacity a pack of labels has
     kwargs = dict(strategy=strategy, window=window, seed=seed, shuffle=shuffle, shuffle_packs=shuffle_packs)
     plan = pack_lengths(lengths, capacity, **kwargs)
-    assert_consistent(plan)
+    assert_consistent(plan, capacity, seed=seed, shuffle=shuffle, shuffle_packs=shuffle_packs)
     again = pack_lengths(np.array(lengths, dtype=np.int32), capacity, **kwargs)
     for name in ("pack_of", "order", "pack_offsets"):
         assert np.array_equal(getattr(plan, name), getattr(again, name))
@@ -78,7 +92,7 @@ def test_plans_are_consistent_and_deterministic(lengths, extra, strategy, window
 @given(lengths=st.lists(st.integers(1, 40), min_size=1, max_size=300), window=st.integers(1, 30))
 def test_window_displacement_matches_recomputation_and_bound(lengths, window):
     plan = pack_lengths(lengths, 40, window=window, shuffle_packs=False, seed=1)
-    moved = np.abs(shuffled_positions(plan)[plan.order] - np.arange(len(lengths)))
+    moved = np.abs(shuffled_positions(plan, seed=1)[plan.order] - np.arange(len(lengths)))
     assert moved.max() == plan.metrics.displacement_max <= WINDOW_MAX_AGE * window - 1
 
 
@@ -103,7 +117,7 @@ def test_strategy_uses_its_kernel_on_the_shuffled_lengths(strategy):
     assert plan.num_packs == count
     first_seen = list(dict.fromkeys(raw.tolist()))
     want = [first_seen.index(p) for p in raw.tolist()]
-    assert np.array_equal(plan.pack_of[np.argsort(shuffled_positions(plan))], want)
+    assert np.array_equal(plan.pack_of[np.argsort(shuffled_positions(plan, seed=9))], want)
 
 
 def test_pack_shuffle_is_the_jumped_generator_permutation():
@@ -145,8 +159,8 @@ def test_edge_cases(strategy):
         assert half.num_packs == 5
     same = pack_lengths([3] * 100, 10, strategy=strategy)
     assert same.num_packs == math.ceil(100 / 3)
-    for plan in (empty, one, full, half, same):
-        assert_consistent(plan)
+    for plan, packed_at in ((empty, 16), (one, 16), (full, 16), (half, capacity), (same, 10)):
+        assert_consistent(plan, packed_at)
 
 
 @pytest.mark.parametrize(
@@ -168,11 +182,12 @@ def test_bad_lengths_are_rejected(lengths, message):
     ("kwargs", "message"),
     [
         (dict(strategy="best"), "unknown strategy 'best'; choose one of bfd, ffd, window, sequential"),
-        (dict(capacity=0), "capacity must be a positive integer"),
-        (dict(capacity=True), "capacity must be a positive integer"),
-        (dict(capacity=2**31), "capacity must be a positive integer below 2"),
-        (dict(window=0), "window must be a positive integer"),
-        (dict(seed=-1), "seed must be a non-negative integer"),
+        (dict(capacity=1), "`capacity` must be an integer from 2 to 2,147,483,647, got 1"),
+        (dict(capacity=True), "`capacity` must be an integer from 2"),
+        (dict(capacity=2**31), "`capacity` must be an integer from 2 to 2,147,483,647, got 2147483648"),
+        (dict(window=0), "`window` must be an integer from 1 to 2,147,483,647, got 0"),
+        (dict(seed=-1), "`seed` must be an integer from 0 to 9,223,372,036,854,775,807, got -1"),
+        (dict(seed=2**63), "`seed` must be an integer from 0"),  # a seed no manifest could hold
     ],
 )
 def test_bad_arguments_are_rejected(kwargs, message):
@@ -181,8 +196,12 @@ def test_bad_arguments_are_rejected(kwargs, message):
 
 
 def test_window_defaults_and_is_ignored_elsewhere():
-    assert pack_lengths([1], 4).window == DEFAULT_WINDOW == 1000
-    assert pack_lengths([1], 4, strategy="bfd", window=7).window is None
+    assert resolved_window("window", None) == DEFAULT_WINDOW == 1000 and resolved_window("bfd", 7) is None
+    lengths = np.random.default_rng(1).integers(1, 64, 3000)
+    assert np.array_equal(pack_lengths(lengths, 64).order, pack_lengths(lengths, 64, window=DEFAULT_WINDOW).order)
+    assert not np.array_equal(pack_lengths(lengths, 64).order, pack_lengths(lengths, 64, window=7).order)
+    assert np.array_equal(pack_lengths(lengths, 64, strategy="bfd", window=7).order,
+                          pack_lengths(lengths, 64, strategy="bfd").order)
 
 
 def test_plan_arrays_are_read_only():
@@ -247,7 +266,7 @@ def test_metrics_match_numpy_recomputation(strategy):
     m = plan.metrics
     packed_at = np.empty(lengths.size, dtype=np.int64)
     packed_at[plan.order] = np.arange(lengths.size)
-    moved = np.abs(packed_at - shuffled_positions(plan))
+    moved = np.abs(packed_at - shuffled_positions(plan, seed=2))
     x = lengths[plan.order] - lengths.mean()
     y = np.arange(lengths.size) - (lengths.size - 1) / 2
     assert m.tokens == lengths.sum()
@@ -269,14 +288,15 @@ def test_constant_lengths_have_zero_correlation():
 
 def test_check_budgets_passes_met_budgets():
     plan = pack_lengths(np.random.default_rng(0).integers(1, 500, 2000), 1024, strategy="bfd")
-    assert check_budgets(plan, min_density=plan.metrics.density, max_displacement=None) == []
-    assert check_budgets(plan, min_density=None, max_displacement=None) == []
+    budgets = run_settings(capacity=1024, strategy="bfd", window=None)
+    assert check_budgets(plan, dataclasses.replace(budgets, min_density=plan.metrics.density)) == []
+    assert check_budgets(plan, budgets) == []
 
 
 def test_check_budgets_names_the_value_and_a_strategy_that_meets_it():
     lengths = np.random.default_rng(0).integers(1, 1025, 5000)
     plan = pack_lengths(lengths, 1024, strategy="sequential")
-    [message] = check_budgets(plan, min_density=0.95, max_displacement=None)
+    [message] = check_budgets(plan, run_settings(capacity=1024, strategy="sequential", window=None, min_density=0.95))
     bfd = pack_lengths(lengths, 1024, strategy="bfd").metrics.density
     assert message == (
         f"density {plan.metrics.density:.4f} < `min_density` 0.95 (strategy=sequential); bfd reaches {bfd:.4f}"
@@ -286,18 +306,19 @@ def test_check_budgets_names_the_value_and_a_strategy_that_meets_it():
 def test_check_budgets_names_an_order_keeping_strategy_for_displacement():
     lengths = np.random.default_rng(0).integers(1, 500, 20_000)
     plan = pack_lengths(lengths, 1024, strategy="bfd")
-    [message] = check_budgets(plan, min_density=None, max_displacement=1000)
+    budgets = run_settings(capacity=1024, strategy="bfd", window=None, max_displacement=1000)
+    [message] = check_budgets(plan, budgets)
     window = pack_lengths(lengths, 1024, strategy="window").metrics
     assert message == (
         f"mean displacement {plan.metrics.displacement_mean:.1f} > `max_displacement` 1000 (strategy=bfd); "
         f"window reaches {window.displacement_mean:.1f} at density {window.density:.4f}"
     )
-    assert check_budgets(plan, min_density=None, max_displacement=plan.metrics.displacement_mean) == []
+    assert check_budgets(plan, dataclasses.replace(budgets, max_displacement=plan.metrics.displacement_mean)) == []
 
 
 def test_check_budgets_says_when_nothing_can_meet_it():
     plan = pack_lengths([6, 6, 6], 10, strategy="bfd")
-    [message] = check_budgets(plan, min_density=0.7, max_displacement=None)
+    [message] = check_budgets(plan, run_settings(capacity=10, strategy="bfd", window=None, min_density=0.7))
     assert "no strategy reaches it; the lower bound allows at most 0.6000" in message
 
 
@@ -305,7 +326,8 @@ def test_every_strategy_choice_has_an_assigner():
     from packcli.choices import Strategy
 
     assert set(STRATEGIES) == {s.value for s in Strategy}
-    assert pack_lengths([3, 2], 8, strategy=Strategy.bfd).strategy == "bfd"  # the member or its value, alike
+    member, value = pack_lengths([3, 2, 7], 8, strategy=Strategy.bfd), pack_lengths([3, 2, 7], 8, strategy="bfd")
+    assert np.array_equal(member.order, value.order)  # the member or its value, alike
 
 
 @pytest.mark.parametrize(("strategy", "digest"), [

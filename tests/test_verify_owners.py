@@ -8,12 +8,15 @@ violation that names the field.
 
 from __future__ import annotations
 
+import copy
 import json
 import shutil
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from packcli.artifact import manifest as mf
 from packcli.artifact.seams import SEAM_TABLE_SCHEMA
@@ -194,3 +197,52 @@ def test_the_seam_table_edit_reaches_the_file(packed_copy):
     """The helpers above write what they say (a guard on the guards)."""
     forge.rewrite_seam(packed_copy, lambda rows: rows[0].update(reason="written"))
     assert pq.read_table(Path(packed_copy) / SEAM_TABLE_NAME)["reason"][0].as_py() == "written"
+
+
+# -- verify judges the manifest by the artifact's one table (`packcli.artifact.fieldspec`) -------------------
+
+def test_every_spec_has_an_owner_and_every_owner_a_spec():
+    from packcli.artifact.fieldspec import FIELD_SPECS
+    from packcli.verify.owners import _owned
+
+    assert list(MANIFEST_FIELDS) == list(FIELD_SPECS)
+    assert all(owner.spec is FIELD_SPECS[path] for path, owner in MANIFEST_FIELDS.items())
+    with pytest.raises(KeyError, match="config.planted"):  # an owner of a field the table does not have
+        _owned({"config.planted": ("plan", "the re-run plan")})
+
+
+FIXTURE_MANIFEST = json.loads((Path(__file__).parent.parent / "fixtures" / "packed" / MANIFEST_NAME).read_text())
+LEAVES = [path for path, _ in hashed_leaves(FIXTURE_MANIFEST)]
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats() | st.text(max_size=4),
+    lambda inner: st.lists(inner, max_size=2) | st.dictionaries(st.text(max_size=3), inner, max_size=2),
+    max_leaves=4)
+
+
+def _set(manifest: dict, path: str, value: object) -> None:
+    *parents, last = [int(p) if p.isdigit() else p for p in path.replace("[", ".").replace("]", "").split(".")]
+    for key in parents:
+        manifest = manifest[key]
+    manifest[last] = value
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from(LEAVES), JSON_VALUES), min_size=1, max_size=3))
+def test_verify_and_the_readers_agree_on_every_forged_value(edits):
+    """Fields of the fixture's manifest set to any JSON value: verify's manifest check finds the manifest
+    whole exactly when `problems` (what stats, show and the loader refuse) finds nothing, and every problem
+    named is a violation verify reports, word for word."""
+    from packcli.verify.owners import check_manifest
+    from packcli.verify.report import CheckResult
+
+    manifest = copy.deepcopy(FIXTURE_MANIFEST)
+    for path, value in edits:
+        try:
+            _set(manifest, path, value)
+        except (KeyError, IndexError, TypeError):
+            pass  # an earlier edit replaced an object this path ran through
+    result = CheckResult("manifest", limit=10_000)
+    whole = check_manifest(manifest, result)
+    found = mf.problems(manifest)
+    assert whole == (found == []), (found, [v.message for v in result.violations])
+    assert set(found) <= {v.message for v in result.violations}

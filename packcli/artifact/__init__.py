@@ -4,4 +4,6 @@
     seams.py     the seam table (one row per input record) and rejects.jsonl
     manifest.py  the hashed contract manifest: canonical JSON, hash, read with a version check; typed
                  (`Manifest`, with the run's `PackSettings` as its ``config``), read through attributes
+    fieldspec.py what a valid manifest field is (types, range, required): the one table every reader and
+                 verify judge a manifest by, and pack bounds its settings with
 """

@@ -27,10 +27,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, ClassVar
 
+from packcli.artifact.fieldspec import UNHASHED_KEYS, value_problems
 from packcli.contract import CONTRACT_VERSION, MANIFEST_NAME
 from packcli.errors import ContractError, InputError
-
-UNHASHED_KEYS = ("manifest_sha256", "unhashed")
 
 
 @dataclass(frozen=True)
@@ -266,9 +265,10 @@ def write_manifest(manifest: Manifest | dict, directory: Path) -> Path:
 
 
 def problems(data: object) -> list[str]:
-    """What keeps a manifest's JSON from being a `Manifest`: a section or field missing, or a section that is
-    not an object (or a list of them). The types and values of the fields are verify's to judge
-    (`packcli.verify.owners.check_manifest`); this is the shape every reader needs."""
+    """What keeps a manifest's JSON from being a `Manifest` every reader can trust: a section or field missing,
+    a section that is not an object (or a list of them), a field not of its type or range
+    (`packcli.artifact.fieldspec.FIELD_SPECS`, the table verify's manifest check judges by too). A field it
+    does not know is no problem here: verify reports it (`packcli.verify.owners`)."""
     if not isinstance(data, Mapping):
         return ["the manifest is not a JSON object"]
     found: list[str] = []
@@ -297,22 +297,37 @@ def problems(data: object) -> list[str]:
     for name in ("conventions", "counts", "metrics"):
         if name in data and not isinstance(data[name], Mapping):
             found.append(f"{name} is not an object")
-    return found
+    return found + value_problems(data)
 
 
 def shard_pins(data: Mapping[str, Any]) -> tuple[ShardPin, ...]:
     """The shards a manifest of any contract with these shards lists (`packcli.contract.SHARD_CONTRACTS`: the
-    readers of the packs alone, whose other fields differ between contracts)."""
-    return tuple(_pin(ShardPin, entry) for entry in data["shards"])
+    readers of the packs alone, whose other fields differ between contracts).
+
+    Raises:
+        ContractError: a shard's field missing, or not of its type or range (`problems`, of the shards alone).
+    """
+    shards = {"shards": data.get("shards")}
+    found = [p for p in problems(shards) if p.startswith("shards")]
+    if found:
+        raise ContractError(f"{MANIFEST_NAME}: malformed: " + "; ".join(found),
+                            "run `packcli verify` on the artifact; re-pack it if the manifest was edited")
+    return tuple(_pin(ShardPin, entry) for entry in shards["shards"])
 
 
 def load_manifest(directory: str | Path) -> Manifest:
-    """`read_manifest`, typed: for the readers that trust a finished artifact's shape (stats, show).
+    """`read_manifest`, typed and judged: for the readers that trust a finished artifact's fields (stats, show),
+    which then never meet a mistyped one later.
 
     Raises:
         InputError: no manifest. ContractError: unreadable, another contract, or malformed (`problems`).
     """
-    return Manifest.of(read_manifest(directory))
+    data = read_manifest(directory)
+    found = problems(data)
+    if found:
+        raise ContractError(f"{Path(directory) / MANIFEST_NAME}: malformed: " + "; ".join(found),
+                            "run `packcli verify` on the artifact; re-pack it if the manifest was edited")
+    return Manifest.of(data)
 
 
 def read_manifest(directory: Path, *, contracts: tuple[int, ...] = (CONTRACT_VERSION,)) -> dict:

@@ -58,7 +58,8 @@ class PackReader:
         check_hashes: compare each shard's sha256 with the manifest before its first row group is read.
 
     Raises:
-        PackcliError: not an artifact, a contract this packcli does not read, a folder holding what its
+        PackcliError: not an artifact, a contract this packcli does not read, a shard the manifest pins with
+            a field missing or mistyped (`packcli.artifact.manifest.shard_pins`), a folder holding what its
             manifest does not list, an unreadable shard.
     """
 

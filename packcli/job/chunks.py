@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from packcli.artifact.fieldspec import setting_bounds
 from packcli.artifact.manifest import PackSettings
 from packcli.contract import IGNORE_INDEX
 
@@ -80,7 +81,8 @@ def pinned_rule(settings: PackSettings) -> SplitRule:
     """How an over-long example is cut under the pinned settings: into chunks under ``overlong split``, else
     chunks of the capacity (truncation keeps chunk 0, its first ``capacity`` tokens). Settings that cannot
     cut (a forged manifest's) fall back to the latter, for readers that must go on (the plan check names them)."""
-    capacity = settings.capacity if isinstance(settings.capacity, int) and settings.capacity >= 2 else 2
+    least = int(setting_bounds("capacity")[0])
+    capacity = settings.capacity if isinstance(settings.capacity, int) and settings.capacity >= least else least
     rule = SplitRule(capacity, settings.split_overlap, settings.split_min_last)
     return rule if settings.overlong == "split" and not rule.problems() else SplitRule(capacity)
 

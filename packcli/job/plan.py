@@ -53,7 +53,7 @@ def plan_packs(fates: Fates, settings: PackSettings, scratch: Scratch = IN_MEMOR
     """`plan_examples`, or `BudgetError` if the plan misses a density or displacement budget (nothing
     is written then). The plan's per-example arrays are ``scratch``'s (`packcli.job.scratch`)."""
     plan = plan_examples(fates, settings)
-    problems = check_budgets(plan, min_density=settings.min_density, max_displacement=settings.max_displacement)
+    problems = check_budgets(plan, settings)
     if problems:
         raise BudgetError("budget not met, nothing written: " + "; ".join(problems),
                           "choose the strategy named above, or relax the budget")
@@ -63,11 +63,11 @@ def plan_packs(fates: Fates, settings: PackSettings, scratch: Scratch = IN_MEMOR
     return replace(plan, **kept)
 
 
-def plan_metrics(plan: PackPlan, fates: Fates) -> dict[str, int | float]:
-    """The manifest's ``metrics``: the plan's (`PackMetrics`) and the supervised density."""
+def plan_metrics(plan: PackPlan, fates: Fates, capacity: int) -> dict[str, int | float]:
+    """The manifest's ``metrics``: the plan's (`PackMetrics`) and the supervised density at ``capacity``."""
     metrics = plan.metrics.to_dict()
     supervised = int(fates.used_sup[fates.packable].sum())
-    metrics["supervised_density"] = supervised / (plan.num_packs * plan.capacity) if plan.num_packs else 0.0
+    metrics["supervised_density"] = supervised / (plan.num_packs * capacity) if plan.num_packs else 0.0
     return metrics
 
 

@@ -163,7 +163,7 @@ def build_manifest(directory: Path, *, examples: Examples, plan: PackPlan, confi
         loss_policy=settings.loss, conventions=CONVENTIONS, config=settings,
         inputs=tuple(InputPin(f.name, f.kind.value, f.size, f.sha256, index.records_per_file[i])
                      for i, f in enumerate(files)),
-        counts=counts, metrics=plan_metrics(plan, fates), shards=tuple(shards),
+        counts=counts, metrics=plan_metrics(plan, fates, settings.capacity), shards=tuple(shards),
         seam_table=FilePin(seam_table.name, seam_table.stat().st_size, file_sha256(seam_table), rows=n),
         rejects=FilePin(REJECTS_NAME, (directory / REJECTS_NAME).stat().st_size, file_sha256(directory / REJECTS_NAME),
                         rows=rejects))

@@ -32,6 +32,9 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from packcli.artifact.fieldspec import setting_bounds
+from packcli.artifact.manifest import PackSettings
+from packcli.checks import int_problems
 from packcli.choices import Strategy
 from packcli.pack import kernels
 
@@ -196,8 +199,10 @@ def measure_packing(
 
 @dataclass(frozen=True, eq=False)
 class PackPlan:
-    """Where every example goes. Arrays are read-only; `lengths` is kept so the plan can be
-    checked and re-packed (check_budgets) without the caller passing the data again."""
+    """Where every example goes: the planner's output alone. The settings it was made with are the caller's
+    (`packcli.artifact.manifest.PackSettings`, which `check_budgets` takes), never copied here. Arrays are
+    read-only; `lengths` is kept so the plan can be checked and re-packed (check_budgets) without the caller
+    passing the data again."""
 
     lengths: npt.NDArray[np.int64]
     """Token count per example, input order."""
@@ -208,12 +213,6 @@ class PackPlan:
     pack_offsets: npt.NDArray[np.int64]
     """num_packs + 1 offsets into `order`."""
     num_packs: int
-    capacity: int
-    strategy: str
-    window: int | None
-    seed: int
-    shuffle: bool
-    shuffle_packs: bool
     metrics: PackMetrics
 
 
@@ -254,8 +253,8 @@ def pack_lengths(
         lengths: tokens per example, input order; each in 1..capacity.
         capacity: tokens per pack.
         strategy: one of STRATEGIES.
-        window: examples per window for strategy="window" (default DEFAULT_WINDOW); ignored and
-            stored as None for the other strategies.
+        window: examples per window for strategy="window" (default DEFAULT_WINDOW: `resolved_window`);
+            ignored by the other strategies.
         seed: seeds the example shuffle (PCG64(seed)) and the pack shuffle (PCG64(seed).jumped()),
             so a seed gives the same plan on any machine.
         shuffle: permute the examples before packing; False packs them in input order.
@@ -266,18 +265,18 @@ def pack_lengths(
         The PackPlan with its metrics.
 
     Raises:
-        ValueError: an unknown strategy, a bad capacity/window/seed, or a length outside 1..capacity.
+        ValueError: an unknown strategy, a capacity, window or seed outside the range a manifest holds
+            (`packcli.artifact.fieldspec.setting_bounds`, the one definition pack and verify use), or a length
+            outside 1..capacity.
     """
     if strategy not in _ASSIGNERS:
         raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
     strategy = Strategy(strategy).value
-    if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)) or not 0 < capacity < 2**31:
-        raise ValueError(f"capacity must be a positive integer below 2**31, got {capacity!r}")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
     window = resolved_window(strategy, window)
-    if window is not None and (isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1):
-        raise ValueError(f"window must be a positive integer, got {window!r}")
+    problems = [p for name, value in (("capacity", capacity), ("window", window), ("seed", seed))
+                for p in int_problems(f"`{name}`", value, *setting_bounds(name))]
+    if problems:
+        raise ValueError("; ".join(problems))
     capacity = int(capacity)
     values = _validated_lengths(lengths, capacity)
     n = values.size
@@ -300,12 +299,6 @@ def pack_lengths(
         order=order,
         pack_offsets=pack_offsets,
         num_packs=int(num_packs),
-        capacity=capacity,
-        strategy=strategy,
-        window=None if window is None else int(window),
-        seed=int(seed),
-        shuffle=shuffle,
-        shuffle_packs=shuffle_packs,
         metrics=metrics,
     )
 
@@ -316,40 +309,43 @@ def _meets(metrics: PackMetrics, min_density: float | None, max_displacement: fl
     )
 
 
-def check_budgets(
-    plan: PackPlan, *, min_density: float | None, max_displacement: float | None
-) -> list[str]:
+def check_budgets(plan: PackPlan, settings: PackSettings) -> list[str]:
     """One message per unmet budget, with the achieved value and an alternative that meets it.
 
+    Args:
+        plan: what `pack_lengths` made of the lengths under ``settings``.
+        settings: the run's settings: the plan's capacity, strategy, seed and shuffles, and the budgets
+            (``min_density``, ``max_displacement``; None: no budget).
+
     `max_displacement` is compared with `metrics.displacement_mean` (examples). Alternatives are
-    found by re-packing `plan.lengths` with every other strategy (same seed, shuffle and window).
-    Among those that meet the budget, one that meets every budget is named
-    first, then the densest.
+    found by re-packing `plan.lengths` with every other strategy (same capacity, seed and shuffles; the
+    window strategy with its default window). Among those that meet the budget, one that meets every budget
+    is named first, then the densest.
 
     Returns:
         Messages such as "density 0.9512 < `min_density` 0.97 (strategy=sequential); bfd reaches
         0.9987"; empty when every budget is met.
     """
-    metrics = plan.metrics
+    metrics, min_density, max_displacement = plan.metrics, settings.min_density, settings.max_displacement
     unmet_density = min_density is not None and metrics.density < min_density
     unmet_displacement = max_displacement is not None and metrics.displacement_mean > max_displacement
     if not (unmet_density or unmet_displacement):
         return []
     alternatives = []
     for strategy in STRATEGIES:
-        if strategy == plan.strategy:
+        if strategy == settings.strategy:
             continue
-        other = pack_lengths(plan.lengths, plan.capacity, strategy=strategy, seed=plan.seed, shuffle=plan.shuffle,
-                             shuffle_packs=plan.shuffle_packs)
+        other = pack_lengths(plan.lengths, settings.capacity, strategy=strategy, seed=settings.seed,
+                             shuffle=settings.shuffle, shuffle_packs=settings.shuffle_packs)
         alternatives.append((strategy, other.metrics))
     alternatives.sort(key=lambda item: (not _meets(item[1], min_density, max_displacement), -item[1].density))
-    where = f"(strategy={plan.strategy})"
+    where = f"(strategy={settings.strategy})"
     messages = []
     if unmet_density:
         found = [(name, m) for name, m in alternatives if m.density >= min_density]
         hint = f"{found[0][0]} reaches {found[0][1].density:.4f}" if found else (
             f"no strategy reaches it; the lower bound allows at most "
-            f"{metrics.tokens / (metrics.lower_bound * plan.capacity):.4f}"
+            f"{metrics.tokens / (metrics.lower_bound * settings.capacity):.4f}"
         )
         messages.append(f"density {metrics.density:.4f} < `min_density` {min_density} {where}; {hint}")
     if unmet_displacement:

@@ -79,9 +79,8 @@ def length_stats_problems(inputs: Sequence[str], tokenizer: str, *, template: st
     """What is wrong with `length_stats`'s arguments, every problem at once, before any tokenizing
     (messages name the parameters; the CLI prints its flags). Every capacity tried must take the
     split's overlap and last chunk, as pack's would."""
+    from packcli.artifact.fieldspec import setting_bounds
     from packcli.checks import (
-        MAX_INT32,
-        MAX_SEED,
         float_problems,
         input_problems,
         int_problems,
@@ -91,15 +90,17 @@ def length_stats_problems(inputs: Sequence[str], tokenizer: str, *, template: st
     from packcli.engine import worker_problems
     from packcli.job.chunks import SplitRule
 
-    problems = [p for c in capacities for p in int_problems("`capacities`", c, 2, MAX_INT32)]
-    problems += int_problems("`seed`", seed, 0, MAX_SEED)
-    split = int_problems("`split_overlap`", split_overlap, 0) + int_problems("`split_min_last`", split_min_last, 1)
+    # pack's bounds (`setting_bounds`): a capacity stats recommends is one pack takes
+    problems = [p for c in capacities for p in int_problems("`capacities`", c, *setting_bounds("capacity"))]
+    problems += int_problems("`seed`", seed, *setting_bounds("seed"))
+    split = int_problems("`split_overlap`", split_overlap, *setting_bounds("split_overlap")) + int_problems(
+        "`split_min_last`", split_min_last, *setting_bounds("split_min_last"))
     if not split and not problems:
         split = SplitRule(min(capacities), split_overlap, split_min_last).problems()
     problems += split
     problems += worker_problems(workers)
-    problems += float_problems("`min_density`", min_density, 0, 1, low_open=True)
-    problems += float_problems("`max_displacement`", max_displacement, 0)
+    problems += float_problems("`min_density`", min_density, *setting_bounds("min_density"), low_open=True)
+    problems += float_problems("`max_displacement`", max_displacement, *setting_bounds("max_displacement"))
     problems += input_problems(inputs) + tokenizer_problems("`tokenizer`", tokenizer)
     problems += template_problems(template, tokenizer)
     return problems + (fields.problems() if fields is not None else [])

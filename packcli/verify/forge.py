@@ -248,5 +248,5 @@ def replan(directory: Path, reorder: Callable[[list[dict]], list[dict]]) -> None
 
     def edit(m: dict) -> None:
         m["shards"] = [dict(m["shards"][0], name=shard_name(k)) for k in range(placement.num_shards)]
-        m["metrics"] = plan_metrics(plan, fates)
+        m["metrics"] = plan_metrics(plan, fates, settings.capacity)
     reseal(directory, edit, recount_counts=True)

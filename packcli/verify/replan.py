@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from packcli.artifact.fieldspec import setting_bounds
 from packcli.artifact.manifest import Manifest, PackSettings
 from packcli.choices import Overlong
 from packcli.contract import DROPPED, DUPLICATE, PACKED, REJECTED, SPLIT, STATUSES, TRUNCATED, UNSAMPLED, shard_name
@@ -35,6 +36,7 @@ from packcli.job.plan import Placement, place_examples, plan_examples, plan_metr
 from packcli.job.select import unsampled_reason
 from packcli.mix import Mixture, manifest_problems
 from packcli.pack import STRATEGIES, PackPlan, check_budgets
+from packcli.pack.strategies import resolved_window
 from packcli.verify.chunking import claimed_cut, match_chunks
 from packcli.verify.columns import as_ints, take_rows
 from packcli.verify.reconstruct import Reconstructed
@@ -77,18 +79,18 @@ def check_plan(manifest: Manifest, rows: dict[str, list], facts: Reconstructed |
     plan = plan_examples(expected.fates, settings)
     placement = place_examples(plan, expected.fates, settings.packs_per_shard)
     # Artifact-wide findings first: the per-example ones below can fill the report's violation limit.
-    if plan.window != settings.window:
+    if (window := resolved_window(settings.strategy, settings.window)) != settings.window:
         result.fail(Violation(f"config.window is {settings.window!r}, but strategy {settings.strategy} packs with "
-                              f"window {plan.window!r}", field="config.window"))
+                              f"window {window!r}", field="config.window"))
     _check_shards(manifest, placement, plan, settings, result)
-    for problem in check_budgets(plan, min_density=settings.min_density, max_displacement=settings.max_displacement):
+    for problem in check_budgets(plan, settings):
         budget = "config.min_density" if problem.startswith("density") else "config.max_displacement"
         result.fail(Violation(f"{budget} is not met by the plan (pack would have refused it): {problem}",
                               field=budget))
     if lost:
         result.fail(Violation(f"config.max_reject_fraction is not met (pack would have refused it): {lost[0]}: "
                               f"{lost[1]}", field="config.max_reject_fraction"))
-    _check_metrics(manifest.metrics, plan_metrics(plan, expected.fates), result)
+    _check_metrics(manifest.metrics, plan_metrics(plan, expected.fates, settings.capacity), result)
     match = match_chunks(rows, starts, expected, facts_in.length, settings, result)
     _check_fates(rows, match, expected, facts_in, settings, result)
     _check_placement(rows, match, placement, settings, result)
@@ -175,7 +177,7 @@ def _settings(config: PackSettings, num_inputs: int, result: CheckResult) -> Pac
     # (the manifest check has bounded every number: capacity, seed, the fractions, the split settings)
     if config.overlong == "split" or (config.split_overlap, config.split_min_last) != (0, 1):
         rule = SplitRule(config.capacity, config.split_overlap, config.split_min_last)
-        for problem in rule.problems() if config.capacity >= 2 else []:
+        for problem in rule.problems() if config.capacity >= setting_bounds("capacity")[0] else []:
             field = "config.split_overlap" if problem.startswith("`split_overlap`") else "config.split_min_last"
             problems.append((field, problem.replace("`split_overlap`", field).replace("`split_min_last`", field)))
         for key, default in (("split_overlap", 0), ("split_min_last", 1)) if config.overlong != "split" else ():
