@@ -105,6 +105,25 @@ def packed_copy(packed, tmp_path) -> Path:
     return dst
 
 
+@pytest.fixture(scope="session")
+def packed_drop(tmp_path_factory, corpus_files, tokenizer_dir) -> Path:
+    """The fixture corpus with over-long examples dropped (the `packed` fixture truncates them)."""
+    from packcli.config import PackConfig
+    from packcli.job.run import pack_corpus
+
+    out = tmp_path_factory.mktemp("drop") / "packed"
+    pack_corpus(PackConfig(inputs=tuple(corpus_files + [str(FIXTURES / "corpus" / "broken.jsonl")]),
+                           tokenizer=str(tokenizer_dir), out=out, capacity=1024, packs_per_shard=16,
+                           overlong="drop"))
+    return out
+
+
+@pytest.fixture()
+def drop_copy(packed_drop, tmp_path) -> Path:
+    shutil.copytree(packed_drop, tmp_path / "drop")
+    return tmp_path / "drop"
+
+
 def real_asset(*parts: str) -> Path:
     """A real tokenizer/template fetched by scripts/fetch_real_assets.py; CI fetches them first."""
     path = ASSETS.joinpath(*parts)
