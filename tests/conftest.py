@@ -8,8 +8,12 @@ import shutil
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from click.testing import Result
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
@@ -122,6 +126,15 @@ def packed_drop(tmp_path_factory, corpus_files, tokenizer_dir) -> Path:
 def drop_copy(packed_drop, tmp_path) -> Path:
     shutil.copytree(packed_drop, tmp_path / "drop")
     return tmp_path / "drop"
+
+
+def run_cli(*args: object) -> Result:
+    """``packcli ARGS`` in this process (typer's runner; stderr apart), each argument as its ``str``."""
+    from typer.testing import CliRunner
+
+    from packcli.cli import app
+
+    return CliRunner().invoke(app, [str(a) for a in args])
 
 
 def real_asset(*parts: str) -> Path:
