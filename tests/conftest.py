@@ -137,6 +137,21 @@ def run_cli(*args: object) -> Result:
     return CliRunner().invoke(app, [str(a) for a in args])
 
 
+def seam_rows(directory: Path) -> list[dict]:
+    """An artifact's seam table (examples.parquet), a dict a row."""
+    import pyarrow.parquet as pq
+
+    return pq.read_table(directory / "examples.parquet").to_pylist()
+
+
+def cjk_row(packed: Path) -> dict:
+    """The seam row of a packed record whose text has multi-byte characters split over byte-level tokens."""
+    corpus = (FIXTURES / "corpus" / "openai.jsonl").read_text(encoding="utf-8").split("\n")
+    wanted = {i + 1 for i, line in enumerate(corpus) if "東" in line or "京" in line or "語" in line}
+    return next(r for r in seam_rows(packed) if r["source"].endswith("openai.jsonl") and r["line"] in wanted
+                and r["status"] == "packed")
+
+
 def real_asset(*parts: str) -> Path:
     """A real tokenizer/template fetched by scripts/fetch_real_assets.py; CI fetches them first."""
     path = ASSETS.joinpath(*parts)

@@ -35,12 +35,6 @@ def manifest_of(d: Path) -> dict:
     return json.loads((d / "manifest.json").read_text())
 
 
-def seam_rows(d: Path) -> list[dict]:
-    import pyarrow.parquet as pq
-
-    return pq.read_table(d / "examples.parquet").to_pylist()
-
-
 def edit_manifest(d: Path, edit) -> None:  # noqa: ANN001
     """Edit manifest fields that `reseal` would recompute, and re-seal the manifest hash alone."""
     from packcli.artifact import manifest as mf

@@ -322,3 +322,13 @@ def test_what_a_parquet_row_keeps_of_its_json_and_the_warning_where_it_does_not(
     assert "columns whose type cannot hold the JSON they came from" in result.output
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert manifest["unhashed"]["input_warnings"]["column_types"] == {str(data): lines}
+
+
+def test_expand_inputs_globs_sorted_and_missing(tmp_path):
+    for name in ("b.jsonl", "a.jsonl"):
+        (tmp_path / name).write_text("{}\n")
+    assert [Path(s.path).name for s in expand_inputs([str(tmp_path / "*.jsonl")])] == ["a.jsonl", "b.jsonl"]
+    with pytest.raises(InputError, match="no such file"):
+        expand_inputs([str(tmp_path / "nope.jsonl")])
+    with pytest.raises(InputError, match="is a directory"):
+        expand_inputs([str(tmp_path)])

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from forgery import caught, manifest_of, seam_rows
+from conftest import seam_rows
+from forgery import caught, manifest_of
 
 from packcli.verify import forge, verify_artifact
 from packcli.verify.forge import (

@@ -8,7 +8,8 @@ forgeries each of the other checks must catch live in that check's file (tests/t
 from __future__ import annotations
 
 import pytest
-from forgery import caught, edit_manifest, seam_rows
+from conftest import seam_rows
+from forgery import caught, edit_manifest
 
 from packcli.verify import verify_artifact
 from packcli.verify.forge import reseal

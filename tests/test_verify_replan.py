@@ -6,7 +6,8 @@ from __future__ import annotations
 import random
 
 import pytest
-from forgery import caught, manifest_of, roomiest, seam_rows
+from conftest import seam_rows
+from forgery import caught, manifest_of, roomiest
 
 from packcli.contract import IGNORE_INDEX, SEAM_TABLE_NAME, token_hash
 from packcli.verify import forge, verify_artifact

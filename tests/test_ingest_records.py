@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-import gzip
 import json
-from pathlib import Path
 
 import pytest
 
 from packcli.choices import Format
-from packcli.errors import InputError
 from packcli.ingest import (
     Kind,
     Record,
     Rejection,
-    expand_inputs,
     parse_record,
-    read_lines,
 )
 
 
@@ -171,37 +166,6 @@ def test_bad_tool_data_is_a_rejection_naming_the_field(obj, reason):
     assert reason in rej.reason and rej.line == 7
 
 
-def test_gz_and_blank_lines(tmp_path):
-    path = tmp_path / "a.jsonl.gz"
-    with gzip.open(path, "wb") as handle:
-        handle.write(b'{"text": "a"}\n\n   \n{"text": "b"}\n')
-    assert [line for line, _ in read_lines(path, 0)] == [1, 4]
-
-
-def test_zst(tmp_path):
-    zstandard = pytest.importorskip("zstandard")
-    path = tmp_path / "a.jsonl.zst"
-    path.write_bytes(zstandard.ZstdCompressor().compress(b'{"text": "a"}\n{"text": "b"}\n'))
-    assert [line for line, _ in read_lines(path, 0)] == [1, 2]
-
-
-def test_corrupt_gz_is_an_input_error(tmp_path):
-    path = tmp_path / "bad.jsonl.gz"
-    path.write_bytes(b"not gzip at all")
-    with pytest.raises(InputError, match="bad.jsonl.gz: cannot read"):
-        list(read_lines(path, 0))
-
-
-def test_expand_inputs_globs_sorted_and_missing(tmp_path):
-    for name in ("b.jsonl", "a.jsonl"):
-        (tmp_path / name).write_text("{}\n")
-    assert [Path(s.path).name for s in expand_inputs([str(tmp_path / "*.jsonl")])] == ["a.jsonl", "b.jsonl"]
-    with pytest.raises(InputError, match="no such file"):
-        expand_inputs([str(tmp_path / "nope.jsonl")])
-    with pytest.raises(InputError, match="is a directory"):
-        expand_inputs([str(tmp_path)])
-
-
 def test_content_key_ignores_where_and_how_a_record_is_written_but_not_what_it_says():
     from packcli.ingest import content_key
 
@@ -224,12 +188,3 @@ def test_content_key_ignores_where_and_how_a_record_is_written_but_not_what_it_s
                  parse({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}],
                         "tools": [{"type": "function", "function": {"name": "f"}}]})]
     assert len({content_key(r) for r in different + same[:1]}) == 6
-
-
-def test_example_ids_differ_by_occurrence_record_and_copy_and_never_by_place():
-    from packcli.contract import example_id
-
-    sha = "ab" * 32
-    ids = {example_id(sha, occ, rec, copy) for occ in range(3) for rec in range(50) for copy in range(3)}
-    assert len(ids) == 3 * 50 * 3 and all(0 <= i < 2**63 for i in ids)
-    assert example_id(sha, 0, 7) == example_id(sha, 0, 7, 0)  # a record's first copy is the record's id
