@@ -262,7 +262,6 @@ TESTED_ELSEWHERE = {
     "packcli.verify.attention.model": "test_attention.py",
     "packcli.verify.attention.results": "test_attention.py",
     "packcli.verify.attention.runners": "test_attention.py",
-    "packcli.verify.forge": "every forgery test (tests/forgery.py and test_verify_<check>.py)",
 }
 
 # Test files named for no module: suites that cut across the package, each with what it holds.
