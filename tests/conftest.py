@@ -19,6 +19,12 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 ASSETS = ROOT / ".cache" / "assets"
 
+# The render engines a sandbox test runs on: jinja2's sandbox, and minijinja where installed (the render extra),
+# told to render directly, bypassing the start-up probe (docs/render-backends.md).
+RENDER_ENGINES = ["jinja2", pytest.param("minijinja", marks=pytest.mark.skipif(
+    importlib.util.find_spec("minijinja") is None, reason="minijinja is not installed"))]
+TINY_CHAT = {"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]}
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests that start Ray run one after another in one xdist worker (``--dist loadgroup``): a cluster

@@ -242,10 +242,8 @@ NO_TEST_FILE = {
 # so this table only shrinks.
 TESTED_ELSEWHERE = {
     "packcli.artifact.listing": "test_owned.py (what --force may replace), test_cli_paths.py",
-    "packcli.chat.marks": "test_chat.py, test_chat_tools.py (the template's tojson against transformers')",
-    "packcli.chat.render": "test_chat.py, test_chat_engines.py, test_chat_tools.py, test_verify_oracle.py",
-    "packcli.chat.sandbox": "test_chat.py, test_chat_guards.py (the sandbox's refusals)",
-    "packcli.choices": "test_chat.py, test_tokenizer_ends.py, test_pack_strategies.py (each choice where it acts)",
+    "packcli.chat.marks": "test_chat_render.py, test_chat_tools.py (the template's tojson against transformers')",
+    "packcli.choices": "test_chat_render.py, test_tokenizer_ends.py, test_pack_strategies.py (each where it acts)",
     "packcli.cli.console": "test_cli_output.py, test_cli_pack.py (--json and the progress bar through the commands)",
     "packcli.ingest.columnar": "test_sources.py (Parquet and Arrow columns, type warnings)",
     "packcli.ingest.fields": "test_sources.py (column mappings)",
@@ -254,7 +252,7 @@ TESTED_ELSEWHERE = {
     "packcli.ingest.parquet": "test_sources.py",
     "packcli.ingest.spans": "test_sources.py, test_units.py, test_ingest_jsonarray.py",
     "packcli.job.spill": "test_units.py (the spill files a unit writes and the reader)",
-    "packcli.prepare": "test_units.py, test_tokenizer_load.py, test_chat.py",
+    "packcli.prepare": "test_units.py, test_tokenizer_load.py, test_chat_render.py (its Preparer renders, tokenizes)",
     "packcli.stats.packed": "test_artifact.py, test_cli_stats.py (`stats` of an artifact)",
     "packcli.tokenizer.fast.build": "test_tokenizer_fast_backend.py, test_tokenizer_load.py",
     "packcli.verify.attention.backends": "test_attention.py",
