@@ -233,6 +233,7 @@ TESTS = Path(__file__).resolve().parent
 # Modules with no test file of their own, each with the reason.
 NO_TEST_FILE = {
     "packcli.__main__": "`python -m packcli`: two lines handing over to the CLI (test_data_memory runs it)",
+    "packcli.choices": "pure data: the str Enums of every closed choice; each is tested where it acts",
     "packcli.progress": "an interface (a Protocol) and the reporter that reports nothing; the CLI's bar, "
                         "packcli.cli.console.RichProgress, is what reports",
 }
@@ -242,8 +243,6 @@ NO_TEST_FILE = {
 # so this table only shrinks.
 TESTED_ELSEWHERE = {
     "packcli.artifact.listing": "test_owned.py (what --force may replace), test_cli_paths.py",
-    "packcli.chat.marks": "test_chat_render.py, test_chat_tools.py (the template's tojson against transformers')",
-    "packcli.choices": "test_chat_render.py, test_tokenizer_ends.py, test_pack_strategies.py (each where it acts)",
     "packcli.cli.console": "test_cli_output.py, test_cli_pack.py (--json and the progress bar through the commands)",
     "packcli.ingest.columnar": "test_sources.py (Parquet and Arrow columns, type warnings)",
     "packcli.ingest.fields": "test_sources.py (column mappings)",
@@ -257,8 +256,6 @@ TESTED_ELSEWHERE = {
     "packcli.tokenizer.fast.build": "test_tokenizer_fast_backend.py, test_tokenizer_load.py",
     "packcli.verify.attention.backends": "test_attention.py",
     "packcli.verify.attention.compare": "test_attention.py",
-    "packcli.verify.attention.model": "test_attention.py",
-    "packcli.verify.attention.results": "test_attention.py",
     "packcli.verify.attention.runners": "test_attention.py",
 }
 
