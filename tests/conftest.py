@@ -8,12 +8,16 @@ import shutil
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from click.testing import Result
+
+    from packcli.job.run import PackSummary
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
@@ -156,6 +160,23 @@ def cjk_row(packed: Path) -> dict:
     wanted = {i + 1 for i, line in enumerate(corpus) if "東" in line or "京" in line or "語" in line}
     return next(r for r in seam_rows(packed) if r["source"].endswith("openai.jsonl") and r["line"] in wanted
                 and r["status"] == "packed")
+
+
+def pack_inputs(inputs: Sequence[str | Path], tokenizer_dir: Path, out: Path, **config: Any) -> PackSummary:
+    """``pack_corpus`` of ``inputs`` with the tokenizer in ``tokenizer_dir`` into ``out`` (capacity 512 unless given)."""
+    from packcli.config import PackConfig
+    from packcli.job.run import pack_corpus
+
+    config.setdefault("capacity", 512)
+    return pack_corpus(PackConfig(inputs=tuple(map(str, inputs)), tokenizer=str(tokenizer_dir), out=out, **config))
+
+
+def token_columns(directory: Path, manifest: dict) -> list[dict]:
+    """The shards' token columns: what training reads (example ids differ with the input's sha256)."""
+    import pyarrow.parquet as pq
+
+    cols = ["input_ids", "labels", "position_ids", "cu_seqlens", "num_tokens", "num_supervised"]
+    return [pq.read_table(directory / s["name"], columns=cols).to_pydict() for s in manifest["shards"]]
 
 
 def real_asset(*parts: str) -> Path:

@@ -242,17 +242,11 @@ NO_TEST_FILE = {
 # and what would move them). The check below fails when one gets its own file and is still listed here,
 # so this table only shrinks.
 TESTED_ELSEWHERE = {
-    "packcli.artifact.listing": "test_owned.py (what --force may replace), test_cli_paths.py",
     "packcli.cli.console": "test_cli_output.py, test_cli_pack.py (--json and the progress bar through the commands)",
-    "packcli.ingest.columnar": "test_sources.py (Parquet and Arrow columns, type warnings)",
-    "packcli.ingest.fields": "test_sources.py (column mappings)",
-    "packcli.ingest.hf": "test_tokenizer_hub.py (datasets in a local Hugging Face cache), test_sources.py",
     "packcli.ingest.messages": "test_ingest_records.py (OpenAI and ShareGPT turns, through parse_record)",
-    "packcli.ingest.parquet": "test_sources.py",
     "packcli.ingest.spans": "test_sources.py, test_units.py, test_ingest_jsonarray.py",
     "packcli.job.spill": "test_units.py (the spill files a unit writes and the reader)",
     "packcli.prepare": "test_units.py, test_tokenizer_load.py, test_chat_render.py (its Preparer renders, tokenizes)",
-    "packcli.stats.packed": "test_artifact.py, test_cli_stats.py (`stats` of an artifact)",
     "packcli.tokenizer.fast.build": "test_tokenizer_fast_backend.py, test_tokenizer_load.py",
     "packcli.verify.attention.backends": "test_attention.py",
     "packcli.verify.attention.compare": "test_attention.py",
