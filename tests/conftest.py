@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import sys
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
 
     from click.testing import Result
 
+    from packcli.ingest import Record, Rejection
     from packcli.job.run import PackSummary
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -177,6 +179,15 @@ def token_columns(directory: Path, manifest: dict) -> list[dict]:
 
     cols = ["input_ids", "labels", "position_ids", "cu_seqlens", "num_tokens", "num_supervised"]
     return [pq.read_table(directory / s["name"], columns=cols).to_pydict() for s in manifest["shards"]]
+
+
+def parse_line(obj_or_bytes: dict | bytes, fmt: str = "auto") -> Record | Rejection:
+    """One input line (a dict as its JSON, or raw bytes), read as line 7 of input 0 (`parse_record`)."""
+    from packcli.choices import Format
+    from packcli.ingest import parse_record
+
+    raw = obj_or_bytes if isinstance(obj_or_bytes, bytes) else json.dumps(obj_or_bytes).encode()
+    return parse_record(raw, file_index=0, line=7, fmt=Format(fmt))
 
 
 def real_asset(*parts: str) -> Path:

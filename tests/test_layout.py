@@ -242,8 +242,6 @@ NO_TEST_FILE = {
 # and what would move them). The check below fails when one gets its own file and is still listed here,
 # so this table only shrinks.
 TESTED_ELSEWHERE = {
-    "packcli.cli.console": "test_cli_output.py, test_cli_pack.py (--json and the progress bar through the commands)",
-    "packcli.ingest.messages": "test_ingest_records.py (OpenAI and ShareGPT turns, through parse_record)",
     "packcli.ingest.spans": "test_sources.py, test_units.py, test_ingest_jsonarray.py",
     "packcli.job.spill": "test_units.py (the spill files a unit writes and the reader)",
     "packcli.prepare": "test_units.py, test_tokenizer_load.py, test_chat_render.py (its Preparer renders, tokenizes)",
