@@ -244,8 +244,6 @@ NO_TEST_FILE = {
 TESTED_ELSEWHERE = {
     "packcli.ingest.spans": "test_sources.py, test_units.py, test_ingest_jsonarray.py",
     "packcli.job.spill": "test_units.py (the spill files a unit writes and the reader)",
-    "packcli.prepare": "test_units.py, test_tokenizer_load.py, test_chat_render.py (its Preparer renders, tokenizes)",
-    "packcli.tokenizer.fast.build": "test_tokenizer_fast_backend.py, test_tokenizer_load.py",
     "packcli.verify.attention.backends": "test_attention.py",
     "packcli.verify.attention.compare": "test_attention.py",
     "packcli.verify.attention.runners": "test_attention.py",
