@@ -242,11 +242,12 @@ NO_TEST_FILE = {
 # and what would move them). The check below fails when one gets its own file and is still listed here,
 # so this table only shrinks.
 TESTED_ELSEWHERE = {
-    "packcli.ingest.spans": "test_sources.py, test_units.py, test_ingest_jsonarray.py",
-    "packcli.job.spill": "test_units.py (the spill files a unit writes and the reader)",
-    "packcli.verify.attention.backends": "test_attention.py",
-    "packcli.verify.attention.compare": "test_attention.py",
-    "packcli.verify.attention.runners": "test_attention.py",
+    "packcli.job.spill": "test_units.py (the spill files a unit writes, the reader gathering them in any order "
+                         "across units, a truncated spill refused)",
+    "packcli.verify.attention.backends": "test_attention.py (every backend through check_packs: the seam-aware ones "
+                                         "pass, naive and the HF traps leak, the CUDA-only ones refuse on CPU)",
+    "packcli.verify.attention.compare": "test_attention.py (check_packs runs each control and compares through it)",
+    "packcli.verify.attention.runners": "test_attention.py (the tiny and the HF runner, behind check_packs)",
 }
 
 # Test files named for no module: suites that cut across the package, each with what it holds.
