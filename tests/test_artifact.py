@@ -1,5 +1,5 @@
-"""The contract on disk: seq_lengths beside cu_seqlens, the dataset card; older contracts refused with a
-rebuild command that works (contract 2's packs still read by the loader, whose shards are the same)."""
+"""Older contracts: refused with a rebuild command that works (contract 2's packs still read by the loader,
+whose shards are the same)."""
 
 from __future__ import annotations
 

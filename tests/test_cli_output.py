@@ -1,4 +1,5 @@
-"""`packcli.cli.output`: the commands' tables leave out columns rather than cut a number."""
+"""`packcli.cli.output`: what the commands draw. Tables leave out columns rather than cut a number; ``show``'s
+tokens keep their boundaries with 8 or 16 colours; a pack's seam table is printed once."""
 
 from __future__ import annotations
 

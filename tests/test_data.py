@@ -1,4 +1,5 @@
-"""packcli.data: loading packs and collating varlen batches."""
+"""`packcli.data`: the public API (both collators, type hints shipped), and the shards read by ``datasets`` as
+they are."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""verify: a clean artifact passes; every seeded fault is caught by the check meant for it."""
+"""`packcli.verify.suite.verify_artifact`: a clean artifact passes every check, a bad worker count is refused,
+and without the tokenizer the structure alone is checked."""
 
 from __future__ import annotations
 

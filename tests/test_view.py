@@ -1,4 +1,5 @@
-"""``packcli show``: the example's own tokens and labels, its pack's seams, its seam-table row; rich, HTML, JSON."""
+"""`packcli.view.show_artifact`: an example with its own tokens and labels, a pack whole with its seams, and the
+selectors' errors."""
 
 from __future__ import annotations
 
