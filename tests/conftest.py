@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -14,12 +15,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterator, Sequence
 
     from click.testing import Result
 
     from packcli.ingest import Record, Rejection
     from packcli.job.run import PackSummary
+    from packcli.verify.attention.results import AttentionReport, PackArrays
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
@@ -188,6 +190,63 @@ def parse_line(obj_or_bytes: dict | bytes, fmt: str = "auto") -> Record | Reject
 
     raw = obj_or_bytes if isinstance(obj_or_bytes, bytes) else json.dumps(obj_or_bytes).encode()
     return parse_record(raw, file_index=0, line=7, fmt=Format(fmt))
+
+
+# The attention check's packs and report, shared by tests/test_attention.py and test_verify_attention_*.py (torch).
+ATTENTION_CORRECT_HF = ("hf:eager", "hf:sdpa")
+ATTENTION_HF_TRAPS = ("hf:sdpa+attention_mask", "hf:eager+cache", "hf:sdpa+default_kwargs")
+
+
+def attention_pack(lengths: Sequence[int], seed: int, vocab: int = 64) -> PackArrays:
+    """Random ids; per example a masked prompt span (first label always -100), then supervised."""
+    import numpy as np
+
+    from packcli.contract import IGNORE_INDEX
+    from packcli.verify.attention.results import PackArrays
+
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(0, vocab, sum(lengths)).astype(np.int32)
+    labels, positions, cu = ids.copy(), [], [0]
+    for n in lengths:
+        start = cu[-1]
+        labels[start:start + int(rng.integers(1, max(2, n // 2)))] = IGNORE_INDEX
+        positions += range(n)
+        cu.append(start + n)
+    return PackArrays(ids, labels, np.array(positions, np.int32), np.array(cu, np.int32))
+
+
+@contextlib.contextmanager
+def one_thread(torch: ModuleType) -> Iterator[None]:
+    """Tiny matmuls gain nothing from threads, and on a busy 2-core CI box OpenMP spin-waits made a
+    32x32 linear take 30 ms with 2 threads vs 30 us with 1."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread() -> Iterator[None]:
+    with one_thread(pytest.importorskip("torch")):
+        yield
+
+
+@pytest.fixture(scope="session")
+def attention_packs() -> list[PackArrays]:
+    # varied lengths, a one-token example, and an example whose labels are all masked
+    return [attention_pack([7, 13, 5, 9], 0), attention_pack([20, 1, 11, 4], 1)]
+
+
+@pytest.fixture(scope="session")
+def attention_report(attention_packs: list[PackArrays]) -> AttentionReport:
+    """Every CPU backend and the HF traps on `attention_packs`, run once (7 backends: seconds)."""
+    torch = pytest.importorskip("torch")
+    from packcli.verify.attention import check_packs
+
+    with one_thread(torch):  # a session fixture is built before the module's one_torch_thread
+        return check_packs(attention_packs, backends=["sdpa", "naive", "hf", *ATTENTION_HF_TRAPS])
 
 
 def real_asset(*parts: str) -> Path:

@@ -244,10 +244,6 @@ NO_TEST_FILE = {
 TESTED_ELSEWHERE = {
     "packcli.job.spill": "test_units.py (the spill files a unit writes, the reader gathering them in any order "
                          "across units, a truncated spill refused)",
-    "packcli.verify.attention.backends": "test_attention.py (every backend through check_packs: the seam-aware ones "
-                                         "pass, naive and the HF traps leak, the CUDA-only ones refuse on CPU)",
-    "packcli.verify.attention.compare": "test_attention.py (check_packs runs each control and compares through it)",
-    "packcli.verify.attention.runners": "test_attention.py (the tiny and the HF runner, behind check_packs)",
 }
 
 # Test files named for no module: suites that cut across the package, each with what it holds.
