@@ -167,7 +167,7 @@ def cjk_row(packed: Path) -> dict:
 
 
 def pack_inputs(inputs: Sequence[str | Path], tokenizer_dir: Path, out: Path, **config: Any) -> PackSummary:
-    """``pack_corpus`` of ``inputs`` with the tokenizer in ``tokenizer_dir`` into ``out`` (capacity 512 unless given)."""
+    """``pack_corpus`` of ``inputs`` with the tokenizer in ``tokenizer_dir`` into ``out`` (capacity 512 by default)."""
     from packcli.config import PackConfig
     from packcli.job.run import pack_corpus
 
