@@ -569,7 +569,7 @@ BAD_LINES = (  # (kind, line bytes, what is wrong) in file order, interleaved wi
     ("no_assistant_turn", b'{"messages": [{"role": "system", "content": "Be brief."}, '
      b'{"role": "user", "content": "Anyone there?"}]}', "no assistant message: nothing to train on"),
     ("empty_assistant_content", b'{"messages": [{"role": "user", "content": "Say nothing."}, '
-     b'{"role": "assistant", "content": ""}]}', "assistant content is \"\" (packcli accepts it; tests/test_pipeline.py)"),
+     b'{"role": "assistant", "content": ""}]}', "assistant content is \"\" (packcli accepts it; tests/test_job_run.py)"),
 )
 
 

@@ -2,18 +2,36 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import json
 import os
 import shutil
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+
+    from click.testing import Result
+
+    from packcli.ingest import Record, Rejection
+    from packcli.job.run import PackSummary
+    from packcli.verify.attention.results import AttentionReport, PackArrays
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 ASSETS = ROOT / ".cache" / "assets"
+
+# The render engines a sandbox test runs on: jinja2's sandbox, and minijinja where installed (the render extra),
+# told to render directly, bypassing the start-up probe (docs/render-backends.md).
+RENDER_ENGINES = ["jinja2", pytest.param("minijinja", marks=pytest.mark.skipif(
+    importlib.util.find_spec("minijinja") is None, reason="minijinja is not installed"))]
+TINY_CHAT = {"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -103,6 +121,132 @@ def packed_copy(packed, tmp_path) -> Path:
     dst = tmp_path / "packed"
     shutil.copytree(packed, dst)
     return dst
+
+
+@pytest.fixture(scope="session")
+def packed_drop(tmp_path_factory, corpus_files, tokenizer_dir) -> Path:
+    """The fixture corpus with over-long examples dropped (the `packed` fixture truncates them)."""
+    from packcli.config import PackConfig
+    from packcli.job.run import pack_corpus
+
+    out = tmp_path_factory.mktemp("drop") / "packed"
+    pack_corpus(PackConfig(inputs=tuple(corpus_files + [str(FIXTURES / "corpus" / "broken.jsonl")]),
+                           tokenizer=str(tokenizer_dir), out=out, capacity=1024, packs_per_shard=16,
+                           overlong="drop"))
+    return out
+
+
+@pytest.fixture()
+def drop_copy(packed_drop, tmp_path) -> Path:
+    shutil.copytree(packed_drop, tmp_path / "drop")
+    return tmp_path / "drop"
+
+
+def run_cli(*args: object) -> Result:
+    """``packcli ARGS`` in this process (typer's runner; stderr apart), each argument as its ``str``."""
+    from typer.testing import CliRunner
+
+    from packcli.cli import app
+
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def seam_rows(directory: Path) -> list[dict]:
+    """An artifact's seam table (examples.parquet), a dict a row."""
+    import pyarrow.parquet as pq
+
+    return pq.read_table(directory / "examples.parquet").to_pylist()
+
+
+def cjk_row(packed: Path) -> dict:
+    """The seam row of a packed record whose text has multi-byte characters split over byte-level tokens."""
+    corpus = (FIXTURES / "corpus" / "openai.jsonl").read_text(encoding="utf-8").split("\n")
+    wanted = {i + 1 for i, line in enumerate(corpus) if "東" in line or "京" in line or "語" in line}
+    return next(r for r in seam_rows(packed) if r["source"].endswith("openai.jsonl") and r["line"] in wanted
+                and r["status"] == "packed")
+
+
+def pack_inputs(inputs: Sequence[str | Path], tokenizer_dir: Path, out: Path, **config: Any) -> PackSummary:
+    """``pack_corpus`` of ``inputs`` with the tokenizer in ``tokenizer_dir`` into ``out`` (capacity 512 by default)."""
+    from packcli.config import PackConfig
+    from packcli.job.run import pack_corpus
+
+    config.setdefault("capacity", 512)
+    return pack_corpus(PackConfig(inputs=tuple(map(str, inputs)), tokenizer=str(tokenizer_dir), out=out, **config))
+
+
+def token_columns(directory: Path, manifest: dict) -> list[dict]:
+    """The shards' token columns: what training reads (example ids differ with the input's sha256)."""
+    import pyarrow.parquet as pq
+
+    cols = ["input_ids", "labels", "position_ids", "cu_seqlens", "num_tokens", "num_supervised"]
+    return [pq.read_table(directory / s["name"], columns=cols).to_pydict() for s in manifest["shards"]]
+
+
+def parse_line(obj_or_bytes: dict | bytes, fmt: str = "auto") -> Record | Rejection:
+    """One input line (a dict as its JSON, or raw bytes), read as line 7 of input 0 (`parse_record`)."""
+    from packcli.choices import Format
+    from packcli.ingest import parse_record
+
+    raw = obj_or_bytes if isinstance(obj_or_bytes, bytes) else json.dumps(obj_or_bytes).encode()
+    return parse_record(raw, file_index=0, line=7, fmt=Format(fmt))
+
+
+# The attention check's packs and report, shared by tests/test_attention.py and test_verify_attention_*.py (torch).
+ATTENTION_CORRECT_HF = ("hf:eager", "hf:sdpa")
+ATTENTION_HF_TRAPS = ("hf:sdpa+attention_mask", "hf:eager+cache", "hf:sdpa+default_kwargs")
+
+
+def attention_pack(lengths: Sequence[int], seed: int, vocab: int = 64) -> PackArrays:
+    """Random ids; per example a masked prompt span (first label always -100), then supervised."""
+    import numpy as np
+
+    from packcli.contract import IGNORE_INDEX
+    from packcli.verify.attention.results import PackArrays
+
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(0, vocab, sum(lengths)).astype(np.int32)
+    labels, positions, cu = ids.copy(), [], [0]
+    for n in lengths:
+        start = cu[-1]
+        labels[start:start + int(rng.integers(1, max(2, n // 2)))] = IGNORE_INDEX
+        positions += range(n)
+        cu.append(start + n)
+    return PackArrays(ids, labels, np.array(positions, np.int32), np.array(cu, np.int32))
+
+
+@contextlib.contextmanager
+def one_thread(torch: ModuleType) -> Iterator[None]:
+    """Tiny matmuls gain nothing from threads, and on a busy 2-core CI box OpenMP spin-waits made a
+    32x32 linear take 30 ms with 2 threads vs 30 us with 1."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread() -> Iterator[None]:
+    with one_thread(pytest.importorskip("torch")):
+        yield
+
+
+@pytest.fixture(scope="session")
+def attention_packs() -> list[PackArrays]:
+    # varied lengths, a one-token example, and an example whose labels are all masked
+    return [attention_pack([7, 13, 5, 9], 0), attention_pack([20, 1, 11, 4], 1)]
+
+
+@pytest.fixture(scope="session")
+def attention_report(attention_packs: list[PackArrays]) -> AttentionReport:
+    """Every CPU backend and the HF traps on `attention_packs`, run once (7 backends: seconds)."""
+    torch = pytest.importorskip("torch")
+    from packcli.verify.attention import check_packs
+
+    with one_thread(torch):  # a session fixture is built before the module's one_torch_thread
+        return check_packs(attention_packs, backends=["sdpa", "naive", "hf", *ATTENTION_HF_TRAPS])
 
 
 def real_asset(*parts: str) -> Path:

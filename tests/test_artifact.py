@@ -1,36 +1,22 @@
-"""The contract on disk: seq_lengths beside cu_seqlens, the dataset card; older contracts refused with a
-rebuild command that works (contract 2's packs still read by the loader, whose shards are the same)."""
+"""Older contracts: refused with a rebuild command that works (contract 2's packs still read by the loader,
+whose shards are the same)."""
 
 from __future__ import annotations
 
 import shlex
 
-import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from conftest import FIXTURES, ROOT
 from typer.testing import CliRunner
 
 from packcli.artifact import manifest as mf
-from packcli.artifact.card import render_card
-from packcli.artifact.shards import load_flat
 from packcli.cli import app
-from packcli.contract import CARD_NAME, CONTRACT_VERSION, file_sha256
+from packcli.contract import CONTRACT_VERSION
 from packcli.errors import ContractError
 
 V1 = FIXTURES / "packed-v1"
 V2 = FIXTURES / "packed-v2"
-
-
-def test_seq_lengths_are_the_seams(packed):
-    manifest = mf.read_manifest(packed)
-    for info in manifest["shards"]:
-        flat = load_flat(pq.read_table(packed / info["name"]), info["name"])
-        assert flat.rows
-        for r in range(flat.rows):
-            assert flat.seq_lengths[r].dtype == np.int32
-            assert np.array_equal(flat.seq_lengths[r], np.diff(flat.cu[r]))
-            assert int(flat.seq_lengths[r].sum()) == flat.num_tokens[r]
 
 
 def test_contract_1_is_refused_with_the_rebuild_command():
@@ -104,59 +90,3 @@ def test_contract_2_is_refused_by_verify_stats_and_show_and_read_by_the_loader()
     assert len(packs) == mf.json.loads((V2 / "manifest.json").read_text())["counts"]["packs"]
     assert sum(len(batch["input_ids"][0]) for batch in PackDataset(V2, batch_packs=4, seed=0)) == sum(
         len(p.input_ids) for p in packs)
-
-
-def test_card_is_pinned_and_describes_the_artifact(packed):
-    manifest = mf.read_manifest(packed)
-    card = manifest["dataset_card"]
-    assert card["name"] == CARD_NAME and card["sha256"] == file_sha256(packed / CARD_NAME)
-    text = (packed / CARD_NAME).read_text(encoding="utf-8")
-    assert text == render_card(mf.Manifest.of(manifest))  # written from the hashed fields alone: reproducible
-    assert text.startswith("---\nconfigs:\n- config_name: default\n") and 'path: "shard-*.parquet"' in text
-    counts = manifest["counts"]
-    for fact in (f"{counts['packs']:,}", f"{counts['supervised_tokens']:,}", f"packing contract {CONTRACT_VERSION}",
-                 "padding_free=True", "max_length=None", '"skip_prepare_dataset": True', "load_dataset("):
-        assert fact in text, fact
-
-
-def test_load_dataset_reads_the_folder(packed, tmp_path, monkeypatch):
-    """The folder is a Hugging Face dataset repository: load_dataset(out_dir) gets the packs and only them."""
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    datasets = pytest.importorskip("datasets")
-    from packcli.data import iter_packs
-
-    ds = datasets.load_dataset(str(packed), split="train", cache_dir=str(tmp_path / "cache"))
-    packs = list(iter_packs(packed))
-    assert len(ds) == len(packs) == mf.read_manifest(packed)["counts"]["packs"]
-    assert {"input_ids", "labels", "seq_lengths", "cu_seqlens"} <= set(ds.column_names)
-    assert "example_id" not in ds.column_names  # examples.parquet is not a split
-    for i in (0, len(ds) - 1):
-        assert ds[i]["input_ids"] == packs[i].input_ids.tolist()
-        assert ds[i]["seq_lengths"] == np.diff(packs[i].cu_seqlens).tolist()
-
-
-def test_the_seam_table_written_group_by_group_is_the_table_written_at_once(packed, tmp_path, monkeypatch):
-    """write_seam_table converts its columns one row group at a time (the driver never holds the corpus's whole
-    table as Arrow); with groups as pq.write_table cuts them, the bytes are the same, nulls and codes included."""
-    import pyarrow as pa
-
-    from packcli.artifact import seams
-
-    table = pq.read_table(packed / "examples.parquet")
-    assert table["shard"].null_count and table.num_rows > 7  # rows in no pack: nulls to carry over
-    rows = table.to_pydict()
-    shards = sorted({s for s in rows["shard"] if s is not None})
-    columns = {**rows,
-               "status": seams.Codes([sorted(set(rows["status"])).index(s) for s in rows["status"]],
-                                     sorted(set(rows["status"]))),
-               "shard": seams.Codes([shards.index(s) if s else 0 for s in rows["shard"]], shards,
-                                    null=np.array([s is None for s in rows["shard"]])),
-               "token_hash": seams.FixedWidth(np.array([h.encode() for h in rows["token_hash"]], dtype="S16")),
-               "format": seams.EmptyAsNull([f or "" for f in rows["format"]])}
-    monkeypatch.setattr(seams, "ROW_GROUP", 7)
-    seams.write_seam_table(tmp_path / "groups.parquet", columns)
-    pq.write_table(pa.Table.from_pydict(rows, schema=seams.SEAM_TABLE_SCHEMA), tmp_path / "once.parquet",
-                   compression="zstd", write_statistics=False, row_group_size=7)
-    assert (tmp_path / "groups.parquet").read_bytes() == (tmp_path / "once.parquet").read_bytes()
-    assert pq.ParquetFile(tmp_path / "groups.parquet").metadata.num_row_groups == -(-table.num_rows // 7)

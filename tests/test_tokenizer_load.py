@@ -193,7 +193,11 @@ def test_a_worker_that_finds_another_tokenizer_file_refuses(tmp_path):
 def test_auto_on_a_small_input_takes_tokenizers_and_says_why():
     """The small-input rule is the tokenizer's own (pack and stats alike): ``auto`` below AUTO_FAST_MIN_BYTES
     loads the reference, with the reason; a size at the bound, an unknown size, or an explicit choice do not."""
-    from packcli.tokenizer.load import AUTO_FAST_MIN_BYTES, auto_backend, cached_tokenizer
+    from packcli.tokenizer.load import (
+        AUTO_FAST_MIN_BYTES,
+        auto_backend,
+        cached_tokenizer,
+    )
 
     small = cached_tokenizer(FIXTURE_JSON, backend="auto", input_bytes=AUTO_FAST_MIN_BYTES - 1)
     assert small.backend_name == "tokenizers"
@@ -205,3 +209,17 @@ def test_auto_on_a_small_input_takes_tokenizers_and_says_why():
     assert auto_backend("tokenizers", 1) == (auto_backend("tokenizers", None)[0], None)
     # the reference asked for directly is cached apart from auto's, whose reason differs
     assert cached_tokenizer(FIXTURE_JSON, backend="tokenizers").backend_reason == "requested"
+
+
+@pytest.mark.parametrize("content", ["", "not json {", "[]"])
+def test_corrupt_tokenizer_is_a_clear_error(tmp_path, content):
+    (tmp_path / "tokenizer.json").write_text(content)
+    with pytest.raises(InputError, match="not a valid tokenizer.json"):
+        load_tokenizer(tmp_path / "tokenizer.json")
+
+
+def test_missing_tokenizer(tmp_path):
+    with pytest.raises(InputError, match="no such file"):
+        load_tokenizer(tmp_path / "nope.json")
+    with pytest.raises(InputError, match="no tokenizer.json"):
+        load_tokenizer(tmp_path)

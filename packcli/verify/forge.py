@@ -1,6 +1,6 @@
 """What a forger can recompute: edit an artifact and re-seal it so every hash and count agrees again.
 
-The negative controls (`packcli.verify.faults`, tests/test_verify_forgeries.py) damage copies of an
+The negative controls (`packcli.verify.faults`, the forgery tests: tests/forgery.py) damage copies of an
 artifact through these helpers, so what they test is the semantic check, never a stale hash: after
 `reseal`, every pinned file's bytes, sha256 and rows, every shard's tokens and supervised labels, and
 the manifest hash are right, the dataset card is re-rendered from the edited manifest (and, with

@@ -1,34 +1,21 @@
-"""Ingestion: format detection, normalisation, and a clear reason for every bad record."""
+"""`packcli.ingest.messages`: OpenAI and ShareGPT turns as the template sees them (content keeps its shape, every
+field and record kwarg reaches it, ShareGPT aliases), and bad tool data rejected naming the field."""
 
 from __future__ import annotations
 
-import gzip
 import json
-from pathlib import Path
 
 import pytest
+from conftest import parse_line
 
 from packcli.choices import Format
-from packcli.errors import InputError
-from packcli.ingest import (
-    Kind,
-    Record,
-    Rejection,
-    expand_inputs,
-    parse_record,
-    read_lines,
-)
-
-
-def parse(obj_or_bytes, fmt=Format.auto):
-    raw = obj_or_bytes if isinstance(obj_or_bytes, bytes) else json.dumps(obj_or_bytes).encode()
-    return parse_record(raw, file_index=0, line=7, fmt=fmt)
+from packcli.ingest import Kind, Record, Rejection
 
 
 def test_openai_messages_keep_the_shape_of_their_content():
     """Content goes to the template as the record has it: a list of parts stays a list (transformers does the same)."""
     parts = [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]
-    rec = parse({"messages": [{"role": "user", "content": parts}, {"role": "assistant", "content": "c"}]})
+    rec = parse_line({"messages": [{"role": "user", "content": parts}, {"role": "assistant", "content": "c"}]})
     assert isinstance(rec, Record) and rec.kind is Kind.chat and rec.format is Format.messages
     assert rec.messages == ({"role": "user", "content": parts}, {"role": "assistant", "content": "c"})
 
@@ -43,7 +30,7 @@ def test_every_message_field_and_record_kwarg_reaches_the_template():
                          "tool_calls": [{"id": "1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
                         {"role": "tool", "tool_call_id": "1", "name": "f", "content": "r"},
                         {"role": "assistant", "thinking": "t2", "content": "a"}]}
-    rec = parse(obj)
+    rec = parse_line(obj)
     assert rec.template_kwargs == {"tools": tools, "documents": obj["documents"], "enable_thinking": False}
     user, call, result, answer = rec.messages
     assert user == {"role": "user", "content": "q", "name": "ann"}
@@ -55,21 +42,21 @@ def test_every_message_field_and_record_kwarg_reaches_the_template():
 
 def test_tools_given_as_a_json_string_are_parsed():
     tools = [{"name": "f", "parameters": {}}]
-    rec = parse({"tools": json.dumps(tools), "messages": [{"role": "user", "content": "q"}]})
+    rec = parse_line({"tools": json.dumps(tools), "messages": [{"role": "user", "content": "q"}]})
     assert rec.template_kwargs["tools"] == tools
 
 
 @pytest.mark.parametrize("alias,role", [("human", "user"), ("gpt", "assistant"), ("chatgpt", "assistant"),
                                         ("bing", "assistant"), ("bard", "assistant"), ("system", "system")])
 def test_sharegpt_role_aliases(alias, role):
-    rec = parse({"conversations": [{"from": alias, "value": "x"}]})
+    rec = parse_line({"conversations": [{"from": alias, "value": "x"}]})
     assert rec.messages[0]["role"] == role and rec.format is Format.sharegpt
 
 
 def test_sharegpt_top_level_system_tools_function_calls_and_weights():
     """LLaMA-Factory's ``system``/``tools``/``function_call``/``observation`` and axolotl's ``weight``."""
     call = {"name": "f", "arguments": {"x": 1}}
-    rec = parse({"system": "be brief", "tools": '[{"name": "f"}]', "conversations": [
+    rec = parse_line({"system": "be brief", "tools": '[{"name": "f"}]', "conversations": [
         {"from": "human", "value": "q"}, {"from": "function_call", "value": json.dumps(call)},
         {"from": "observation", "value": "r"}, {"from": "gpt", "value": "a", "weight": 0},
         {"from": "human", "value": "q2"}, {"from": "gpt", "value": "a2", "weight": 1}]})
@@ -80,51 +67,12 @@ def test_sharegpt_top_level_system_tools_function_calls_and_weights():
     assert rec.untrained == frozenset({4})  # the system message moved every index by one
 
 
-def test_ambiguous_records_say_which_field_was_read():
-    rec = parse({"text": "t", "messages": [{"role": "user", "content": "u"}]})
-    assert rec.format is Format.messages and rec.ambiguous == ("text",)
-    assert parse({"messages": [{"role": "user", "content": "u"}]}).ambiguous == ()
-    assert parse({"prompt": "p", "completion": "c", "text": "t"}).ambiguous == ("text",)
+USER = {"role": "user", "content": "q"}
 
-
-def test_prompt_completion_and_text():
-    assert parse({"prompt": "p", "completion": "c"}).kind is Kind.prompt_completion
-    assert parse({"text": "t"}).kind is Kind.text
-
-
-def test_forced_format_overrides_detection():
-    rec = parse({"text": "t", "messages": [{"role": "user", "content": "u"}]}, Format.text)
-    assert rec.kind is Kind.text and rec.format is Format.text and rec.ambiguous == ()
-
-
-@pytest.mark.parametrize("raw,reason", [
-    (b'{"messages": [', "malformed JSON"),
-    (b"[1, 2]", "expected a JSON object, got array"),
-    (b'{"foo": 1}', "no known field"),
-    (b'{"messages": []}', "messages: empty conversation"),
-    (b'{"messages": [{"role": "wizard", "content": "x"}]}', "messages[0].role: unknown role 'wizard'"),
-    (b'{"messages": [{"role": "user", "content": 42}]}', "messages[0].content: expected a string or a list of text parts, got number"),
-    (b'{"messages": [{"role": "user", "content": "\xff\xfe"}]}', "invalid UTF-8 at byte"),
-    (b'{"messages": [{"role": "user", "content": "\\ud800"}]}', "lone surrogate"),
-    (b'{"text": "ok \\uDC00 then more"}', "lone surrogate"),  # upper-case escape, a low surrogate alone
-    (b'{"prompt": "\\u00e9\\uD83D", "completion": "x"}', "lone surrogate"),  # after another escape
-    (b'{"conversations": [{"from": "alien", "value": "x"}]}', "unknown role 'alien'"),
-    (b'{"prompt": "p", "completion": 3}', "completion: expected a string, got number"),
-    (b'{"text": ""}', "text: empty"),
-    (b'{"messages": [{"role": "user", "content": [{"type": "image", "url": "x"}]}]}',
-     "messages[0].content[0]: a 'image' part; packcli packs text only"),
-])
-def test_bad_records_are_rejected_with_the_field_named(raw, reason):
-    rej = parse(raw)
-    assert isinstance(rej, Rejection)
-    assert reason in rej.reason and rej.line == 7
 
 
 def _call(function, **extra):
     return {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": function, **extra}]}
-
-
-USER = {"role": "user", "content": "q"}
 
 
 @pytest.mark.parametrize("obj,reason", [
@@ -166,70 +114,6 @@ USER = {"role": "user", "content": "q"}
 ])
 def test_bad_tool_data_is_a_rejection_naming_the_field(obj, reason):
     """Never a traceback inside the template: each malformed tool field is the record's reject, file:line kept."""
-    rej = parse(obj)
+    rej = parse_line(obj)
     assert isinstance(rej, Rejection), rej
     assert reason in rej.reason and rej.line == 7
-
-
-def test_gz_and_blank_lines(tmp_path):
-    path = tmp_path / "a.jsonl.gz"
-    with gzip.open(path, "wb") as handle:
-        handle.write(b'{"text": "a"}\n\n   \n{"text": "b"}\n')
-    assert [line for line, _ in read_lines(path, 0)] == [1, 4]
-
-
-def test_zst(tmp_path):
-    zstandard = pytest.importorskip("zstandard")
-    path = tmp_path / "a.jsonl.zst"
-    path.write_bytes(zstandard.ZstdCompressor().compress(b'{"text": "a"}\n{"text": "b"}\n'))
-    assert [line for line, _ in read_lines(path, 0)] == [1, 2]
-
-
-def test_corrupt_gz_is_an_input_error(tmp_path):
-    path = tmp_path / "bad.jsonl.gz"
-    path.write_bytes(b"not gzip at all")
-    with pytest.raises(InputError, match="bad.jsonl.gz: cannot read"):
-        list(read_lines(path, 0))
-
-
-def test_expand_inputs_globs_sorted_and_missing(tmp_path):
-    for name in ("b.jsonl", "a.jsonl"):
-        (tmp_path / name).write_text("{}\n")
-    assert [Path(s.path).name for s in expand_inputs([str(tmp_path / "*.jsonl")])] == ["a.jsonl", "b.jsonl"]
-    with pytest.raises(InputError, match="no such file"):
-        expand_inputs([str(tmp_path / "nope.jsonl")])
-    with pytest.raises(InputError, match="is a directory"):
-        expand_inputs([str(tmp_path)])
-
-
-def test_content_key_ignores_where_and_how_a_record_is_written_but_not_what_it_says():
-    from packcli.ingest import content_key
-
-    chat = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}
-    same = [
-        parse(chat),
-        parse_record(b'{ "messages":[{"content":"hi","role":"user"},{"content":"y\\u006f","role":"assistant"}] }',
-                     file_index=3, line=99),  # other key order, spacing, escapes, file and line
-        parse_record(chat, file_index=0, line=0),  # a Parquet/Arrow row
-        parse({"conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "yo"}]}),
-        parse({"messages": [{"role": "user", "content": "hi", "name": None}, {"role": "assistant", "content": "yo"}]}),
-    ]
-    assert len({content_key(r) for r in same}) == 1
-    different = [parse({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo!"}]}),
-                 parse({"messages": [{"role": "system", "content": "hi"}, {"role": "assistant", "content": "yo"}]}),
-                 parse({"prompt": "hi", "completion": "yo"}),
-                 # content as parts reaches the template as parts (a template may render them otherwise)
-                 parse({"messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]},
-                                     {"role": "assistant", "content": "yo"}]}),
-                 parse({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}],
-                        "tools": [{"type": "function", "function": {"name": "f"}}]})]
-    assert len({content_key(r) for r in different + same[:1]}) == 6
-
-
-def test_example_ids_differ_by_occurrence_record_and_copy_and_never_by_place():
-    from packcli.contract import example_id
-
-    sha = "ab" * 32
-    ids = {example_id(sha, occ, rec, copy) for occ in range(3) for rec in range(50) for copy in range(3)}
-    assert len(ids) == 3 * 50 * 3 and all(0 <= i < 2**63 for i in ids)
-    assert example_id(sha, 0, 7) == example_id(sha, 0, 7, 0)  # a record's first copy is the record's id

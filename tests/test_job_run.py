@@ -1,4 +1,5 @@
-"""`pack` end to end: round trip, determinism, atomicity, budgets, bad input, contract versions."""
+"""`packcli.job.run.pack_corpus`: `pack` end to end: round trip, determinism, atomicity, budgets, bad input, contract
+versions."""
 
 from __future__ import annotations
 
@@ -148,11 +149,6 @@ def test_empty_input_file(tmp_path, tokenizer_dir):
     empty.write_text("")
     with pytest.raises(InputError, match="no records"):
         pack_corpus(config([empty], tokenizer_dir, tmp_path / "o"))
-
-
-def test_invalid_config_reports_every_problem():
-    with pytest.raises(Exception, match="capacity.*strategy"):
-        PackConfig(inputs=("x",), tokenizer="t", out="o", capacity=0, strategy="magic")
 
 
 def test_manifest_pins_everything(packed):

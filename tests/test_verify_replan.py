@@ -1,0 +1,180 @@
+"""`packcli.verify.replan` (the ``plan`` check): every fate, pack and position is what the pinned config
+makes of the reconstructed lengths, in the inputs' own order, never the order of the table under test."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from conftest import seam_rows
+from forgery import caught, manifest_of, roomiest
+
+from packcli.contract import IGNORE_INDEX, SEAM_TABLE_NAME, token_hash
+from packcli.verify import forge, verify_artifact
+from packcli.verify.forge import (
+    Segment,
+    follow_packs,
+    read_segments,
+    reseal,
+    rewrite_seam,
+    write_segments,
+)
+
+
+def test_a_truncated_example_marked_dropped(packed_copy):
+    """--overlong truncate: a truncation that keeps supervised tokens removed and called 'dropped'."""
+    rows = seam_rows(packed_copy)
+    i = next(i for i, r in enumerate(rows) if r["status"] == "truncated")
+    row = rows[i]
+    k = int(row["shard"][6:11])
+    packs = read_segments(packed_copy, k)
+    packs[row["row"]] = [s for s in packs[row["row"]] if s.example_id != row["example_id"]]
+    write_segments(packed_copy, k, packs)
+    full = forge.fresh_example(packed_copy, row["input"], row["line"])
+    capacity = manifest_of(packed_copy)["config"]["capacity"]
+
+    def drop(rows: list[dict]) -> None:
+        rows[i].update(status="dropped", shard=None, row=-1, offset=-1, length=0, supervised=0,
+                       supervised_lost=full.supervised, token_hash=token_hash(full.input_ids),
+                       reason=f"{len(full.input_ids)} tokens > capacity {capacity}; truncation would keep no "
+                              "supervised tokens")
+    rewrite_seam(packed_copy, drop)
+    follow_packs(packed_copy)
+    reseal(packed_copy, recount_counts=True)
+    caught(packed_copy, "plan", "it must be truncated, not dropped")
+
+
+def test_a_dropped_example_smuggled_in_as_truncated(drop_copy):
+    """--overlong drop: a dropped example's first capacity tokens put in a new pack and called 'truncated'."""
+    m = manifest_of(drop_copy)
+    capacity, last = m["config"]["capacity"], len(m["shards"]) - 1
+    rows = seam_rows(drop_copy)
+    i = next(i for i, r in enumerate(rows) if r["status"] == "dropped")
+    full = forge.fresh_example(drop_copy, rows[i]["input"], rows[i]["line"])
+    kept = full.labels[:capacity]
+    packs = read_segments(drop_copy, last)
+    packs.append([Segment(rows[i]["example_id"], full.input_ids[:capacity].tolist(), kept.tolist())])
+    write_segments(drop_copy, last, packs)
+    supervised = int((kept != IGNORE_INDEX).sum())
+
+    def smuggle(rows: list[dict]) -> None:
+        rows[i].update(status="truncated", reason=f"{len(full.input_ids)} tokens > capacity {capacity}; truncated to "
+                       f"{capacity}", supervised=supervised, supervised_lost=full.supervised - supervised)
+    rewrite_seam(drop_copy, smuggle)
+    follow_packs(drop_copy)
+    reseal(drop_copy, recount_counts=True)
+    caught(drop_copy, "plan", "it must be dropped")
+
+
+def test_two_examples_swapped_within_a_pack(packed_copy):
+    packs = read_segments(packed_copy, 0)
+    r = next(r for r, p in enumerate(packs) if len(p) > 1)
+    packs[r][0], packs[r][1] = packs[r][1], packs[r][0]
+    write_segments(packed_copy, 0, packs)
+    follow_packs(packed_copy)
+    reseal(packed_copy, recount_counts=True)
+    caught(packed_copy, "plan", "not where the plan puts them")
+    caught(packed_copy, "plan", "not where the plan puts them", "--no-reconstruct")  # from the seam table's lengths
+
+
+def test_an_example_moved_to_another_pack(packed_copy):
+    k, r, room = roomiest(packed_copy)
+    packs = read_segments(packed_copy, k)
+    source = next(q for q, p in enumerate(packs) if q != r and len(p) > 1 and len(p[-1].input_ids) <= room)
+    packs[r].append(packs[source].pop())
+    write_segments(packed_copy, k, packs)
+    follow_packs(packed_copy)
+    reseal(packed_copy, recount_counts=True)
+    caught(packed_copy, "plan", "not where the plan puts them")
+
+
+def test_shard_rows_shuffled(packed_copy):
+    packs = read_segments(packed_copy, 1)
+    random.Random(0).shuffle(packs)
+    write_segments(packed_copy, 1, packs)
+    follow_packs(packed_copy)
+    reseal(packed_copy, recount_counts=True)
+    caught(packed_copy, "plan", "not where the plan puts them")
+
+
+@pytest.mark.parametrize(("edit", "phrase"), [
+    (lambda c: c.update(seed=1), "config.seed=1"),
+    (lambda c: c.update(shuffle=False), "config.shuffle=False"),
+    (lambda c: c.update(window=7), "config.window=7"),
+    (lambda c: c.update(strategy="sequential", window=None), "config.strategy='sequential'"),
+    (lambda c: c.update(strategy="best"), "config.strategy 'best' is not a strategy"),
+    (lambda c: c.update(capacity=2048), "config.capacity 2048"),
+    (lambda c: c.update(min_density=0.999), "config.min_density is not met"),
+], ids=["seed", "shuffle", "window", "strategy", "not-a-strategy", "capacity-raised", "budget"])
+def test_plan_settings_forged(edit, phrase, packed_copy):
+    reseal(packed_copy, lambda m: edit(m["config"]))
+    caught(packed_copy, "plan", phrase)
+
+
+def test_metrics_forged(packed_copy):
+    reseal(packed_copy, lambda m: m["metrics"].update(density=1.0))
+    caught(packed_copy, "plan", "metrics.density")
+
+
+@pytest.mark.parametrize(("column", "check", "phrase"), [
+    ("supervised_lost", "plan", "supervised_lost is"),
+    ("original_length", "reconstruction", "original_length is"),
+    ("reason", "plan", "reason is"),
+])
+def test_seam_columns_forged(column, check, phrase, packed_copy):
+    def edit(rows: list[dict]) -> None:
+        row = next(r for r in rows if r["status"] == "truncated")
+        row[column] = row[column] + 1 if isinstance(row[column], int) else row[column] + " (edited)"
+    rewrite_seam(packed_copy, edit)
+    reseal(packed_copy, recount_counts=True)
+    caught(packed_copy, check, phrase)
+
+
+def test_seam_rows_reversed_and_the_packs_replanned_for_that_order(packed_copy):
+    """pack's own planner run on the reversed table: a forger chooses which examples share a pack."""
+    before = {s.example_id for p in read_segments(packed_copy, 0) for s in p}
+    forge.replan(packed_copy, lambda rows: rows[::-1])
+    assert {s.example_id for p in read_segments(packed_copy, 0) for s in p} != before  # other packs now
+    for extra in ((), ("--no-reconstruct",)):
+        report = caught(packed_copy, "plan", "not where the plan puts them", *extra)
+        messages = [v["message"] for c in report["checks"] for v in c["violations"]]
+        assert any("not in input order" in m for m in messages), messages
+
+
+def test_inputs_listed_in_another_order(packed_copy):
+    """The manifest's inputs swapped (the seam table renumbered to follow) and the packs replanned in that order."""
+    m = manifest_of(packed_copy)
+    a, b = 0, 1
+    swap = {a: b, b: a}
+
+    def reorder(rows: list[dict]) -> list[dict]:
+        for r in rows:
+            r["input"] = swap.get(r["input"], r["input"])
+        return sorted(rows, key=lambda r: (r["input"], r["line"], r["copy"]))
+    forge.replan(packed_copy, reorder)
+    def swap_inputs(m: dict) -> None:  # where each input was read, too, so each is found and hashes as pinned
+        for listing in (m["inputs"], m["unhashed"]["provenance"]["inputs"]):
+            listing[a], listing[b] = listing[b], listing[a]
+    reseal(packed_copy, swap_inputs, recount_counts=True)
+    assert manifest_of(packed_copy)["inputs"][0]["name"] == m["inputs"][1]["name"]
+    caught(packed_copy, "plan", "not in the order pack reads them")
+
+
+def test_a_packed_row_shorter_than_its_record_is_caught(packed_copy):
+    """The seam table says packed with L - 1 tokens where the record has L: the pack holds a prefix."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from packcli.verify.faults import _reseal
+
+    path = packed_copy / SEAM_TABLE_NAME
+    seam = pq.read_table(path)
+    i = seam["status"].to_pylist().index("packed")
+    lengths = seam["length"].to_pylist()
+    lengths[i] -= 1
+    pq.write_table(seam.set_column(seam.schema.get_field_index("length"), "length", pa.array(lengths, pa.int32())),
+                   path, compression="zstd", write_statistics=False)
+    _reseal(packed_copy)
+    check = next(c for c in verify_artifact(packed_copy).checks if c.name == "plan")
+    assert any(v.field == "length" and f"length is {lengths[i]}" in v.message and f"gives {lengths[i] + 1}" in v.message
+               for v in check.violations), check.violations
