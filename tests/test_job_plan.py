@@ -56,11 +56,11 @@ def test_a_missed_budget_raises_before_anything_is_written_and_names_the_budget(
 
 def test_the_metrics_add_the_supervised_density():
     plan = plan_examples(fates(), settings())
-    metrics = plan_metrics(plan, fates())
+    metrics = plan_metrics(plan, fates(), 10)
     assert metrics["supervised_density"] == pytest.approx(17 / 30)  # 3 + 5 + 2 + 6 + 1 supervised, 3 packs of 10
     assert metrics["num_packs"] == 3 and metrics["density"] == pytest.approx(27 / 30)
     nothing = Fates(np.array([REJECTED], np.int8), *(np.zeros(1, np.int64),) * 3, [""])
-    assert plan_metrics(plan_examples(nothing, settings()), nothing)["supervised_density"] == 0.0
+    assert plan_metrics(plan_examples(nothing, settings()), nothing, 10)["supervised_density"] == 0.0
 
 
 def test_each_example_lands_in_its_shard_row_and_offset():

@@ -262,8 +262,6 @@ CROSS_CUTTING = {
     "test_data_memory": "the loader's memory follows a row group (tracemalloc, packed by `python -m packcli`)",
     "test_data_memory_cap": "the loader within a fixed budget under a real RLIMIT_DATA cap, in a child process",
     "test_verify_fuzz": "malformed values anywhere in a forged artifact: violations, never a traceback",
-    "test_verify_forgeries": "forgeries only the manifest check (packcli.verify.owners) catches; the others' "
-                             "forgeries are in their check's file (their kit: tests/forgery.py)",
     "test_ray_cluster": "a real three-node Ray cluster (scripts/ray_cluster_check.py) for pack and verify",
     "test_fixtures": "the committed fixtures are what the scripts in scripts/ make",
     "test_fixture_artifact": "the committed fixtures/packed still verifies with today's code",
@@ -271,6 +269,7 @@ CROSS_CUTTING = {
     "test_bench_overlong_smoke": "scripts/bench_overlong.py's quick mode and scripts/make_books_corpus.py",
     "test_bench_train_smoke": "scripts/bench_train.py --quick and scripts/bench_vs_trl.py's packcli half",
     "test_make_long_corpus": "scripts/make_long_corpus.py",
+    "test_lint": "ruff check over packcli, tests and scripts with pyproject.toml's rules",
 }
 
 

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from conftest import seam_rows
+from forgery import caught, edit_manifest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -24,6 +26,7 @@ from packcli.artifact.shards import SCHEMA
 from packcli.contract import IGNORE_INDEX, MANIFEST_NAME, SEAM_TABLE_NAME
 from packcli.errors import ContractError
 from packcli.verify import forge, verify_artifact
+from packcli.verify.forge import reseal
 from packcli.verify.owners import MANIFEST_FIELDS, SEAM_COLUMNS, SHARD_COLUMNS, hashed_leaves, owner_of, pattern_of
 
 # Edits the generic rule (numbers +1, strings changed, booleans flipped) cannot make false, with why.
@@ -33,7 +36,7 @@ EDITS = {
     "config.max_displacement": 0.0,
     "config.max_reject_fraction": 0.01,  # a looser budget is as true; the fixture loses 8 of 300 records
     "config.template_date": "not-a-date",  # the fixture's template prints no date: any real one renders alike
-    "config.fields": {"text": ""},  # {}: a mapping pack refuses (a valid wrong one: test_verify_forgeries)
+    "config.fields": {"text": ""},  # {}: a mapping pack refuses (a valid wrong one: test_verify_reconstruct.py)
     "config.mix": {"by": "repeat", "sources": [{"inputs": list(range(6)), "weight": 2.0}]},  # null: two copies each
 }
 RAISES = {"contract_version": ContractError}  # read_manifest refuses a version it does not know
@@ -246,3 +249,38 @@ def test_verify_and_the_readers_agree_on_every_forged_value(edits):
     found = mf.problems(manifest)
     assert whole == (found == []), (found, [v.message for v in result.violations])
     assert set(found) <= {v.message for v in result.violations}
+
+
+# -- forgeries only the manifest check catches; each re-seals what a forger could recompute (tests/forgery.py) --
+
+def test_the_copies_verify_before_any_forgery(packed, packed_drop):
+    assert verify_artifact(packed).ok and verify_artifact(packed_drop).ok
+    assert any(r["status"] == "dropped" for r in seam_rows(packed_drop))
+    assert any(r["status"] == "truncated" for r in seam_rows(packed))
+
+
+def test_conventions_say_labels_are_shifted(packed_copy):
+    reseal(packed_copy, lambda m: m["conventions"].update(labels="shifted"))
+    caught(packed_copy, "manifest", "conventions.labels = 'shifted'")
+
+
+def test_config_loss_disagrees_with_loss_policy(packed_copy):
+    reseal(packed_copy, lambda m: m["config"].update(loss="all"))
+    caught(packed_copy, "manifest", "config.loss 'all' and loss_policy 'auto' disagree")
+
+
+def test_an_unknown_hashed_field(packed_copy):
+    reseal(packed_copy, lambda m: m.update(reviewed_by="nobody"))
+    caught(packed_copy, "manifest", "hashed field reviewed_by")
+
+
+@pytest.mark.parametrize(("edit", "field"), [
+    (lambda m: m.pop("metrics"), "metrics"),
+    (lambda m: m["config"].update(capacity="big"), "config.capacity"),
+    (lambda m: m["shards"][0].pop("sha256"), "shards[0].sha256"),
+    (lambda m: m.update(inputs={"name": "x"}), "inputs"),
+], ids=["no-metrics", "capacity-a-string", "shard-without-sha256", "inputs-not-a-list"])
+def test_a_malformed_manifest_is_named_not_a_traceback(edit, field, packed_copy):
+    edit_manifest(packed_copy, edit)
+    report = caught(packed_copy, "manifest", field)
+    assert all(c["skipped"] for c in report["checks"] if c["name"] != "manifest")

@@ -27,6 +27,12 @@ UNHASHED_KEYS = ("manifest_sha256", "unhashed")  # facts about the run, outside 
 INT64 = (-(2**63), 2**63 - 1)  # what a number must fit to be held (numpy, Arrow): any larger is forged
 
 
+def _kinds(types: tuple[type, ...]) -> str:
+    """``types`` as a message names them: "an int or NoneType", "a str"."""
+    names = " or ".join(t.__name__ for t in types)
+    return ("an " if names[0] in "aeiou" else "a ") + names
+
+
 @dataclass(frozen=True)
 class FieldSpec:
     """A field's JSON types and, for a number, the range pack can write there (default: any int64, any
@@ -39,7 +45,7 @@ class FieldSpec:
     def problem(self, path: str, value: object) -> str | None:
         """Why ``value`` cannot be this field at ``path`` (None: it can)."""
         if not isinstance(value, self.types) or (isinstance(value, bool) and bool not in self.types):
-            return f"{path} = {value!r} is not a {' or '.join(t.__name__ for t in self.types)}"
+            return f"{path} = {value!r} is not {_kinds(self.types)}"
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             return None
         if isinstance(value, float) and not math.isfinite(value):
@@ -177,7 +183,7 @@ def judged_leaves(manifest: Mapping) -> Iterator[tuple[str, object, str | None, 
             if above not in containers:
                 containers.add(above)
                 types = FIELD_SPECS[pattern_of(above)].types
-                problem = f"{above} holds {path.removeprefix(above)}: it is not a {' or '.join(t.__name__ for t in types)}"
+                problem = f"{above} holds {path.removeprefix(above)}: it is not {_kinds(types)}"
             yield path, value, above, problem
         elif spec is None:
             yield path, value, None, None
