@@ -32,20 +32,24 @@ MIB = 1 << 20
 
 
 class Counting:
-    """An engine that counts the bytes of the arrays its workers hand back to the driver."""
+    """An engine that counts what its workers hand back to the driver: ``received``, the bytes of the arrays in
+    the results; ``pickled``, the bytes of the results as they cross from a Ray worker (pickled)."""
 
     def __init__(self, engine) -> None:
-        self.engine, self.received = engine, 0
+        self.engine, self.received, self.pickled = engine, 0, 0
         self.name, self.shares_paths = engine.name, engine.shares_paths
 
     def session(self, warm=None, work=None):
         return self.engine.session(warm, work)
 
     def map(self, fn, common, items, on_done=lambda item, result: None, *, keep=True):
+        import pickle
+
         import numpy as np
 
         results = self.engine.map(fn, common, items, on_done, keep=keep)
         for result in results:
+            self.pickled += len(pickle.dumps(result, protocol=5))
             for value in result if isinstance(result, tuple) else (result,):
                 self.received += np.asarray(value).nbytes
         return results

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from conftest import faulted_copy, load_script
 
 from packcli.artifact.manifest import Manifest
+from packcli.artifact.shards import read_shard
 from packcli.contract import STATUSES
 from packcli.engine.local import LocalEngine
 from packcli.job.units import occurrences
@@ -22,7 +23,6 @@ from packcli.job.write import count_examples, overlong_losses
 from packcli.verify import bookkeeping, copies, verify_artifact
 from packcli.verify.faults import FAULTS, prepare_workspace
 from packcli.verify.integrity import check_integrity
-from packcli.verify.layout import check_packs
 from packcli.verify.packs import SegmentColumns
 from packcli.verify.report import CheckResult, VerifyReport
 
@@ -40,9 +40,7 @@ def _read(directory: Path):
     """The artifact as integrity hands it to the global check, and its manifest."""
     manifest = Manifest.of(json.loads((directory / "manifest.json").read_text()))
     report = VerifyReport(str(directory))
-    layout = report.check("pack_layout")
-    artifact = check_integrity(directory, manifest, report.check("integrity"),
-                               on_shard=lambda shard: check_packs([shard], manifest.config.capacity, layout))
+    artifact = check_integrity(directory, manifest, report.check("integrity"), report.check("pack_layout"))
     return artifact, manifest
 
 
@@ -315,9 +313,43 @@ def test_judging_partitions_with_a_planted_breach_differs(packed, small_parts: N
     assert len(got) > 0
 
 
+def test_driver_receives_segments_not_tokens(packed, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Integrity's workers hand back each shard's findings, totals and segments (8 numbers a segment), not its
+    tokens; a worker that also hands back the shard's tokens (the guard's breach) exceeds the same bound."""
+    from packcli.verify import integrity
+
+    def received() -> tuple[int, int, int]:
+        manifest = Manifest.of(json.loads((packed / "manifest.json").read_text()))
+        report = VerifyReport(str(packed))
+        engine = load_script("bench_verify_spread").Counting(LocalEngine(1))
+        artifact = integrity.check_integrity(packed, manifest, report.check("integrity"), report.check("pack_layout"),
+                                             engine=engine)
+        assert report.ok
+        tokens = sum(t.tokens for t in artifact.packs.totals.values())
+        return engine.pickled, len(artifact.packs.columns.example_id), tokens
+
+    pickled, segments, tokens = received()
+    bound = 8 * 8 * segments + 2048 * len(manifest_shards(packed))
+    assert pickled <= bound < 4 * tokens  # the bound would not hold the tokens
+    task = integrity.read_shard_task
+
+    def leaky(common, item):
+        shard = task(common, item)
+        shard.layout.note = read_shard(packed / item[0].name)["input_ids"].combine_chunks().values.to_numpy()  # tokens
+        return shard
+
+    monkeypatch.setattr(integrity, "read_shard_task", leaky)
+    assert received()[0] > bound
+
+
+def manifest_shards(directory: Path) -> list:
+    return json.loads((directory / "manifest.json").read_text())["shards"]
+
+
 # --- on Ray: the same reports as the local engine ---
 
-RAY_FAULTS = [f for f in FAULTS if f.name in ("duplicate", "line-repeated", "ids-renumbered", "copy-claimed")]
+RAY_FAULTS = [f for f in FAULTS if f.name in ("duplicate", "line-repeated", "ids-renumbered", "copy-claimed", "byte-flip",
+                                                "cu-merged")]
 
 
 @pytest.mark.ray
