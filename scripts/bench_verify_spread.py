@@ -4,9 +4,9 @@
 Two measures for each artifact and engine:
 
 - the driver's whole peak: `verify --no-reconstruct` (integrity and the layout check, drift, global, copies,
-  the plan check) in a fresh process (``--child``), its VmHWM and RssAnon, and, from samples every 20 ms, the
-  highest RSS while each stage ran, so the table says where the peak is reached; the columns the driver holds
-  (the seam table's and the segments'), and whether the two reports are the same (sha256 of their JSON);
+  the plan check) in a fresh process (``--child``), its VmHWM and, from samples every 20 ms, the highest RSS
+  (and RssAnon) while each stage ran, so the table says where the peak is reached; the columns the driver
+  holds (the seam table's and the segments'), and whether the two reports are the same (sha256 of their JSON);
 - what each spread stage adds to the driver above the columns it holds (tracemalloc, in this process: numpy
   arrays and Python objects; the Ray workers are other processes): the global judgement (`_suspects`, or
   `_spread_suspects`), the recount of ``counts`` (`recount`), the whole global check, the copies check; the
@@ -84,6 +84,7 @@ def child(directory: Path, engine_name: str, workers: int) -> None:
 
     stage = ["start"]
     highest: dict[str, float] = {}
+    anon: dict[str, float] = {}  # the anonymous part (Ray's object store pages are shared memory, not in it)
     held = []
 
     def labelled(name, fn):
@@ -101,8 +102,9 @@ def child(directory: Path, engine_name: str, workers: int) -> None:
 
     def sample() -> None:
         while not done.wait(0.02):
-            rss = proc_status_mib("self", ("VmRSS",)).get("VmRSS", 0.0)
-            highest[stage[0]] = max(highest.get(stage[0], 0.0), rss)
+            now = proc_status_mib("self", ("VmRSS", "RssAnon"))
+            highest[stage[0]] = max(highest.get(stage[0], 0.0), now.get("VmRSS", 0.0))
+            anon[stage[0]] = max(anon.get(stage[0], 0.0), now.get("RssAnon", 0.0))
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
@@ -120,7 +122,8 @@ def child(directory: Path, engine_name: str, workers: int) -> None:
     text = json.dumps(report.to_dict(), sort_keys=True)
     print(json.dumps({"vmhwm_mib": status["VmHWM"], "rss_anon_end_mib": status.get("RssAnon"), "wall_s": wall,
                       "ok": report.ok, "report_sha256": hashlib.sha256(text.encode()).hexdigest(),
-                      "held_mib": held[0] / MIB if held else None, "stage_rss_mib": highest}))
+                      "held_mib": held[0] / MIB if held else None, "stage_rss_mib": highest,
+                      "stage_anon_mib": anon}))
 
 
 def held_bytes(artifact) -> int:
@@ -208,11 +211,13 @@ def main() -> None:
     env = run_environment(ROOT)
     drivers = [{"artifact": str(d), "engine": name, **driver_peak(d, name, args.workers, args.part_rows)}
                for d in args.artifacts for name in ("local", "ray")]
-    print(f"{'artifact':>22} {'engine':>6} {'VmHWM MiB':>10} {'held MiB':>9} {'wall s':>7} same  highest RSS a stage (MiB)")
+    print(f"{'artifact':>22} {'engine':>6} {'VmHWM MiB':>10} {'held MiB':>9} {'wall s':>7} same  "
+          "highest RSS/RssAnon a stage (MiB)")
     for local, remote in zip(drivers[::2], drivers[1::2]):
         local["same_report"] = remote["same_report"] = local["report_sha256"] == remote["report_sha256"]
     for row in drivers:
-        stages = ", ".join(f"{k.removeprefix('check_')} {v:.0f}" for k, v in row["stage_rss_mib"].items())
+        stages = ", ".join(f"{k.removeprefix('check_')} {v:.0f}/{row['stage_anon_mib'].get(k, 0):.0f}"
+                           for k, v in row["stage_rss_mib"].items())
         print(f"{row['artifact']:>22} {row['engine']:>6} {row['vmhwm_mib']:>10.0f} {row['held_mib'] or 0:>9.1f} "
               f"{row['wall_s']:>7.1f} {row['same_report']!s:>5} {stages}")
     rows = []
@@ -228,8 +233,8 @@ def main() -> None:
               f"{'check MiB':>10} {'B/example':>10} {'copies MiB':>11} {'wall s':>7} {'received B':>11} "
               f"{'pickled B':>10} same")
         for row in rows:
-            print(f"{row['examples']:>10,} {row['engine']:>6} {row['held_mib']:>9.1f} {row['judgement_peak_mib']:>12.1f} "
-                  f"{row['recount_peak_mib']:>12.1f} {row['peak_above_mib']:>10.1f} "
+            print(f"{row['examples']:>10,} {row['engine']:>6} {row['held_mib']:>9.1f} "
+                  f"{row['judgement_peak_mib']:>12.1f} {row['recount_peak_mib']:>12.1f} {row['peak_above_mib']:>10.1f} "
                   f"{row['peak_bytes_per_example']:>10.1f} {row['copies_peak_mib']:>11.1f} {row['wall_s']:>7.1f} "
                   f"{row['received_bytes']!s:>11} {row['received_pickled_bytes']!s:>10} {row.get('same_report', '')}")
     print(f"load: {load_summary(env['loadavg_start'])}")

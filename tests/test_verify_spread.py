@@ -348,8 +348,8 @@ def manifest_shards(directory: Path) -> list:
 
 # --- on Ray: the same reports as the local engine ---
 
-RAY_FAULTS = [f for f in FAULTS if f.name in ("duplicate", "line-repeated", "ids-renumbered", "copy-claimed", "byte-flip",
-                                                "cu-merged")]
+RAY_FAULTS = [f for f in FAULTS if f.name in ("duplicate", "line-repeated", "ids-renumbered", "copy-claimed",
+                                                "byte-flip", "cu-merged")]
 
 
 @pytest.mark.ray
