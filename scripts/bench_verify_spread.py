@@ -4,8 +4,9 @@
 Two measures for each artifact and engine:
 
 - the driver's whole peak: `verify --no-reconstruct` (integrity and the layout check, drift, global, copies,
-  the plan check) in a fresh process (``--child``), its VmHWM and, from samples every 20 ms, the highest RSS
-  (and RssAnon) while each stage ran, so the table says where the peak is reached; the columns the driver
+  the plan check; ``--reconstruct``: a full `verify`, with ``--workers`` local processes or Ray CPUs) in a
+  fresh process (``--child``), its VmHWM and, from samples every 20 ms, the highest RSS (and RssAnon) while
+  each stage ran, so the table says where the peak is reached; the columns the driver
   holds (the seam table's and the segments'), and whether the two reports are the same (sha256 of their JSON);
 - what each spread stage adds to the driver above the columns it holds (tracemalloc, in this process: numpy
   arrays and Python objects; the Ray workers are other processes): the global judgement (`_suspects`, or
@@ -70,11 +71,13 @@ def peak_of(fn, *args) -> int:
     return peak
 
 
-STAGES = ("check_integrity", "check_drift", "check_global", "check_copies", "check_plan")  # suite's calls, in order
+STAGES = ("check_integrity", "check_drift", "check_global", "check_copies", "check_reconstruction",
+          "check_plan")  # suite's calls, in order
 
 
-def child(directory: Path, engine_name: str, workers: int) -> None:
-    """`verify_artifact(directory, reconstruct=False)` in this fresh process; prints its driver's memory as JSON."""
+def child(directory: Path, engine_name: str, workers: int, reconstruct: bool) -> None:
+    """`verify_artifact(directory)` (without reconstruction unless ``reconstruct``) in this fresh process; prints
+    its driver's memory as JSON."""
     import hashlib
     import threading
 
@@ -114,7 +117,8 @@ def child(directory: Path, engine_name: str, workers: int) -> None:
 
         engine = RayEngine(workers=workers)
     t0 = time.perf_counter()
-    report = suite.verify_artifact(directory, reconstruct=False, max_violations=1000, engine=engine)
+    report = suite.verify_artifact(directory, reconstruct=reconstruct, max_violations=1000, engine=engine,
+                                   workers=workers)
     wall = time.perf_counter() - t0
     done.set()
     sampler.join()
@@ -135,11 +139,11 @@ def held_bytes(artifact) -> int:
     return held + sum(np.asarray(getattr(segs, name)).nbytes for name in segs.__dataclass_fields__)
 
 
-def driver_peak(directory: Path, engine_name: str, workers: int, part_rows: int | None) -> dict:
+def driver_peak(directory: Path, engine_name: str, workers: int, part_rows: int | None, reconstruct: bool) -> dict:
     """`child` in a fresh process (no Ray running in it before)."""
     import subprocess
 
-    parts = ["--part-rows", str(part_rows)] if part_rows else []
+    parts = (["--part-rows", str(part_rows)] if part_rows else []) + (["--reconstruct"] if reconstruct else [])
     out = subprocess.run([sys.executable, __file__, "--child", engine_name, "--workers", str(workers), *parts,
                           str(directory)],
                          check=True, capture_output=True, text=True, env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"})
@@ -198,6 +202,8 @@ def main() -> None:
     parser.add_argument("--part-rows", type=int, default=None, help="rows a partition (default: PART_ROWS)")
     parser.add_argument("--child", choices=("local", "ray"), default=None, help=argparse.SUPPRESS)
     parser.add_argument("--no-stages", action="store_true", help="only the driver's whole peak (no tracemalloc runs)")
+    parser.add_argument("--reconstruct", action="store_true",
+                        help="the driver's whole peak with reconstruction (the sources where the artifact pins them)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench-out" / "verify-spread.json")
     args = parser.parse_args()
     from packcli.verify import bookkeeping
@@ -205,11 +211,12 @@ def main() -> None:
     if args.part_rows:
         bookkeeping.PART_ROWS = args.part_rows
     if args.child:
-        return child(args.artifacts[0], args.child, args.workers)
+        return child(args.artifacts[0], args.child, args.workers, args.reconstruct)
     import ray
 
     env = run_environment(ROOT)
-    drivers = [{"artifact": str(d), "engine": name, **driver_peak(d, name, args.workers, args.part_rows)}
+    drivers = [{"artifact": str(d), "engine": name,
+                **driver_peak(d, name, args.workers, args.part_rows, args.reconstruct)}
                for d in args.artifacts for name in ("local", "ray")]
     print(f"{'artifact':>22} {'engine':>6} {'VmHWM MiB':>10} {'held MiB':>9} {'wall s':>7} same  "
           "highest RSS/RssAnon a stage (MiB)")
