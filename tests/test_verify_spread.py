@@ -10,9 +10,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import faulted_copy, load_script
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from conftest import faulted_copy, load_script
 
 from packcli.artifact.manifest import Manifest
 from packcli.artifact.shards import read_shard
