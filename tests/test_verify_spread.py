@@ -11,14 +11,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import faulted_copy, load_script
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from packcli.artifact.manifest import Manifest
+from packcli.artifact.shards import read_shard
+from packcli.contract import STATUSES
 from packcli.engine.local import LocalEngine
 from packcli.job.units import occurrences
+from packcli.job.write import count_examples, overlong_losses
 from packcli.verify import bookkeeping, copies, verify_artifact
 from packcli.verify.faults import FAULTS, prepare_workspace
 from packcli.verify.integrity import check_integrity
-from packcli.verify.layout import check_packs
 from packcli.verify.packs import SegmentColumns
 from packcli.verify.report import CheckResult, VerifyReport
 
@@ -36,9 +40,7 @@ def _read(directory: Path):
     """The artifact as integrity hands it to the global check, and its manifest."""
     manifest = Manifest.of(json.loads((directory / "manifest.json").read_text()))
     report = VerifyReport(str(directory))
-    layout = report.check("pack_layout")
-    artifact = check_integrity(directory, manifest, report.check("integrity"),
-                               on_shard=lambda shard: check_packs([shard], manifest.config.capacity, layout))
+    artifact = check_integrity(directory, manifest, report.check("integrity"), report.check("pack_layout"))
     return artifact, manifest
 
 
@@ -168,6 +170,95 @@ def test_spread_copies_refuse_a_mixture_with_an_empty_source_as_one_process_does
     assert spread.__dict__ == here.__dict__
 
 
+def _random_table(rng: np.random.Generator) -> dict:
+    """Seam-table columns as a forger could leave them: any status (one no status), examples split into chunks
+    whose spans overlap, straddling a part, some spans starting before zero or longer than the example, lengths
+    below zero, inputs out of range, rows before the first chunk 0, values near the int64 edge."""
+    n = int(rng.integers(0, 60))
+    chunk = np.zeros(n, np.int32)
+    start = np.zeros(n, np.int64)
+    k = 0
+    while k < n:  # an example: its chunks in order, overlapping by a few tokens
+        size = int(rng.integers(1, 5))
+        chunk[k:k + size] = np.arange(min(size, n - k))
+        start[k:k + size] = np.arange(min(size, n - k)) * int(rng.integers(1, 40))
+        k += size
+    if n and rng.random() < 0.3:
+        chunk[0] = 1  # a row before any chunk 0
+    for _ in range(int(rng.integers(0, 4))):  # forged: reaching back, far, or wrapping
+        if n:
+            start[int(rng.integers(0, n))] = int(rng.choice([-10_000, -3, 2**40, -(2**40)]))
+    length = rng.integers(-2, 60, size=n)
+    return {"status": [str(rng.choice([*STATUSES, "bogus"])) for _ in range(n)], "length": length,
+            "supervised": rng.integers(0, 60, size=n), "original_length": length + rng.integers(0, 90, size=n),
+            "chunk": chunk, "chunk_start": start, "supervised_lost": rng.integers(0, 9, size=n),
+            "input": rng.integers(-1, 4, size=n)}
+
+
+def _whole_table_counts(rows: dict, num_inputs: int) -> dict:
+    """``counts`` as pack's own functions give them over the whole table at once."""
+    status = np.array([STATUSES.index(s) if s in STATUSES else -1 for s in rows["status"]], np.int8)
+    length, supervised = rows["length"].astype(np.int64), rows["supervised"].astype(np.int64)
+    counts = count_examples(status, length, supervised)
+    lost = overlong_losses(status, length, rows["original_length"], rows["chunk"], rows["chunk_start"],
+                           rows["supervised_lost"])
+    inputs = rows["input"]
+    counts.update(records=len(status), packs=0, tokens=0, supervised_tokens=0, tokens_lost=lost[0],
+                  supervised_tokens_lost=lost[1],
+                  by_input=[count_examples(status[inputs == k], length[inputs == k], supervised[inputs == k])
+                            for k in range(num_inputs)])
+    return counts
+
+
+@settings(max_examples=300, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), part=st.sampled_from([1, 2, 3, 5, 7, 64]))
+def test_counts_recounted_a_part_at_a_time_are_the_whole_table_counts(seed: int, part: int) -> None:
+    rows = _random_table(np.random.default_rng(seed))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(bookkeeping, "PART_ROWS", part)
+        got = bookkeeping.recount([], rows, 3)
+    assert got == _whole_table_counts(rows, 3)
+
+
+def _straddling() -> dict:
+    """One split example, its overlapping chunks in two parts of two rows (a third row ahead of it)."""
+    return {"status": ["packed", "split", "split", "split"], "length": np.array([5, 10, 10, 10]),
+            "supervised": np.array([5, 9, 9, 9]), "original_length": np.array([5, 24, 0, 0]),
+            "chunk": np.array([0, 0, 1, 2]), "chunk_start": np.array([0, 0, 7, 14]),
+            "supervised_lost": np.zeros(4, np.int64), "input": np.zeros(4, np.int64)}
+
+
+def test_counts_carry_an_example_across_parts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An example whose chunks straddle two parts is covered once (24 tokens: 0, 0 lost); a part counted without
+    the reach carried into it (the guard's breach) counts the overlap twice and gets the loss wrong."""
+    monkeypatch.setattr(bookkeeping, "PART_ROWS", 2)
+    rows = _straddling()
+    assert bookkeeping.recount([], rows, 1)["tokens_lost"] == _whole_table_counts(rows, 1)["tokens_lost"] == 0
+    monkeypatch.setattr(bookkeeping, "_cover_again", lambda shift, part: bookkeeping._cover_part((shift, None),
+                                                                                                  part[0]))
+    assert bookkeeping.recount([], rows, 1)["tokens_lost"] != 0
+
+
+def _counted_bytes(directory: Path) -> int:
+    """What the driver receives from the workers recounting ``counts`` of ``directory`` in two parts."""
+    artifact, manifest = _read(directory)
+    counting = load_script("bench_verify_spread").Counting(LocalEngine(1))  # the benchmark's own counter
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(bookkeeping, "PART_ROWS", -(-artifact.seam.rows // 2))
+        counts = bookkeeping.recount(artifact.packs.totals.values(), artifact.seam, len(manifest.inputs), counting)
+    assert counts["records"] == artifact.seam.rows
+    return counting.received
+
+
+def test_driver_receives_partial_counts_not_a_count_a_row(sized, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two parts each: ten times the rows a part, the same bytes back."""
+    assert _counted_bytes(sized[2000]) <= _counted_bytes(sized[200]) + 64
+    # the guard, fed what it guards against: workers that also hand back each row's status
+    counted = bookkeeping._count_part
+    monkeypatch.setattr(bookkeeping, "_count_part", lambda n, part: (*counted(n, part), part[0]))
+    assert _counted_bytes(sized[2000]) > _counted_bytes(sized[200]) + 64
+
+
 @pytest.fixture(scope="module")
 def sized(tmp_path_factory, tokenizer_dir) -> dict[int, Path]:
     """Artifacts of 200 and 2,000 short documents."""
@@ -222,9 +313,43 @@ def test_judging_partitions_with_a_planted_breach_differs(packed, small_parts: N
     assert len(got) > 0
 
 
+def test_driver_receives_segments_not_tokens(packed, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Integrity's workers hand back each shard's findings, totals and segments (8 numbers a segment), not its
+    tokens; a worker that also hands back the shard's tokens (the guard's breach) exceeds the same bound."""
+    from packcli.verify import integrity
+
+    def received() -> tuple[int, int, int]:
+        manifest = Manifest.of(json.loads((packed / "manifest.json").read_text()))
+        report = VerifyReport(str(packed))
+        engine = load_script("bench_verify_spread").Counting(LocalEngine(1))
+        artifact = integrity.check_integrity(packed, manifest, report.check("integrity"), report.check("pack_layout"),
+                                             engine=engine)
+        assert report.ok
+        tokens = sum(t.tokens for t in artifact.packs.totals.values())
+        return engine.pickled, len(artifact.packs.columns.example_id), tokens
+
+    pickled, segments, tokens = received()
+    bound = 8 * 8 * segments + 2048 * len(manifest_shards(packed))
+    assert pickled <= bound < 4 * tokens  # the bound would not hold the tokens
+    task = integrity.read_shard_task
+
+    def leaky(common, item):
+        shard = task(common, item)
+        shard.layout.note = read_shard(packed / item[0].name)["input_ids"].combine_chunks().values.to_numpy()  # tokens
+        return shard
+
+    monkeypatch.setattr(integrity, "read_shard_task", leaky)
+    assert received()[0] > bound
+
+
+def manifest_shards(directory: Path) -> list:
+    return json.loads((directory / "manifest.json").read_text())["shards"]
+
+
 # --- on Ray: the same reports as the local engine ---
 
-RAY_FAULTS = [f for f in FAULTS if f.name in ("duplicate", "line-repeated", "ids-renumbered", "copy-claimed")]
+RAY_FAULTS = [f for f in FAULTS if f.name in ("duplicate", "line-repeated", "ids-renumbered", "copy-claimed",
+                                                "byte-flip", "cu-merged")]
 
 
 @pytest.mark.ray

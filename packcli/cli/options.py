@@ -129,8 +129,8 @@ VerifyEngine = _engine(f"local, or ray to re-tokenize and judge the bookkeeping 
 RayAddress = Annotated[Optional[str], typer.Option(help="Ray cluster to join ('auto': the current one).",
                                                    show_default=False, rich_help_panel=PERFORMANCE)]
 PackSharedFs = _shared_fs("Confirm --out is on a filesystem every Ray node mounts.")
-VerifySharedFs = _shared_fs("Confirm the sources and tokenizer are on a filesystem every Ray node mounts at the "
-                            "same path.")
+VerifySharedFs = _shared_fs("Confirm the artifact, the sources and the tokenizer are on a filesystem every Ray node "
+                            "mounts at the same path.")
 
 # Library messages name a parameter as Python spells it, in backticks: `capacity`, `overlong='truncate'`,
 # `fields.messages`, `reconstruct=False` (a Python caller of `packcli.pack_corpus` passes no flags). The CLI

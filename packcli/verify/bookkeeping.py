@@ -15,17 +15,17 @@ reconstruction's half.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from packcli.artifact.manifest import InputPin, Manifest
 from packcli.artifact.seams import reject_line
-from packcli.contract import IN_PACKS, REJECTED, STATUSES, example_id
+from packcli.contract import IN_PACK_CODES, IN_PACKS, REJECTED, STATUSES, example_id
 from packcli.engine import Engine
 from packcli.job.units import occurrences
-from packcli.job.write import count_examples, overlong_losses
-from packcli.verify.columns import STEP, SeamColumns, status_codes
+from packcli.job.write import OVERLONG_FATES, count_examples
+from packcli.verify.columns import STEP, Ints, SeamColumns, Strings, status_codes
 from packcli.verify.integrity import Artifact
 from packcli.verify.packs import FIELDS, Segment, SegmentColumns, ShardTotals
 from packcli.verify.report import CheckResult, Violation
@@ -94,7 +94,7 @@ def check_global(artifact: Artifact, rows: SeamColumns, manifest: Manifest, resu
     result.checked += len(ids)
     _check_unclaimed(claims, loose, rows, seen_ids, result)
     _check_rejects(artifact, rows, result)
-    _check_counts(artifact, rows, manifest, result)
+    _check_counts(artifact, rows, manifest, result, engine)
 
 
 def _suspects(artifact: Artifact, rows: SeamColumns, inputs: tuple[InputPin, ...],
@@ -387,24 +387,128 @@ def _parsed(line: str) -> object:
         return None
 
 
-def recount(totals: Iterable[ShardTotals], rows: dict[str, list], num_inputs: int) -> dict:
-    """The manifest's ``counts`` as the seam table (``rows``) and the packs give them: totals from the
-    shards' (`PackIndex.totals`), per status and per input from the seam table
-    (`packcli.job.write.count_examples`)."""
+COUNTED = ("status", "length", "supervised", "original_length", "chunk", "chunk_start", "supervised_lost", "input")
+
+
+def recount(totals: Iterable[ShardTotals], rows: Mapping[str, Sequence], num_inputs: int,
+            engine: Engine | None = None) -> dict:
+    """The manifest's ``counts`` as the seam table (``rows``: `SeamColumns`, or columns as lists) and the packs
+    give them: totals from the shards' (`PackIndex.totals`), per status and per input from the seam table, as
+    `packcli.job.write.count_examples` and `overlong_losses` count them over the whole table.
+
+    Counted `PART_ROWS` rows at a time (with an ``engine``, on its workers), the partial counts merged here, so
+    no process builds a per-row array of the whole table (about 115 bytes an example). The sums wrap as int64,
+    as the whole-table sums do, so every forged table gets the same numbers (tests/test_verify_spread.py)."""
     totals = list(totals)
-    status = status_codes(rows["status"], STATUSES).astype(np.int8)
-    length, supervised = np.asarray(rows["length"], np.int64), np.asarray(rows["supervised"], np.int64)
-    counts = count_examples(status, length, supervised)
-    tokens_lost, supervised_lost = overlong_losses(status, length, np.asarray(rows["original_length"], np.int64),
-                                                   np.asarray(rows["chunk"]), np.asarray(rows["chunk_start"], np.int64),
-                                                   np.asarray(rows["supervised_lost"], np.int64))
-    inputs = np.asarray(rows["input"])
-    counts.update(records=len(status), packs=sum(t.rows for t in totals), tokens=sum(t.tokens for t in totals),
-                  supervised_tokens=sum(t.supervised for t in totals), tokens_lost=tokens_lost,
-                  supervised_tokens_lost=supervised_lost,
-                  by_input=[count_examples(status[inputs == k], length[inputs == k], supervised[inputs == k])
-                            for k in range(num_inputs)])
+    n = len(rows["status"])
+    parts = max(1, -(-n // PART_ROWS))
+
+    def window(p: int) -> tuple[np.ndarray, ...]:
+        a, b = p * PART_ROWS, min(n, (p + 1) * PART_ROWS)
+        status = status_codes(_rows_of(rows["status"], a, b), STATUSES).astype(np.int8)
+        return (status, *(np.asarray(_rows_of(rows[c], a, b)) for c in COUNTED[1:]))
+
+    counted = map_parts(engine, _count_part, num_inputs, parts, window)
+    counts = _summed([part[0] for part in counted])
+    by_input = [_summed([part[1][k] for part in counted]) for k in range(num_inputs)]
+    whole, supervised_lost = (_wrapped(part[2][j] for part in counted) for j in (0, 1))
+    covered = _covered(engine, counted, parts, window)
+    counts.update(records=n, packs=sum(t.rows for t in totals), tokens=sum(t.tokens for t in totals),
+                  supervised_tokens=sum(t.supervised for t in totals), tokens_lost=whole - covered,
+                  supervised_tokens_lost=supervised_lost, by_input=by_input)
     return counts
+
+
+def _rows_of(column: Sequence, a: int, b: int) -> Sequence:
+    """Rows ``a`` to ``b`` of a `SeamColumns` column (a view) or a list."""
+    if isinstance(column, Strings):
+        return Strings(column.codes[a:b], column.names)
+    if isinstance(column, Ints):
+        return column.values[a:b]
+    return column[a:b]
+
+
+def _count_part(num_inputs: int, window: tuple[np.ndarray, ...]) -> tuple:
+    """A part of `recount`: `count_examples` over these rows and per input; the over-long policy's whole
+    lengths and supervised losses (`overlong_losses`' sums); and for the tokens its packs cover, how many
+    examples start here (rows with chunk 0) and the furthest end of a packed over-long row's span."""
+    status, length, supervised, original_length, chunk, chunk_start, lost, inputs = window
+    length, supervised = length.astype(np.int64), supervised.astype(np.int64)
+    counts = count_examples(status, length, supervised)
+    by_input = [count_examples(status[inputs == k], length[inputs == k], supervised[inputs == k])
+                for k in range(num_inputs)]
+    overlong = np.isin(status, OVERLONG_FATES)
+    whole = np.asarray(original_length, np.int64)[overlong & (chunk == 0)].sum()
+    packed = overlong & np.isin(status, IN_PACK_CODES)
+    ends = np.asarray(chunk_start, np.int64)[packed] + length[packed]
+    return (counts, by_input, (int(whole), int(np.asarray(lost, np.int64)[overlong].sum())),
+            int(np.count_nonzero(chunk == 0)), int(ends.max()) if len(ends) else None)
+
+
+def _covered(engine: Engine | None, counted: list[tuple], parts: int,
+             window: Callable[[int], tuple[np.ndarray, ...]]) -> int:
+    """The tokens the packed rows of over-long examples cover, as `packcli.job.chunks.covered_tokens` counts
+    them over the whole table (each example's spans shifted past the previous one's by the largest end).
+
+    Each part counts with no reach carried in from the parts before it, and says from which reach on that
+    would change its count; a part whose carried reach (the largest end before it) is past that is counted
+    again with it: an example whose chunks straddle two parts, or a forged span that reaches back."""
+    ends = [part[4] for part in counted if part[4] is not None]
+    if not ends:
+        return 0
+    shift = max(ends) + 1
+    examples = np.cumsum([0] + [part[3] for part in counted])  # examples started before each part
+
+    def with_start(p: int) -> tuple:
+        return window(p), int(examples[p])
+
+    covered = map_parts(engine, _cover_part, (shift, None), parts, with_start)
+    carry, again = None, []
+    for p, part in enumerate(covered):
+        if part is None:
+            continue
+        if carry is not None and carry > part[2]:
+            again.append((p, carry))
+        carry = part[1] if carry is None else max(carry, part[1])
+    total = {p: part[0] for p, part in enumerate(covered) if part is not None}
+    redone = map_parts(engine, _cover_again, shift, len(again), lambda q: (with_start(again[q][0]), again[q][1]))
+    for (p, _), part in zip(again, redone):
+        total[p] = part[0]
+    return _wrapped(total.values())
+
+
+def _cover_part(common: tuple[int, int | None], part: tuple) -> tuple[int, int, int] | None:
+    """A part of `_covered`: (the tokens its packed over-long rows cover, given the reach carried in, or none;
+    their largest shifted end; the least carried reach that would change the count). None: no such row."""
+    shift, carry = common
+    (status, length, _, _, chunk, chunk_start, _, _), before = part
+    example = before + np.cumsum(chunk == 0) - 1  # rows of one example share it: each has one chunk 0
+    packed = np.isin(status, OVERLONG_FATES) & np.isin(status, IN_PACK_CODES)
+    if not packed.any():
+        return None
+    starts = np.asarray(chunk_start, np.int64)[packed] + example[packed] * shift
+    ends = starts + np.asarray(length, np.int64)[packed]
+    reach = np.concatenate([[starts[0] if carry is None else carry], np.maximum.accumulate(ends)[:-1]])
+    if carry is not None:
+        reach = np.maximum(reach, carry)
+    floor = np.maximum(starts, reach)
+    return int(np.maximum(0, ends - floor).sum()), int(ends.max()), int(floor.min())
+
+
+def _cover_again(shift: int, part: tuple) -> tuple[int, int, int] | None:
+    """`_cover_part` with the reach carried into this part."""
+    rows, carry = part
+    return _cover_part((shift, carry), rows)
+
+
+def _summed(counts: list[dict]) -> dict:
+    """Partial `count_examples` dicts added key by key, wrapping as int64 as one sum over every row does."""
+    return {key: _wrapped(c[key] for c in counts) for key in counts[0]}
+
+
+def _wrapped(values: Iterable[int]) -> int:
+    """The sum of int64 partial sums as an int64 (wrapping), which is the sum over all their terms."""
+    return int(np.array(list(values), np.int64).sum())
 
 
 def _leaves(value: object, path: str) -> list[tuple[str, object]]:
@@ -416,9 +520,10 @@ def _leaves(value: object, path: str) -> list[tuple[str, object]]:
     return [(path, value)]
 
 
-def _check_counts(artifact: Artifact, rows: SeamColumns, manifest: Manifest, result: CheckResult) -> None:
+def _check_counts(artifact: Artifact, rows: SeamColumns, manifest: Manifest, result: CheckResult,
+                  engine: Engine | None = None) -> None:
     """``counts`` and every input's ``records``, recounted; a count the manifest adds or leaves out is named."""
-    actual = recount(artifact.packs.totals.values(), rows, len(manifest.inputs))
+    actual = recount(artifact.packs.totals.values(), rows, len(manifest.inputs), engine)
     over_packs = ("packs", "tokens", "supervised_tokens")
     if artifact.unreadable:
         for key in over_packs:

@@ -169,40 +169,40 @@ def status_codes(column: Sequence[str | None], names: Sequence[str]) -> npt.NDAr
 
 
 def read_seam_columns(path: Path) -> tuple[SeamColumns, dict[str, int]]:
-    """The seam table at ``path`` (its schema already checked) as columns, one row group at a time, and each
-    column's null count.
+    """The seam table at ``path`` (its schema already checked) as columns, one column of one row group at a
+    time written into its place (Arrow never holds more than one column chunk, and no column is held twice),
+    and each column's null count.
 
     Raises:
         pyarrow.ArrowException, OSError: the file does not read.
     """
-    parts: dict[str, list] = {f.name: [] for f in SEAM_TABLE_SCHEMA}
-    nulls = dict.fromkeys(parts, 0)
-    names: dict[str, dict[str, int]] = {f.name: {} for f in SEAM_TABLE_SCHEMA if pa.types.is_string(f.type)}
+    nulls = {f.name: 0 for f in SEAM_TABLE_SCHEMA}
     odd: dict[int, str] = {}
-    base = 0
+    columns: dict[str, Column] = {}
     with pq.ParquetFile(path) as handle:
-        for group in range(handle.num_row_groups):
-            table = handle.read_row_group(group)
-            for field in SEAM_TABLE_SCHEMA:
-                array = table[field.name].combine_chunks()
+        rows = handle.metadata.num_rows
+        for field in SEAM_TABLE_SCHEMA:
+            out = np.empty(rows, _empty(field).dtype)
+            names: dict[str, int] = {}
+            base = 0
+            for group in range(handle.num_row_groups):
+                array = handle.read_row_group(group, columns=[field.name])[field.name].combine_chunks()
                 nulls[field.name] += array.null_count
                 if field.name == HASH_COLUMN:
-                    parts[field.name].append(_hashes(array, base, odd))
+                    part = _hashes(array, base, odd)
                 elif pa.types.is_string(field.type):
-                    parts[field.name].append(_codes(array, names[field.name]))
+                    part = _codes(array, names)
                 else:
-                    parts[field.name].append(_ints(array, 0))
-            base += len(table)
-            del table
-    columns: dict[str, Column] = {}
-    for field in SEAM_TABLE_SCHEMA:
-        joined = np.concatenate(parts.pop(field.name)) if base else _empty(field)
-        if field.name == HASH_COLUMN:
-            columns[field.name] = Hashes(joined.astype(np.uint64, copy=False), odd)
-        elif pa.types.is_string(field.type):
-            columns[field.name] = Strings(joined.astype(np.int32, copy=False), list(names[field.name]))
-        else:
-            columns[field.name] = Ints(joined)
+                    part = _ints(array, 0)
+                out[base:base + len(array)] = part
+                base += len(array)
+                del array, part
+            if field.name == HASH_COLUMN:
+                columns[field.name] = Hashes(out, odd)
+            elif pa.types.is_string(field.type):
+                columns[field.name] = Strings(out, list(names))
+            else:
+                columns[field.name] = Ints(out)
     return SeamColumns(columns), nulls
 
 
@@ -257,9 +257,11 @@ def _hashes(array: pa.Array, base: int, odd: dict[int, str]) -> npt.NDArray[np.u
         return values
     offsets = np.frombuffer(array.buffers()[1], np.int32, count=array.offset + n + 1)[array.offset:].astype(np.int64)
     sixteen = (np.diff(offsets) == 16) & ~_nulls(array)
-    where = np.flatnonzero(sixteen)
-    if len(where):
-        raw = np.frombuffer(array.buffers()[2], np.uint8)
+    everywhere = np.flatnonzero(sixteen)
+    raw = np.frombuffer(array.buffers()[2], np.uint8) if len(everywhere) else None
+    bad = [np.flatnonzero(~sixteen)]
+    for start in range(0, len(everywhere), STEP):  # a slice at a time: the digits take 16 bytes a row, their index 128
+        where = everywhere[start:start + STEP]
         digits = HEX[raw[offsets[where][:, None] + np.arange(16)]]
         good = (digits != 255).all(axis=1)
         nibbles = np.where(digits == 255, 0, digits).astype(np.uint64)
@@ -267,10 +269,8 @@ def _hashes(array: pa.Array, base: int, odd: dict[int, str]) -> npt.NDArray[np.u
         for k in range(16):
             parsed = (parsed << np.uint64(4)) | nibbles[:, k]
         values[where] = parsed
-        bad = where[~good]
-    else:
-        bad = np.zeros(0, np.int64)
-    bad = np.union1d(bad, np.flatnonzero(~sixteen))
+        bad.append(where[~good])
+    bad = np.unique(np.concatenate(bad))
     for i in bad.tolist():
         value = array[i].as_py()
         odd[base + i] = value

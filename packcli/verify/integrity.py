@@ -7,15 +7,15 @@ table, rejects.jsonl, the dataset card); every shard's schema, its rows' lists o
 tokens and supervised labels; the seam table's schema; the dataset card is the one this manifest
 renders (`packcli.artifact.card.render_card`). A shard that fails its hash is still read when it can
 be, so one corrupted byte does not hide a broken seam elsewhere; a shard whose rows are malformed is
-reported here and left out of the checks that would misread it. Each shard is read once, here, and
-handed on as it is read (the layout check, `packcli.verify.packs.PackIndex`): one shard in memory
-at a time.
+reported here and left out of the checks that would misread it. Each shard is read once, by
+`read_shard_task` (in this process, or on an engine's workers), checked for its layout there and reduced to
+its segments (`packcli.verify.packs.index_shard`): one shard in memory at a time in each process, and the
+driver receives findings, totals and segments, not tokens.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,11 +27,14 @@ from packcli.artifact import manifest as mf
 from packcli.artifact.card import render_card
 from packcli.artifact.listing import describe_stranger, listed_names, strangers
 from packcli.artifact.seams import NULLABLE_COLUMNS, SEAM_TABLE_SCHEMA
-from packcli.artifact.shards import SCHEMA, FlatShard, load_flat, numpy_view, read_parquet
+from packcli.artifact.shards import SCHEMA, load_flat, numpy_view, read_parquet
 from packcli.contract import CARD_NAME, REJECTS_NAME, SEAM_TABLE_NAME, file_sha256, shard_name
+from packcli.engine import Engine
 from packcli.verify.columns import SeamColumns, read_seam_columns
-from packcli.verify.packs import PackIndex
+from packcli.verify.layout import check_packs
+from packcli.verify.packs import PackIndex, ShardTotals, index_shard
 from packcli.verify.report import CheckResult, Violation
+from packcli.verify.spread import map_parts
 
 
 @dataclass
@@ -46,58 +49,42 @@ class Artifact:
     unreadable: set[str] = field(default_factory=set)
 
 
-def check_integrity(directory: Path, manifest: mf.Manifest, result: CheckResult,
-                    on_shard: Callable[[FlatShard], None]) -> Artifact:
+def check_integrity(directory: Path, manifest: mf.Manifest, result: CheckResult, layout: CheckResult,
+                    engine: Engine | None = None) -> Artifact:
     """Manifest hash, the shard list, every pinned file, shard rows, the seam table's schema, nothing else in
     the folder (`packcli.artifact.listing`).
 
-    Each well-formed shard goes to ``on_shard`` (the layout check) and into the artifact's `PackIndex`
-    as it is read, and is not kept.
+    Each shard is read, hashed, checked (here and, into ``layout``, the layout check) and indexed by
+    `read_shard_task`: here one after the other, or on ``engine``'s workers (which then reach the artifact at
+    its path), so the driver receives each shard's findings, totals and segments, never its tokens. The
+    findings are added in shard order, so the report is the same either way.
     """
     if mf.manifest_hash(manifest.data) != manifest.manifest_sha256:
         result.fail(Violation("manifest.json was edited: its content no longer matches manifest_sha256"))
     artifact = Artifact(PackIndex(directory), None, None)
-    listed = set()
+    first = {}  # each listed name's first position: only that one is read
+    for k, info in enumerate(manifest.shards):
+        first.setdefault(info.name, k)
+    read = [k for k, info in enumerate(manifest.shards) if first[info.name] == k]
+    common = (str(directory.resolve()), manifest.config.capacity, result.limit, layout.limit)
+    shards = iter(map_parts(engine, read_shard_task, common, len(read),
+                            lambda j: (manifest.shards[read[j]], f"shards[{read[j]}]")))
     for k, info in enumerate(manifest.shards):
         result.checked += 1
         name, at = info.name, f"shards[{k}]"
-        if name in listed:
+        if first[name] != k:
             result.fail(Violation(f"{name} is listed twice in the manifest: a reader would yield its packs twice",
                                   shard=name, field=f"{at}.name"))
             continue
-        listed.add(name)
         if name != shard_name(k):
             result.fail(Violation(f"shard {k} is named {name}, not {shard_name(k)}", shard=name, field=f"{at}.name"))
-        path = directory / name
-        if not _pinned_file(path, info, at, result):
+        shard = next(shards)
+        _add(result, shard.integrity)
+        _add(layout, shard.layout)
+        if shard.index is None:
             artifact.unreadable.add(name)
-            continue
-        try:
-            table = read_parquet(path)
-        except (pa.ArrowException, OSError) as exc:
-            result.fail(Violation(f"shard unreadable: {exc}", shard=name))
-            artifact.unreadable.add(name)
-            continue
-        if not table.schema.equals(SCHEMA):
-            result.fail(Violation(f"schema differs from the contract: {table.schema}", shard=name))
-            artifact.unreadable.add(name)
-            continue
-        if len(table) != info.rows:
-            result.fail(Violation(f"{len(table)} rows != {at}.rows {info.rows}", shard=name, field=f"{at}.rows"))
-        if not _rows_well_formed(table, name, result):
-            artifact.unreadable.add(name)
-            continue
-        flat = load_flat(table, name)
-        del table  # the flat arrays are views of it: both go when this shard is done
-        on_shard(flat)
-        artifact.packs.add(flat)
-        totals = artifact.packs.totals[name]
-        for key, actual in (("tokens", totals.tokens), ("supervised", totals.supervised)):
-            if getattr(info, key) != actual:
-                result.fail(Violation(f"{at}.{key} is {getattr(info, key)}, the shard holds {actual}", shard=name,
-                                      field=f"{at}.{key}"))
-        del flat  # before the next shard is read: one in memory at a time
-        pa.default_memory_pool().release_unused()  # else the allocator keeps a shard's worth of pages for each
+        else:
+            artifact.packs.add_indexed(name, *shard.index)
     names = listed_names(manifest.data)
     for name, kind in strangers(directory, manifest.data):
         shard = name if name.startswith("shard-") else None
@@ -119,6 +106,61 @@ def check_integrity(directory: Path, manifest: mf.Manifest, result: CheckResult,
             result.fail(Violation(f"{CARD_NAME} (the dataset card) is not the card this manifest renders: edited, "
                                   "or written for another artifact", field="dataset_card.sha256"))
     return artifact
+
+
+@dataclass
+class ShardRead:
+    """What reading one shard gives the driver: its integrity and layout findings (the first of each, and how
+    many), and its totals and segments (`packcli.verify.packs.index_shard`; None: unreadable or malformed)."""
+
+    integrity: CheckResult
+    layout: CheckResult
+    index: tuple[ShardTotals, tuple[np.ndarray, ...]] | None = None
+
+
+def read_shard_task(common: tuple[str, int, int, int], item: tuple[mf.ShardPin, str]) -> ShardRead:
+    """One shard of `check_integrity` (a worker's task): its bytes against its pin, its schema and rows, the
+    per-pack layout (`packcli.verify.layout.check_packs`), its segments indexed and its totals compared. The
+    shard is in memory only here, and let go before the next is read."""
+    directory, capacity, limit, layout_limit = common
+    info, at = item
+    name = info.name
+    result = ShardRead(CheckResult("integrity", limit=limit), CheckResult("pack_layout", limit=layout_limit))
+    path = Path(directory) / name
+    if not _pinned_file(path, info, at, result.integrity):
+        return result
+    try:
+        table = read_parquet(path)
+    except (pa.ArrowException, OSError) as exc:
+        result.integrity.fail(Violation(f"shard unreadable: {exc}", shard=name))
+        return result
+    if not table.schema.equals(SCHEMA):
+        result.integrity.fail(Violation(f"schema differs from the contract: {table.schema}", shard=name))
+        return result
+    if len(table) != info.rows:
+        result.integrity.fail(Violation(f"{len(table)} rows != {at}.rows {info.rows}", shard=name, field=f"{at}.rows"))
+    if not _rows_well_formed(table, name, result.integrity):
+        return result
+    flat = load_flat(table, name)
+    del table  # the flat arrays are views of it: both go when this shard is done
+    check_packs([flat], capacity, result.layout)
+    totals, segments = index_shard(flat)
+    del flat
+    pa.default_memory_pool().release_unused()  # else the allocator keeps a shard's worth of pages for each
+    for key, actual in (("tokens", totals.tokens), ("supervised", totals.supervised)):
+        if getattr(info, key) != actual:
+            result.integrity.fail(Violation(f"{at}.{key} is {getattr(info, key)}, the shard holds {actual}",
+                                            shard=name, field=f"{at}.{key}"))
+    result.index = totals, segments
+    return result
+
+
+def _add(result: CheckResult, part: CheckResult) -> None:
+    """A shard's findings after those before it: the same first findings and count as one check over them all."""
+    result.checked += part.checked
+    for violation in part.violations:
+        result.fail(violation)
+    result.count += part.count - len(part.violations)
 
 
 def _pinned_file(path: Path, info: mf.FilePin | mf.ShardPin, at: str, result: CheckResult) -> bool:

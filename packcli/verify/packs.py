@@ -94,27 +94,15 @@ class PackIndex:
     _cached: FlatShard | None = field(default=None, repr=False)
 
     def add(self, shard: FlatShard) -> None:
-        """Index one shard's segments: those of every row whose cu_seqlens tile it (pack_layout reports the
-        others, which then have no segment: global names their examples as in no pack)."""
-        supervised = np.concatenate([[0], np.cumsum(shard.labels != IGNORE_INDEX)])
-        self.totals[shard.name] = ShardTotals(shard.rows, len(shard.ids), int(supervised[-1]))
-        index = len(self.shards)
-        self.shards.append(shard.name)
-        found: list[tuple] = []
-        for r in range(shard.rows):
-            cu, base = shard.cu[r], int(shard.row_offsets[r])
-            if cu_problem(cu, int(shard.row_offsets[r + 1]) - base, len(shard.example_ids[r])):
-                continue
-            counts = (supervised[base + cu[1:]] - supervised[base + cu[:-1]]).tolist()
-            cu = cu.tolist()
-            for k, eid in enumerate(shard.example_ids[r].tolist()):
-                if k + 1 >= len(cu):
-                    continue  # pack_layout reports ids without a cu_seqlens span
-                a, b = base + cu[k], base + cu[k + 1]
-                found.append((eid, index, r, cu[k], cu[k + 1] - cu[k], counts[k], digest(shard.ids[a:b]),
-                              digest(shard.labels[a:b])))
-        columns = list(zip(*found)) if found else [()] * len(FIELDS)
-        self._parts.append(tuple(np.array(c, dtype=t) for c, t in zip(columns, DTYPES)))
+        """Index one shard's segments (`index_shard`)."""
+        self.add_indexed(shard.name, *index_shard(shard))
+
+    def add_indexed(self, name: str, totals: ShardTotals, segments: tuple[np.ndarray, ...]) -> None:
+        """Keep one shard's totals and segments as `index_shard` gave them (here, or on a worker)."""
+        self.totals[name] = totals
+        shard = np.full(len(segments[0]), len(self.shards), DTYPES[1])
+        self.shards.append(name)
+        self._parts.append((segments[0], shard, *segments[1:]))
         self._columns = None
 
     @property
@@ -164,6 +152,29 @@ class PackIndex:
         if a + length > end:
             return None
         return flat.ids[a:a + length], flat.labels[a:a + length]
+
+
+def index_shard(shard: FlatShard) -> tuple[ShardTotals, tuple[np.ndarray, ...]]:
+    """One shard's totals and its segments as columns (every `FIELDS` but ``shard``, which `PackIndex` numbers):
+    those of every row whose cu_seqlens tile it (pack_layout reports the others, which then have no segment:
+    global names their examples as in no pack)."""
+    supervised = np.concatenate([[0], np.cumsum(shard.labels != IGNORE_INDEX)])
+    totals = ShardTotals(shard.rows, len(shard.ids), int(supervised[-1]))
+    found: list[tuple] = []
+    for r in range(shard.rows):
+        cu, base = shard.cu[r], int(shard.row_offsets[r])
+        if cu_problem(cu, int(shard.row_offsets[r + 1]) - base, len(shard.example_ids[r])):
+            continue
+        counts = (supervised[base + cu[1:]] - supervised[base + cu[:-1]]).tolist()
+        cu = cu.tolist()
+        for k, eid in enumerate(shard.example_ids[r].tolist()):
+            if k + 1 >= len(cu):
+                continue  # pack_layout reports ids without a cu_seqlens span
+            a, b = base + cu[k], base + cu[k + 1]
+            found.append((eid, r, cu[k], cu[k + 1] - cu[k], counts[k], digest(shard.ids[a:b]),
+                          digest(shard.labels[a:b])))
+    columns = list(zip(*found)) if found else [()] * (len(FIELDS) - 1)
+    return totals, tuple(np.array(c, dtype=t) for c, t in zip(columns, DTYPES[:1] + DTYPES[2:]))
 
 
 def digest(ids: np.ndarray) -> int:

@@ -131,7 +131,7 @@ def run_request(request: VerifyRequest, progress: Progress = NO_PROGRESS) -> Ver
         from packcli.engine import make_engine
 
         engine = make_engine(request.engine, workers=request.workers, address=request.ray_address,
-                             shared_fs=request.shared_fs, shared="the sources and the tokenizer")
+                             shared_fs=request.shared_fs, shared="the artifact, the sources and the tokenizer")
     outcome = VerifyOutcome(verify_artifact(
         request.directory, tokenizer=request.tokenizer, template=request.template, source_root=request.source_root,
         reconstruct=request.reconstruct, max_violations=request.max_violations, progress=progress,

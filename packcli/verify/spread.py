@@ -14,9 +14,11 @@ from packcli.engine import Engine
 SLICE = 1 << 20  # rows a partition label is computed for at a time: its temporaries stay this small
 
 
-def map_parts(engine: Engine, fn: Callable, common: object, parts: int, build: Callable[[int], object]) -> list:
-    """``fn(common, build(p))`` for every partition ``p`` on ``engine``, results in partition order; a partition
-    is built when the engine hands it out (`Lazy`)."""
+def map_parts(engine: Engine | None, fn: Callable, common: object, parts: int, build: Callable[[int], object]) -> list:
+    """``fn(common, build(p))`` for every partition ``p`` on ``engine`` (None: here, one after the other),
+    results in partition order; a partition is built when the engine hands it out (`Lazy`)."""
+    if engine is None:
+        return [fn(common, build(p)) for p in range(parts)]
     with engine.session():
         return engine.map(fn, common, Lazy(build, parts))
 

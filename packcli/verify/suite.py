@@ -3,7 +3,7 @@
 Order: the manifest (every hashed field owned, well-typed, the contract's conventions), integrity
 (a shard that fails its hash is still checked structurally when readable, so one corrupted byte does
 not hide a broken seam elsewhere) with the per-pack layout of each shard as it is read (one shard in
-memory at a time, `packcli.verify.packs`), contract drift, global bookkeeping, each
+memory at a time in each process that reads them, `packcli.verify.packs`), contract drift, global bookkeeping, each
 record's copies, reconstruction from the sources, and the plan re-derived from the reconstructed lengths.
 `packcli.verify.owners` says which of them proves each manifest field and column.
 """
@@ -20,7 +20,6 @@ from packcli.verify.bookkeeping import check_global
 from packcli.verify.copies import check_copies
 from packcli.verify.drift import check_drift
 from packcli.verify.integrity import check_integrity
-from packcli.verify.layout import check_packs
 from packcli.verify.oracle import check_render_oracle, require_oracle
 from packcli.verify.owners import check_manifest
 from packcli.verify.reconstruct import check_reconstruction
@@ -45,10 +44,10 @@ def verify_artifact(directory: str | Path, *, tokenizer: str | None = None, temp
             one per 16 MiB of sources, `packcli.engine.pool.auto_processes`; a compressed source is one unit).
         render_oracle: also render the records with this library (``transformers``) and compare
             (`packcli.verify.oracle`); ``sample`` limits it to that many records, drawn with a fixed seed.
-        engine: re-tokenize, and judge the global bookkeeping and the copies partition by partition
-            (`packcli.verify.spread`), on this engine instead of local processes and this one
-            (``make_engine("ray", ...)``: a Ray cluster, whose nodes must reach the sources and the tokenizer at
-            the same paths); the report is the same.
+        engine: read and check the shards, recount ``counts``, judge the global bookkeeping and the copies
+            partition by partition (`packcli.verify.spread`), and re-tokenize, on this engine instead of this
+            process and local ones (``make_engine("ray", ...)``: a Ray cluster, whose nodes must reach the artifact,
+            the sources and the tokenizer at the same paths); the report is the same.
 
     Raises:
         InputError: the directory, a source or the tokenizer needed for reconstruction is missing.
@@ -70,17 +69,15 @@ def verify_artifact(directory: str | Path, *, tokenizer: str | None = None, temp
         manifest = mf.Manifest.of(data)  # whole: every field the checks below read is there, of its type
         integrity, drift = report.check("integrity", max_violations), report.check("contract_drift", max_violations)
         layout = report.check("pack_layout", max_violations)
-        capacity = manifest.config.capacity
-        artifact = check_integrity(directory, manifest, integrity,
-                                   on_shard=lambda shard: check_packs([shard], capacity, layout))
-        tok, text = check_drift(manifest, drift, tokenizer=tokenizer, template=template, source_root=root,
-                                require_tokenizer=reconstruct)
-        if artifact.seam is None:
-            for name in later[3:] + ["copies"] + last:
-                report.check(name).skipped = "the seam table is missing or unreadable (see integrity)"
-            return report
-        rows = artifact.seam
-        with engine.session() if engine is not None else nullcontext():  # one cluster session for both stages
+        with engine.session() if engine is not None else nullcontext():  # one cluster session for every stage
+            artifact = check_integrity(directory, manifest, integrity, layout, engine=engine)
+            tok, text = check_drift(manifest, drift, tokenizer=tokenizer, template=template, source_root=root,
+                                    require_tokenizer=reconstruct)
+            if artifact.seam is None:
+                for name in later[3:] + ["copies"] + last:
+                    report.check(name).skipped = "the seam table is missing or unreadable (see integrity)"
+                return report
+            rows = artifact.seam
             check_global(artifact, rows, manifest, report.check("global", max_violations), engine=engine)
             check_copies(rows, manifest, report.check("copies", max_violations), engine=engine)
             facts = None
