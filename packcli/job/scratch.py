@@ -11,7 +11,9 @@ is short, so they are page cache, not a memory wall. The arrays are plain numpy 
 Without a folder (``Scratch(None)``: ``verify``, tests) the columns are ordinary arrays.
 
 Each mapped column holds a file descriptor while it lives (Python's mmap keeps a duplicate), so columns are
-whole-run columns, a few dozen at most, never one per unit or shard (a shard task's arrays are views).
+whole-run columns, a few dozen at most, never one per unit or shard (a shard task's arrays are views). What
+arrives in parts in no set order (each unit's facts, as units finish) is appended to one file a column
+(`Appended`) and read back part by part into a mapped column.
 """
 
 from __future__ import annotations
@@ -69,6 +71,14 @@ class Scratch:
         itself in memory, a file-backed copy otherwise (``values`` is then let go by the caller)."""
         return values if self.folder is None else self.put(values)
 
+    def appended(self, dtype: npt.DTypeLike) -> Appended:
+        """A column written a part at a time, in the order the parts come (`Appended`)."""
+        path = None
+        if self.folder is not None:
+            path = self.folder / f"column-{self._made:04d}"
+            self._made += 1
+        return Appended(path, dtype)
+
     def concatenate(self, parts: list[np.ndarray], dtype: npt.DTypeLike) -> np.ndarray:
         """``np.concatenate(parts)`` written straight into a column (no in-memory copy of the whole)."""
         out = self.empty(sum(len(p) for p in parts), dtype)
@@ -78,6 +88,50 @@ class Scratch:
 
 
 IN_MEMORY = Scratch(None)
+
+
+class Appended:
+    """A column that arrives in parts in no set order (units finish in any order), kept until every part is there:
+    appended to a file (one file, one descriptor, for all the parts: a mapping or file a part would run out of
+    descriptors) or, without a file, held as the parts themselves. `read_into` copies a part back where it
+    belongs, a part at a time, so the whole column is never in anonymous memory."""
+
+    def __init__(self, path: Path | None, dtype: npt.DTypeLike) -> None:
+        self.dtype, self.rows = np.dtype(dtype), 0
+        self._handle = None if path is None else open(path, "xb+")  # noqa: SIM115 - closed by `close`
+        self._parts: dict[int, np.ndarray] = {}
+
+    def append(self, values: npt.ArrayLike) -> int:
+        """Add a part; returns the row it starts at (what `read_into` takes)."""
+        values = np.ascontiguousarray(values, self.dtype)
+        start = self.rows
+        if self._handle is None:
+            self._parts[start] = values
+        else:
+            self._handle.seek(0, 2)  # `read_into` may have moved it
+            self._handle.write(values.view(np.uint8).data)
+        self.rows += len(values)
+        return start
+
+    def read_into(self, start: int, out: np.ndarray) -> None:
+        """The part that starts at row ``start``, ``len(out)`` values, copied into ``out`` (contiguous)."""
+        if self._handle is None:
+            out[...] = self._parts[start]
+            return
+        if not len(out):
+            return
+        target = out.view(np.uint8)
+        self._handle.seek(start * self.dtype.itemsize)
+        got = self._handle.readinto(target.data)
+        if got != target.nbytes:
+            raise OSError(f"{self._handle.name}: read {got} of {target.nbytes} bytes at row {start}")
+
+    def close(self) -> None:
+        """Let the parts go: the file (and its descriptor, and its disk space), or the parts held."""
+        if self._handle is not None:
+            self._handle.close()
+            Path(self._handle.name).unlink(missing_ok=True)
+        self._parts.clear()
 
 
 class TextColumn:
