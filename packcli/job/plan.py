@@ -10,7 +10,7 @@ the lengths it reconstructs (`packcli.verify.replan`): same inputs and config gi
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -42,25 +42,27 @@ class ShardTask:
         return shard_name(self.index)
 
 
-def plan_examples(fates: Fates, settings: PackSettings) -> PackPlan:
-    """The pack plan of the packable examples under the pinned strategy (budgets not checked)."""
-    return pack_lengths(fates.used_len[fates.packable], settings.capacity, strategy=settings.strategy,
-                        window=settings.window, seed=settings.seed, shuffle=settings.shuffle,
-                        shuffle_packs=settings.shuffle_packs)
+def plan_examples(fates: Fates, settings: PackSettings, scratch: Scratch = IN_MEMORY) -> PackPlan:
+    """The pack plan of the packable examples under the pinned strategy (budgets not checked). The plan's
+    per-example arrays, and the planner's own while it runs, are ``scratch``'s (`packcli.job.scratch`)."""
+    rows = fates.packable
+    lengths = scratch.empty(len(rows), np.int64)
+    np.take(fates.used_len, rows, out=lengths, mode="clip")  # rows are indices of used_len: "raise" would buffer
+    del rows
+    return pack_lengths(lengths, settings.capacity, strategy=settings.strategy, window=settings.window,
+                        seed=settings.seed, shuffle=settings.shuffle, shuffle_packs=settings.shuffle_packs,
+                        allocate=scratch.empty)
 
 
 def plan_packs(fates: Fates, settings: PackSettings, scratch: Scratch = IN_MEMORY) -> PackPlan:
     """`plan_examples`, or `BudgetError` if the plan misses a density or displacement budget (nothing
-    is written then). The plan's per-example arrays are ``scratch``'s (`packcli.job.scratch`)."""
-    plan = plan_examples(fates, settings)
+    is written then)."""
+    plan = plan_examples(fates, settings, scratch)
     problems = check_budgets(plan, min_density=settings.min_density, max_displacement=settings.max_displacement)
     if problems:
         raise BudgetError("budget not met, nothing written: " + "; ".join(problems),
                           "choose the strategy named above, or relax the budget")
-    kept = {name: scratch.keep(getattr(plan, name)) for name in ("lengths", "pack_of", "order")}
-    for array in kept.values():
-        array.setflags(write=False)  # read-only, as `pack_lengths` hands them
-    return replace(plan, **kept)
+    return plan
 
 
 def plan_metrics(plan: PackPlan, fates: Fates) -> dict[str, int | float]:
