@@ -165,10 +165,10 @@ class UnitSpool:
                 if unit.keys is None:
                     raise ValueError(f"{spec.label}: no content keys in a run that deduplicates")
                 columns["keys"] = unit.keys
-            starts = {self._columns[name].append(values) for name, values in columns.items()}
-            if len(starts) != 1:
+            if len({len(values) for values in columns.values()}) != 1:  # before any is appended: all stay aligned
                 raise ValueError(f"{spec.label}: its columns differ in length")
-            self._start[spec.index] = starts.pop()
+            starts = [self._columns[name].append(values) for name, values in columns.items()]
+            self._start[spec.index] = starts[0]
             self.facts[spec.index] = UnitFacts(len(unit.lines), int(unit.lengths.sum()), unit.seconds, unit.guard,
                                                unit.warnings, unit.resumed)
 
