@@ -236,3 +236,30 @@ def test_a_run_spools_its_units_and_leaves_nothing_after_a_bad_record(tmp_path: 
     _, work = side_paths(tmp_path / "bad-out")
     left = [p for p in work.iterdir() if p.is_dir()] if work.exists() else []
     assert left == [], left
+
+
+def resident_kib(array: np.ndarray) -> int:
+    """Rss of the mapping that holds ``array`` (/proc/self/smaps): its pages this process has resident."""
+    address, rss, inside = array.ctypes.data, None, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()[0]
+        if "-" in head and not head.endswith(":"):
+            start, end = (int(x, 16) for x in head.split("-"))
+            inside = start <= address < end
+        elif inside and head == "Rss:":
+            rss = int(line.split()[1])
+    assert rss is not None
+    return rss
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="reads /proc/self/smaps (Linux)")
+def test_release_hands_the_pages_back_and_the_values_stay(tmp_path: Path) -> None:
+    scratch = Scratch(tmp_path)
+    column = scratch.empty(1 << 20, np.int64)  # 8 MiB
+    column[:] = np.arange(1 << 20)
+    assert resident_kib(column) >= 8 * 1024
+    scratch.release()
+    assert resident_kib(column) < 1024
+    assert np.array_equal(column, np.arange(1 << 20))  # read back from the file's pages
+    assert resident_kib(column) >= 8 * 1024
+    IN_MEMORY.release()  # nothing mapped: nothing to do

@@ -175,6 +175,9 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
                 records = spool.merge(len(files))
             finally:
                 spool.close()
+            # Each stage below reads and writes whole file-backed columns; the pages a stage touched go back to
+            # the kernel when it ends (`Scratch.release`), so the resident set is one stage's, not every column's.
+            scratch.release()
             timings["tokenize_wall_s"] = time.perf_counter() - t0
             units: list[UnitFacts] = spool.facts  # type: ignore[assignment]  # every unit finished: merged
             for key in ("read_render_s", "tokenize_s"):
@@ -196,17 +199,21 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
                 copies = None if mixture is None else draw_copies(
                     mixture, np.isin(fates.status, IN_PACK_CODES), records.file_index, config.seed)
                 examples = expand_chunks(expand_copies(records, fates, copies, files, mixture, scratch))
+                scratch.release()
                 plan = plan_packs(examples.fates, settings, scratch)
+                scratch.release()
                 timings["pack_s"] = time.perf_counter() - t0
                 t0 = time.perf_counter()
                 shards = lay_out_shards(plan, examples.fates, examples.index, rule.masks(examples.chunk),
                                         config.packs_per_shard, str(tmp), scratch)
+                scratch.release()
                 progress.start("write", "writing shards", total=len(shards.tasks))
                 thash = scratch.zeros(len(examples.index.ids), HASH_DTYPE)
                 infos: list[mf.ShardPin | None] = [None] * len(shards.tasks)
 
                 def written(task: ShardTask, result: ShardResult) -> None:  # each shard's hashes go to the column
                     thash[shards.task_rows[task.index]], infos[task.index] = result.token_hashes, result.info
+                    scratch.release()
                     progress.advance("write")
 
                 engine.map(write_shard_task, layout, shards.tasks, written, keep=False)

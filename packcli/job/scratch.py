@@ -8,6 +8,12 @@ folder (`packcli.owned`), mapped shared: the kernel writes the pages back and ca
 is short, so they are page cache, not a memory wall. The arrays are plain numpy arrays over the mapping
 (``np.frombuffer``), so every computation, and every byte of the artifact, is what it would be in memory.
 
+A mapped page the driver has touched counts in its resident set (VmRSS, VmHWM) for as long as it stays mapped,
+although it is page cache. `Scratch.release` hands every column's pages back (``madvise(MADV_DONTNEED)`` on a
+shared file mapping: the data stays in the file and its page cache, and the next read maps it again), so the
+driver calls it where a stage has finished with what it touched, and the resident set holds what one stage or
+one row group is working on, not every column of the corpus.
+
 Without a folder (``Scratch(None)``: ``verify``, tests) the columns are ordinary arrays.
 
 Each mapped column holds a file descriptor while it lives (Python's mmap keeps a duplicate), so columns are
@@ -19,6 +25,7 @@ arrives in parts in no set order (each unit's facts, as units finish) is appende
 from __future__ import annotations
 
 import mmap
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +43,7 @@ class Scratch:
     def __init__(self, folder: Path | None) -> None:
         self.folder = folder
         self._made = 0
+        self._mappings: list[weakref.ref[mmap.mmap]] = []  # the live ones: what `release` hands back
 
     def empty(self, n: int, dtype: npt.DTypeLike) -> np.ndarray:
         """An uninitialised column of ``n`` values."""
@@ -55,7 +63,18 @@ class Scratch:
         with open(path, "xb+") as handle:
             handle.truncate(size)
             mapping = mmap.mmap(handle.fileno(), size)
+        self._mappings = [ref for ref in self._mappings if ref() is not None]
+        self._mappings.append(weakref.ref(mapping))
         return np.frombuffer(mapping, kind, n)
+
+    def release(self) -> None:
+        """Hand the pages of every live column back to the kernel: the columns read as before (a shared file
+        mapping's pages come back from the file), and the process's resident set no longer counts them until
+        they are read again. Nothing to do in memory."""
+        for ref in self._mappings:
+            mapping = ref()
+            if mapping is not None and not mapping.closed and hasattr(mmap, "MADV_DONTNEED"):  # not on Windows
+                mapping.madvise(mmap.MADV_DONTNEED)
 
     def put(self, values: npt.ArrayLike, dtype: npt.DTypeLike | None = None) -> np.ndarray:
         """A new column holding a copy of ``values`` (cast to ``dtype``); ``values`` stays as it is."""

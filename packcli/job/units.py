@@ -123,6 +123,8 @@ class ExampleIndex:
     keys: np.ndarray | None = None
 
 
+_RELEASE_ROWS = 1 << 20  # rows the merge writes between two `Scratch.release` calls
+
 _SPOOLED = {"example_ids": np.int64, "lines": np.int64, "status": np.int8, "lengths": np.int64,
             "supervised": np.int64}  # UnitIndex's numeric columns; reasons and formats go as codes, keys as V16
 
@@ -184,13 +186,16 @@ class UnitSpool:
         scratch = self.scratch
         merged = {name: scratch.empty(n, column.dtype) for name, column in self._columns.items()}
         file_index = scratch.empty(n, np.int32)
-        at = 0
+        at = released = 0
         for spec, unit, start in zip(self.specs, facts, self._start):
             rows = slice(at, at + unit.records)
             for name, column in self._columns.items():
                 column.read_into(start, merged[name][rows])
             file_index[rows] = spec.file_index
             at += unit.records
+            if at - released >= _RELEASE_ROWS:  # the pages written so far go back (`Scratch.release`)
+                scratch.release()
+                released = at
         self.close()
         lengths, status = merged["lengths"], merged["status"]
         offsets = scratch.empty(n, np.int64)

@@ -121,7 +121,7 @@ def write_records(directory: Path, examples: Examples, layout: ShardLayout, thas
         "row": placement.row, "offset": placement.offset, "length": fates.used_len, "original_length": full_len,
         "supervised": fates.used_sup, "supervised_lost": fates.lost, "token_hash": FixedWidth(thash),
         "format": EmptyAsNull(index.format),
-    })
+    }, after_group=scratch.release)  # a row group written: its rows' pages of every column go back
     rejected = np.flatnonzero(fates.status == REJECTED).tolist()
     return write_rejects(directory / REJECTS_NAME, ((int(index.file_index[i]), names[index.file_index[i]],
                                                      int(index.line[i]), index.reason[i]) for i in rejected))
