@@ -16,14 +16,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import packcli.job.run as pipeline
+import packcli.job.scratch as scratch_module
 from packcli.config import OnError, PackConfig
-from packcli.contract import PACKED, REJECTED
+from packcli.contract import IN_PACK_CODES, PACKED, REJECTED, STATUSES
 from packcli.errors import BudgetError, RecordError
 from packcli.ingest import SourceKind, Span
+from packcli.job.chunks import covered_tokens
 from packcli.job.run import pack_corpus
 from packcli.job.scratch import IN_MEMORY, Scratch, TextColumn, copy_texts, take_texts
 from packcli.job.units import UnitIndex, UnitSpec, UnitSpool
 from packcli.job.workspace import side_paths
+from packcli.job.write import OVERLONG_FATES, count_by_input, count_examples, losses_by_fate, overlong_losses
 from packcli.pack import STRATEGIES, pack_lengths
 from packcli.prepare import InputWarnings
 
@@ -263,3 +266,47 @@ def test_release_hands_the_pages_back_and_the_values_stay(tmp_path: Path) -> Non
     assert np.array_equal(column, np.arange(1 << 20))  # read back from the file's pages
     assert resident_kib(column) >= 8 * 1024
     IN_MEMORY.release()  # nothing mapped: nothing to do
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32), n=st.integers(0, 60), block=st.integers(1, 9))
+def test_counts_a_block_at_a_time_are_the_whole_columns_counts(seed, n, block) -> None:
+    """The manifest's counts (`count_examples`, `count_by_input`, `overlong_losses`, `losses_by_fate`) work a block
+    of rows at a time: the whole-column formulas' results, with tiny blocks."""
+    rng = np.random.default_rng(seed)
+    status = rng.integers(0, len(STATUSES), n).astype(np.int8)
+    used_len, used_sup, lost = (rng.integers(0, 100, n) for _ in range(3))
+    length = used_len + rng.integers(0, 50, n)
+    inputs = rng.integers(0, 3, n).astype(np.int32)
+    chunk = np.where(rng.random(n) < 0.6, 0, 1) * rng.integers(1, 4, n)
+    if n:
+        chunk[0] = 0
+    chunk_start = rng.integers(0, 40, n)
+
+    def whole_counts(s, u, v):
+        in_packs = np.isin(s, IN_PACK_CODES)
+        counts = {name: int(np.count_nonzero(s == code)) for code, name in enumerate(STATUSES)}
+        counts.update(tokens=int(u[in_packs].sum()), supervised_tokens=int(v[in_packs].sum()))
+        return counts
+
+    overlong = np.isin(status, OVERLONG_FATES)
+    example = np.cumsum(chunk == 0) - 1
+    packed = overlong & np.isin(status, IN_PACK_CODES)
+    want_losses = (int(length[overlong & (chunk == 0)].sum()) - covered_tokens(chunk_start[packed], used_len[packed],
+                                                                                example[packed]),
+                   int(lost[overlong].sum()))
+    old = scratch_module.BLOCK
+    scratch_module.BLOCK = block
+    try:
+        assert count_examples(status, used_len, used_sup) == whole_counts(status, used_len, used_sup)
+        assert count_by_input(status, used_len, used_sup, inputs, 3) == [
+            whole_counts(status[inputs == k], used_len[inputs == k], used_sup[inputs == k]) for k in range(3)]
+        assert overlong_losses(status, used_len, length, chunk, chunk_start, lost) == want_losses
+        by_fate = losses_by_fate(status, length, used_len, lost)
+        for name, code in (("truncated", 1), ("dropped", 2), ("split", 6)):
+            mask = status == code
+            assert STATUSES[code] == name
+            assert by_fate[name] == {"examples": int(mask.sum()), "tokens": int((length - used_len)[mask].sum()),
+                                     "supervised_tokens": int(lost[mask].sum())}
+    finally:
+        scratch_module.BLOCK = old

@@ -16,10 +16,10 @@ import numpy as np
 import numpy.typing as npt
 
 from packcli.artifact.manifest import PackSettings
-from packcli.contract import shard_name
+from packcli.contract import IN_PACK_CODES, shard_name
 from packcli.errors import BudgetError
 from packcli.job.fates import Fates
-from packcli.job.scratch import IN_MEMORY, Scratch
+from packcli.job.scratch import IN_MEMORY, Scratch, blocks
 from packcli.job.units import ExampleIndex
 from packcli.pack import PackPlan, check_budgets, pack_lengths
 
@@ -68,7 +68,8 @@ def plan_packs(fates: Fates, settings: PackSettings, scratch: Scratch = IN_MEMOR
 def plan_metrics(plan: PackPlan, fates: Fates) -> dict[str, int | float]:
     """The manifest's ``metrics``: the plan's (`PackMetrics`) and the supervised density."""
     metrics = plan.metrics.to_dict()
-    supervised = int(fates.used_sup[fates.packable].sum())
+    supervised = sum(int(fates.used_sup[rows][np.isin(fates.status[rows], IN_PACK_CODES)].sum())  # `Fates.packable`
+                     for rows in blocks(len(fates.status)))
     metrics["supervised_density"] = supervised / (plan.num_packs * plan.capacity) if plan.num_packs else 0.0
     return metrics
 

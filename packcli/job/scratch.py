@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import mmap
 import weakref
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -107,6 +108,15 @@ class Scratch:
 
 
 IN_MEMORY = Scratch(None)
+
+BLOCK = 1 << 20
+"""Rows a per-example count or sum works on at a time (`blocks`): integer sums, so the blocks change no result,
+and its masks and gathers are a block's, not the corpus's."""
+
+
+def blocks(n: int) -> Iterator[slice]:
+    """Consecutive row ranges of `BLOCK` rows (the last shorter) covering ``n`` rows."""
+    return (slice(start, min(start + BLOCK, n)) for start in range(0, n, BLOCK))
 
 
 class Appended:
