@@ -268,7 +268,7 @@ def test_release_hands_the_pages_back_and_the_values_stay(tmp_path: Path) -> Non
     IN_MEMORY.release()  # nothing mapped: nothing to do
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(seed=st.integers(0, 2**32), n=st.integers(0, 60), block=st.integers(1, 9))
 def test_counts_a_block_at_a_time_are_the_whole_columns_counts(seed, n, block) -> None:
     """The manifest's counts (`count_examples`, `count_by_input`, `overlong_losses`, `losses_by_fate`) work a block

@@ -9,7 +9,7 @@ written last: a directory without one was never finished.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -225,16 +225,33 @@ def overlong_losses(status: npt.NDArray[np.int8], length: npt.NDArray[np.int64],
     from packcli.job.chunks import covered_tokens
 
     chunk = np.asarray(chunk)
-    overlong = np.isin(status, OVERLONG_FATES)
-    packed = overlong & np.isin(status, IN_PACK_CODES)
-    # Each packed row's example: rows of one example share it, and each example has one chunk 0 (counted a block
-    # at a time: only the packed rows' numbers are kept)
-    example, before = [], 0
-    for rows in blocks(len(chunk)):
+    whole = covered = supervised = 0
+    for rows in _whole_examples(chunk):  # a block of rows at a time, never cutting an example's chunks apart
+        here = status[rows]
+        overlong = np.isin(here, OVERLONG_FATES)
+        packed = overlong & np.isin(here, IN_PACK_CODES)
         firsts = chunk[rows] == 0
-        example.append((np.cumsum(firsts) + (before - 1))[packed[rows]])
-        before += int(np.count_nonzero(firsts))
-    covered = covered_tokens(np.asarray(chunk_start, np.int64)[packed], np.asarray(length, np.int64)[packed],
-                             np.concatenate(example) if example else np.zeros(0, np.int64))
-    whole = int(np.asarray(original_length, np.int64)[overlong & (chunk == 0)].sum())
-    return whole - covered, int(np.asarray(supervised_lost, np.int64)[overlong].sum())
+        example = np.cumsum(firsts) - 1  # rows of one example share it: each has one chunk 0
+        covered += covered_tokens(np.asarray(chunk_start[rows], np.int64)[packed],
+                                  np.asarray(length[rows], np.int64)[packed], example[packed])
+        whole += int(np.asarray(original_length[rows], np.int64)[overlong & firsts].sum())
+        supervised += int(np.asarray(supervised_lost[rows], np.int64)[overlong].sum())
+    return whole - covered, supervised
+
+
+def _whole_examples(chunk: npt.NDArray[np.integer]) -> Iterator[slice]:
+    """Row ranges of about `packcli.job.scratch.BLOCK` rows, each starting at an example's chunk 0, so an
+    example's rows are in one range."""
+    start, n = 0, len(chunk)
+    for rows in blocks(n):
+        if rows.stop >= n:
+            break
+        ahead = chunk[rows.stop:2 * rows.stop - rows.start] == 0  # the next example's first row, a block on
+        if not ahead.any():  # one example's chunks run on past a block: take them with the next
+            continue
+        stop = rows.stop + int(np.argmax(ahead))
+        if stop > start:
+            yield slice(start, stop)
+            start = stop
+    if start < n or n == 0:
+        yield slice(start, n)
