@@ -19,6 +19,7 @@ writing; verify: the checks ``--no-reconstruct`` runs) not.
 
     python scripts/bench_memory.py --sizes 250000,1000000,4000000 --out bench-out/memory.json
     python scripts/bench_memory.py --sizes 100000,250000,1000000 --out bench-out/memory.json   # what fits a small box
+    python scripts/bench_memory.py --sizes 250000,1000000,4000000 --pack-only --out bench-out/memory-pack.json
     python scripts/bench_memory.py --loader-only bench-out/packs-100k bench-out/packs-1m   # the loader alone
 """
 
@@ -84,7 +85,7 @@ def corpus(n: int, largest: int, folder: Path) -> Path:
     return path
 
 
-def measure(n: int, largest: int, folder: Path, reconstruct: bool) -> dict:
+def measure(n: int, largest: int, folder: Path, reconstruct: bool, pack_only: bool = False) -> dict:
     source = corpus(n, largest, folder)
     art = folder / f"mem-art-{n}"
     py = [sys.executable, "-m", "packcli"]
@@ -95,6 +96,8 @@ def measure(n: int, largest: int, folder: Path, reconstruct: bool) -> dict:
     manifest = json.loads((art / "manifest.json").read_text())
     row = {"conversations": n, "examples": manifest["counts"]["records"], "manifest_sha256": manifest["manifest_sha256"],
            "pack": pack}
+    if pack_only:
+        return row
     bookkeeping = watch([*py, "verify", str(art), "--no-reconstruct", "--json"])
     bookkeeping.pop("stdout")
     row["verify_bookkeeping"] = bookkeeping
@@ -148,6 +151,7 @@ def main() -> int:
     parser.add_argument("--out", default="bench-out/memory.json")
     parser.add_argument("--folder", default="bench-out")
     parser.add_argument("--no-reconstruct", action="store_true", help="verify's bookkeeping alone (faster)")
+    parser.add_argument("--pack-only", action="store_true", help="`pack` alone (no verify, stats or loader)")
     args = parser.parse_args()
     environment = run_environment(ROOT)
     sizes = sorted(int(s) for s in args.sizes.split(","))
@@ -155,7 +159,7 @@ def main() -> int:
     folder.mkdir(parents=True, exist_ok=True)
     rows = []
     for n in sizes:
-        rows.append(measure(n, sizes[-1], folder, not args.no_reconstruct))
+        rows.append(measure(n, sizes[-1], folder, not args.no_reconstruct, args.pack_only))
         print(json.dumps({k: (v if not isinstance(v, dict) else {x: v[x] for x in ("wall_s", "peak_mib", "peak_at",
                                                                                    "anon_peak_mib")})
                           for k, v in rows[-1].items()}), flush=True)

@@ -13,7 +13,7 @@ tokens into the example), so ``(input, line, copy, chunk)`` names a row.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -87,10 +87,12 @@ class EmptyAsNull:
         return pc.if_else(pc.equal(column, ""), pa.scalar(None, pa.string()), column)
 
 
-def write_seam_table(path: Path, columns: dict[str, object]) -> None:
+def write_seam_table(path: Path, columns: dict[str, object], after_group: Callable[[], None] = lambda: None) -> None:
     """Write the seam table from its columns (names and types: `SEAM_TABLE_SCHEMA`): numpy arrays, lists,
     or `Codes`/`FixedWidth`/`EmptyAsNull`, converted to Arrow one row group (`ROW_GROUP` rows) at a time, so
-    a corpus's whole table is never in memory as Arrow (docs/benchmarks-pipeline.md, memory)."""
+    a corpus's whole table is never in memory as Arrow (docs/benchmarks-pipeline.md, memory).
+    ``after_group`` runs after each row group is written (``pack`` hands its file-backed columns' pages back
+    there: `packcli.job.scratch.Scratch.release`)."""
     rows = len(columns[SEAM_TABLE_SCHEMA[0].name])
     if rows == 0:
         table = pa.table({f.name: _array(columns[f.name], slice(0, 0), f.type) for f in SEAM_TABLE_SCHEMA},
@@ -105,6 +107,7 @@ def write_seam_table(path: Path, columns: dict[str, object]) -> None:
             # Arrow's allocator keeps a written group's pages for reuse, and its reuse is not exact: hand them
             # back, or the driver's peak grows with the row groups (docs/benchmarks-pipeline.md, memory)
             pa.default_memory_pool().release_unused()
+            after_group()
 
 
 def reject_row(index: int, source: str, line: int, reason: str) -> dict[str, object]:

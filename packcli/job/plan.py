@@ -10,16 +10,16 @@ the lengths it reconstructs (`packcli.verify.replan`): same inputs and config gi
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
 from packcli.artifact.manifest import PackSettings
-from packcli.contract import shard_name
+from packcli.contract import IN_PACK_CODES, shard_name
 from packcli.errors import BudgetError
 from packcli.job.fates import Fates
-from packcli.job.scratch import IN_MEMORY, Scratch
+from packcli.job.scratch import IN_MEMORY, Scratch, blocks
 from packcli.job.units import ExampleIndex
 from packcli.pack import PackPlan, check_budgets, pack_lengths
 
@@ -42,31 +42,34 @@ class ShardTask:
         return shard_name(self.index)
 
 
-def plan_examples(fates: Fates, settings: PackSettings) -> PackPlan:
-    """The pack plan of the packable examples under the pinned strategy (budgets not checked)."""
-    return pack_lengths(fates.used_len[fates.packable], settings.capacity, strategy=settings.strategy,
-                        window=settings.window, seed=settings.seed, shuffle=settings.shuffle,
-                        shuffle_packs=settings.shuffle_packs)
+def plan_examples(fates: Fates, settings: PackSettings, scratch: Scratch = IN_MEMORY) -> PackPlan:
+    """The pack plan of the packable examples under the pinned strategy (budgets not checked). The plan's
+    per-example arrays, and the planner's own while it runs, are ``scratch``'s (`packcli.job.scratch`)."""
+    rows = fates.packable
+    lengths = scratch.empty(len(rows), np.int64)
+    np.take(fates.used_len, rows, out=lengths, mode="clip")  # rows are indices of used_len: "raise" would buffer
+    del rows
+    return pack_lengths(lengths, settings.capacity, strategy=settings.strategy, window=settings.window,
+                        seed=settings.seed, shuffle=settings.shuffle, shuffle_packs=settings.shuffle_packs,
+                        allocate=scratch.empty)
 
 
 def plan_packs(fates: Fates, settings: PackSettings, scratch: Scratch = IN_MEMORY) -> PackPlan:
     """`plan_examples`, or `BudgetError` if the plan misses a density or displacement budget (nothing
     is written then). The plan's per-example arrays are ``scratch``'s (`packcli.job.scratch`)."""
-    plan = plan_examples(fates, settings)
+    plan = plan_examples(fates, settings, scratch)
     problems = check_budgets(plan, settings)
     if problems:
         raise BudgetError("budget not met, nothing written: " + "; ".join(problems),
                           "choose the strategy named above, or relax the budget")
-    kept = {name: scratch.keep(getattr(plan, name)) for name in ("lengths", "pack_of", "order")}
-    for array in kept.values():
-        array.setflags(write=False)  # read-only, as `pack_lengths` hands them
-    return replace(plan, **kept)
+    return plan
 
 
 def plan_metrics(plan: PackPlan, fates: Fates, capacity: int) -> dict[str, int | float]:
     """The manifest's ``metrics``: the plan's (`PackMetrics`) and the supervised density at ``capacity``."""
     metrics = plan.metrics.to_dict()
-    supervised = int(fates.used_sup[fates.packable].sum())
+    supervised = sum(int(fates.used_sup[rows][np.isin(fates.status[rows], IN_PACK_CODES)].sum())  # `Fates.packable`
+                     for rows in blocks(len(fates.status)))
     metrics["supervised_density"] = supervised / (plan.num_packs * capacity) if plan.num_packs else 0.0
     return metrics
 

@@ -50,7 +50,7 @@ from packcli.job.plan import ShardTask, lay_out_shards, plan_packs
 from packcli.job.scratch import Scratch
 from packcli.job.select import expand_chunks, expand_copies, mark_duplicates
 from packcli.job.spill import SpillLayout, SpillReader
-from packcli.job.units import ExampleIndex, UnitIndex, UnitJob, UnitSpec, plan_units, run_unit
+from packcli.job.units import ExampleIndex, UnitFacts, UnitIndex, UnitJob, UnitSpec, UnitSpool, plan_units, run_unit
 from packcli.job.workspace import Workspace
 from packcli.job.write import (
     HASH_DTYPE,
@@ -171,17 +171,27 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
             progress.start("units", "tokenizing", total=len(specs))
             t0 = time.perf_counter()
             sent = (job, specs) if engine.shares_paths else (job.absolute(), [spec.absolute() for spec in specs])
-            units = engine.map(run_unit, *sent, lambda spec, _: progress.advance("units"))
+            spool = UnitSpool(specs, scratch, keys=spec.keys)  # each unit's records' facts, as it finishes
+
+            def finished(unit_spec: UnitSpec, unit: UnitIndex) -> None:
+                spool.add(unit_spec, unit)
+                progress.advance("units")
+
+            try:
+                engine.map(run_unit, *sent, finished, keep=False)  # the driver never holds every unit at once
+                records = spool.merge(len(files))
+            finally:
+                spool.close()
+            # Each stage below reads and writes whole file-backed columns; the pages a stage touched go back to
+            # the kernel when it ends (`Scratch.release`), so the resident set is one stage's, not every column's.
+            scratch.release()
             timings["tokenize_wall_s"] = time.perf_counter() - t0
+            units: list[UnitFacts] = spool.facts  # type: ignore[assignment]  # every unit finished: merged
             for key in ("read_render_s", "tokenize_s"):
                 timings[key] = sum(u.seconds.get(key, 0.0) for u in units)
-            records = ExampleIndex.merge(specs, units, len(files), scratch)
-            spilled = [int(u.lengths.sum()) for u in units]
+            spilled = [u.tokens for u in units]
             tokenization, resumed = _tokenization_facts(tokenizer, units), sum(u.resumed for u in units)
             rendering = _rendering_facts(config, engine_choice, units)
-            # Every per-record fact is in ``records`` now; the units' own copies would stay alive through
-            # planning and writing, the driver's peak (docs/benchmarks-pipeline.md, memory).
-            del units
             if not len(records.ids):
                 raise InputError("no records found in the inputs (all files empty?)", "check the input paths")
             if config.dedupe is Dedupe.exact:
@@ -196,17 +206,21 @@ def _pack(config: PackConfig, progress: Progress, engine: Engine, space: Workspa
                 copies = None if mixture is None else draw_copies(
                     mixture, np.isin(fates.status, IN_PACK_CODES), records.file_index, config.seed)
                 examples = expand_chunks(expand_copies(records, fates, copies, files, mixture, scratch))
+                scratch.release()
                 plan = plan_packs(examples.fates, settings, scratch)
+                scratch.release()
                 timings["pack_s"] = time.perf_counter() - t0
                 t0 = time.perf_counter()
                 shards = lay_out_shards(plan, examples.fates, examples.index, rule.masks(examples.chunk),
                                         config.packs_per_shard, str(tmp), scratch)
+                scratch.release()
                 progress.start("write", "writing shards", total=len(shards.tasks))
                 thash = scratch.zeros(len(examples.index.ids), HASH_DTYPE)
                 infos: list[mf.ShardPin | None] = [None] * len(shards.tasks)
 
                 def written(task: ShardTask, result: ShardResult) -> None:  # each shard's hashes go to the column
                     thash[shards.task_rows[task.index]], infos[task.index] = result.token_hashes, result.info
+                    scratch.release()
                     progress.advance("write")
 
                 engine.map(write_shard_task, layout, shards.tasks, written, keep=False)
@@ -244,7 +258,7 @@ def _render_engine(config: PackConfig, template: ChatTemplate, tokenizer: Loaded
                          eos_token=tokenizer.eos_token)
 
 
-def _rendering_facts(config: PackConfig, choice: EngineChoice, units: list[UnitIndex]) -> dict:
+def _rendering_facts(config: PackConfig, choice: EngineChoice, units: list[UnitFacts]) -> dict:
     """Which engine rendered the run, why, and what its cross-check compared (summed over units).
 
     Unhashed, as the tokenizer backend is: both engines give the same text and spans (minijinja only where
@@ -296,7 +310,7 @@ def source_digest(root: Path) -> str:
     return digest.hexdigest()
 
 
-def _tokenization_facts(tokenizer: LoadedTokenizer, units: list[UnitIndex]) -> dict:
+def _tokenization_facts(tokenizer: LoadedTokenizer, units: list[UnitFacts]) -> dict:
     """Which backend encoded the run and what its exactness guard checked (summed over units).
 
     This goes to the manifest's unhashed part: the backend is a fact about the run, not the data

@@ -8,15 +8,25 @@ folder (`packcli.owned`), mapped shared: the kernel writes the pages back and ca
 is short, so they are page cache, not a memory wall. The arrays are plain numpy arrays over the mapping
 (``np.frombuffer``), so every computation, and every byte of the artifact, is what it would be in memory.
 
+A mapped page the driver has touched counts in its resident set (VmRSS, VmHWM) for as long as it stays mapped,
+although it is page cache. `Scratch.release` hands every column's pages back (``madvise(MADV_DONTNEED)`` on a
+shared file mapping: the data stays in the file and its page cache, and the next read maps it again), so the
+driver calls it where a stage has finished with what it touched, and the resident set holds what one stage or
+one row group is working on, not every column of the corpus.
+
 Without a folder (``Scratch(None)``: ``verify``, tests) the columns are ordinary arrays.
 
 Each mapped column holds a file descriptor while it lives (Python's mmap keeps a duplicate), so columns are
-whole-run columns, a few dozen at most, never one per unit or shard (a shard task's arrays are views).
+whole-run columns, a few dozen at most, never one per unit or shard (a shard task's arrays are views). What
+arrives in parts in no set order (each unit's facts, as units finish) is appended to one file a column
+(`Appended`) and read back part by part into a mapped column.
 """
 
 from __future__ import annotations
 
 import mmap
+import weakref
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +44,7 @@ class Scratch:
     def __init__(self, folder: Path | None) -> None:
         self.folder = folder
         self._made = 0
+        self._mappings: list[weakref.ref[mmap.mmap]] = []  # the live ones: what `release` hands back
 
     def empty(self, n: int, dtype: npt.DTypeLike) -> np.ndarray:
         """An uninitialised column of ``n`` values."""
@@ -53,7 +64,18 @@ class Scratch:
         with open(path, "xb+") as handle:
             handle.truncate(size)
             mapping = mmap.mmap(handle.fileno(), size)
+        self._mappings = [ref for ref in self._mappings if ref() is not None]
+        self._mappings.append(weakref.ref(mapping))
         return np.frombuffer(mapping, kind, n)
+
+    def release(self) -> None:
+        """Hand the pages of every live column back to the kernel: the columns read as before (a shared file
+        mapping's pages come back from the file), and the process's resident set no longer counts them until
+        they are read again. Nothing to do in memory."""
+        for ref in self._mappings:
+            mapping = ref()
+            if mapping is not None and not mapping.closed and hasattr(mmap, "MADV_DONTNEED"):  # not on Windows
+                mapping.madvise(mmap.MADV_DONTNEED)
 
     def put(self, values: npt.ArrayLike, dtype: npt.DTypeLike | None = None) -> np.ndarray:
         """A new column holding a copy of ``values`` (cast to ``dtype``); ``values`` stays as it is."""
@@ -69,6 +91,14 @@ class Scratch:
         itself in memory, a file-backed copy otherwise (``values`` is then let go by the caller)."""
         return values if self.folder is None else self.put(values)
 
+    def appended(self, dtype: npt.DTypeLike) -> Appended:
+        """A column written a part at a time, in the order the parts come (`Appended`)."""
+        path = None
+        if self.folder is not None:
+            path = self.folder / f"column-{self._made:04d}"
+            self._made += 1
+        return Appended(path, dtype)
+
     def concatenate(self, parts: list[np.ndarray], dtype: npt.DTypeLike) -> np.ndarray:
         """``np.concatenate(parts)`` written straight into a column (no in-memory copy of the whole)."""
         out = self.empty(sum(len(p) for p in parts), dtype)
@@ -78,6 +108,59 @@ class Scratch:
 
 
 IN_MEMORY = Scratch(None)
+
+BLOCK = 1 << 20
+"""Rows a per-example count or sum works on at a time (`blocks`): integer sums, so the blocks change no result,
+and its masks and gathers are a block's, not the corpus's."""
+
+
+def blocks(n: int) -> Iterator[slice]:
+    """Consecutive row ranges of `BLOCK` rows (the last shorter) covering ``n`` rows."""
+    return (slice(start, min(start + BLOCK, n)) for start in range(0, n, BLOCK))
+
+
+class Appended:
+    """A column that arrives in parts in no set order (units finish in any order), kept until every part is there:
+    appended to a file (one file, one descriptor, for all the parts: a mapping or file a part would run out of
+    descriptors) or, without a file, held as the parts themselves. `read_into` copies a part back where it
+    belongs, a part at a time, so the whole column is never in anonymous memory."""
+
+    def __init__(self, path: Path | None, dtype: npt.DTypeLike) -> None:
+        self.dtype, self.rows = np.dtype(dtype), 0
+        self._handle = None if path is None else open(path, "xb+")  # noqa: SIM115 - closed by `close`
+        self._parts: dict[int, np.ndarray] = {}
+
+    def append(self, values: npt.ArrayLike) -> int:
+        """Add a part; returns the row it starts at (what `read_into` takes)."""
+        values = np.ascontiguousarray(values, self.dtype)
+        start = self.rows
+        if self._handle is None:
+            self._parts[start] = values
+        else:
+            self._handle.seek(0, 2)  # `read_into` may have moved it
+            self._handle.write(values.view(np.uint8).data)
+        self.rows += len(values)
+        return start
+
+    def read_into(self, start: int, out: np.ndarray) -> None:
+        """The part that starts at row ``start``, ``len(out)`` values, copied into ``out`` (contiguous)."""
+        if self._handle is None:
+            out[...] = self._parts[start]
+            return
+        if not len(out):
+            return
+        target = out.view(np.uint8)
+        self._handle.seek(start * self.dtype.itemsize)
+        got = self._handle.readinto(target.data)
+        if got != target.nbytes:
+            raise OSError(f"{self._handle.name}: read {got} of {target.nbytes} bytes at row {start}")
+
+    def close(self) -> None:
+        """Let the parts go: the file (and its descriptor, and its disk space), or the parts held."""
+        if self._handle is not None:
+            self._handle.close()
+            Path(self._handle.name).unlink(missing_ok=True)
+        self._parts.clear()
 
 
 class TextColumn:

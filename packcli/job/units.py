@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -73,21 +74,35 @@ class UnitSpec:
 class UnitIndex:
     """Per-record facts of one unit, in record order; tokens live in the unit's spill files.
 
-    ``keys``: each record's content key (`NO_KEY` where it did not parse) when the run deduplicates.
+    ``reasons`` and ``formats`` are a code a record into the unit's distinct strings (`TextColumn`): an
+    accepted record's reason is "", and a unit reads a format or two. ``keys``: each record's content key
+    (`NO_KEY` where it did not parse) when the run deduplicates.
     """
 
     example_ids: npt.NDArray[np.int64]
     lines: npt.NDArray[np.int64]
     status: npt.NDArray[np.int8]
-    reasons: list[str]
+    reasons: TextColumn
     lengths: npt.NDArray[np.int64]
     supervised: npt.NDArray[np.int64]
     seconds: dict[str, float]
     guard: dict[str, int]  # the tokenizer guard's counters for this unit (`LoadedTokenizer.guard_counts`)
-    formats: list[str]  # the format each record was read as ("" when not recognised)
+    formats: TextColumn  # the format each record was read as ("" when not recognised)
     warnings: InputWarnings
     resumed: bool = False  # read back from a finished unit of an earlier run
     keys: np.ndarray | None = None  # dtype V16
+
+
+@dataclass(frozen=True)
+class UnitFacts:
+    """What the run keeps of a finished unit beside its records' facts (those go to `UnitSpool`'s columns)."""
+
+    records: int
+    tokens: int  # spilled: the accepted records' lengths summed
+    seconds: dict[str, float]
+    guard: dict[str, int]
+    warnings: InputWarnings
+    resumed: bool
 
 
 @dataclass(frozen=True)
@@ -107,40 +122,100 @@ class ExampleIndex:
     warnings: InputWarnings
     keys: np.ndarray | None = None
 
-    @classmethod
-    def merge(cls, specs: list[UnitSpec], units: list[UnitIndex], num_files: int,
-              scratch: Scratch = IN_MEMORY) -> ExampleIndex:
-        """Concatenate the units' indexes; ``spill_offset`` counts tokens over the units in order,
-        as `SpillReader` reads them (-1 for a rejected record, which has none). The numeric columns are
-        ``scratch``'s (`packcli.job.scratch`: file-backed in ``pack``'s driver)."""
-        if not units:
-            empty = np.zeros(0, np.int64)
-            return cls(ids=empty, file_index=np.zeros(0, np.int32), line=empty, status=np.zeros(0, np.int8),
-                       reason=TextColumn.of([]), spill_offset=empty, length=empty, supervised=empty,
-                       records_per_file=[0] * num_files, format=TextColumn.of([]), warnings=InputWarnings())
-        lengths = scratch.concatenate([u.lengths for u in units], np.int64)
-        status = scratch.concatenate([u.status for u in units], np.int8)
-        offsets = scratch.empty(len(lengths), np.int64)
-        if len(lengths):
+
+_RELEASE_ROWS = 1 << 20  # rows the merge writes between two `Scratch.release` calls
+
+_SPOOLED = {"example_ids": np.int64, "lines": np.int64, "status": np.int8, "lengths": np.int64,
+            "supervised": np.int64}  # UnitIndex's numeric columns; reasons and formats go as codes, keys as V16
+
+
+class UnitSpool:
+    """The units' per-record facts as units finish (``add``, an engine's ``on_done``), merged into the run's
+    `ExampleIndex` when all are in (``merge``).
+
+    The driver would otherwise hold every unit's `UnitIndex` until the merge, about 50 bytes a record in
+    anonymous memory that the heap keeps after (docs/benchmarks-pipeline.md, memory). Here each finished
+    unit's columns are appended to one `Appended` column each (a file under ``scratch``'s folder in
+    ``pack``'s driver), in completion order, and ``merge`` copies them unit by unit into the index's columns
+    in unit order; reasons and formats become codes into the run's distinct strings as they arrive.
+    ``add`` may be called from two threads at once (`packcli.engine.pool.SharedPool.map`).
+    """
+
+    def __init__(self, specs: Sequence[UnitSpec], scratch: Scratch = IN_MEMORY, *, keys: bool = False) -> None:
+        self.specs, self.scratch = list(specs), scratch
+        self.facts: list[UnitFacts | None] = [None] * len(self.specs)
+        self._start: list[int] = [0] * len(self.specs)  # each unit's first row in the appended columns
+        names = [*_SPOOLED, "reasons", "formats", *(["keys"] if keys else [])]
+        kinds = [*_SPOOLED.values(), np.int32, np.int32, *([np.dtype("V16")] if keys else [])]
+        self._columns = {name: scratch.appended(kind) for name, kind in zip(names, kinds)}
+        self._texts = {"reasons": ([], {}), "formats": ([], {})}  # the run's distinct strings, and their codes
+        self._lock = threading.Lock()
+
+    def add(self, spec: UnitSpec, unit: UnitIndex) -> None:
+        """Keep a finished unit: its columns appended, its strings as codes, its other facts as `UnitFacts`."""
+        with self._lock:
+            columns = {name: getattr(unit, name) for name in _SPOOLED}
+            for name, (names, index) in self._texts.items():
+                texts: TextColumn = getattr(unit, name)
+                for text in texts.names:
+                    if text not in index:
+                        index[text] = len(names)
+                        names.append(text)
+                ours = np.array([index[text] for text in texts.names], np.int32)
+                columns[name] = ours[texts.codes] if len(texts) else texts.codes
+            if "keys" in self._columns:
+                if unit.keys is None:
+                    raise ValueError(f"{spec.label}: no content keys in a run that deduplicates")
+                columns["keys"] = unit.keys
+            if len({len(values) for values in columns.values()}) != 1:  # before any is appended: all stay aligned
+                raise ValueError(f"{spec.label}: its columns differ in length")
+            starts = [self._columns[name].append(values) for name, values in columns.items()]
+            self._start[spec.index] = starts[0]
+            self.facts[spec.index] = UnitFacts(len(unit.lines), int(unit.lengths.sum()), unit.seconds, unit.guard,
+                                               unit.warnings, unit.resumed)
+
+    def merge(self, num_files: int) -> ExampleIndex:
+        """Every unit's records in unit order (input order) as the run's `ExampleIndex`, in ``scratch``'s
+        columns; ``spill_offset`` counts tokens over the units in order, as `SpillReader` reads them (-1 for a
+        rejected record, which has none). The appended columns go after."""
+        missing = [spec.label for spec, facts in zip(self.specs, self.facts) if facts is None]
+        if missing:
+            raise ValueError(f"units not finished: {', '.join(missing[:3])}")
+        facts: list[UnitFacts] = self.facts  # type: ignore[assignment]
+        n = sum(f.records for f in facts)
+        scratch = self.scratch
+        merged = {name: scratch.empty(n, column.dtype) for name, column in self._columns.items()}
+        file_index = scratch.empty(n, np.int32)
+        at = released = 0
+        for spec, unit, start in zip(self.specs, facts, self._start):
+            rows = slice(at, at + unit.records)
+            for name, column in self._columns.items():
+                column.read_into(start, merged[name][rows])
+            file_index[rows] = spec.file_index
+            at += unit.records
+            if at - released >= _RELEASE_ROWS:  # the pages written so far go back (`Scratch.release`)
+                scratch.release()
+                released = at
+        self.close()
+        lengths, status = merged["lengths"], merged["status"]
+        offsets = scratch.empty(n, np.int64)
+        if n:
             offsets[0] = 0
             np.cumsum(lengths[:-1], out=offsets[1:])
             offsets[status == REJECTED] = -1
-        file_index = scratch.concatenate([np.full(len(u.lines), s.file_index, np.int32) for s, u in zip(specs, units)],
-                                         np.int32)
         warnings = InputWarnings()
-        for unit in units:
+        for unit in facts:
             warnings.add(unit.warnings)
-        keys = None
-        if all(u.keys is not None for u in units):
-            keys = np.concatenate([u.keys for u in units])
-        return cls(
-            ids=scratch.concatenate([u.example_ids for u in units], np.int64), file_index=file_index,
-            line=scratch.concatenate([u.lines for u in units], np.int64), status=status,
-            reason=TextColumn.of([u.reasons for u in units], scratch), spill_offset=offsets, length=lengths,
-            supervised=scratch.concatenate([u.supervised for u in units], np.int64),
-            records_per_file=np.bincount(file_index, minlength=num_files).tolist(),
-            format=TextColumn.of([u.formats for u in units], scratch), warnings=warnings, keys=keys,
-        )
+        reasons, formats = (TextColumn(merged[name], *self._texts[name]) for name in ("reasons", "formats"))
+        return ExampleIndex(ids=merged["example_ids"], file_index=file_index, line=merged["lines"], status=status,
+                            reason=reasons, spill_offset=offsets, length=lengths, supervised=merged["supervised"],
+                            records_per_file=np.bincount(file_index, minlength=num_files).tolist(), format=formats,
+                            warnings=warnings, keys=merged.get("keys"))
+
+    def close(self) -> None:
+        """Let the appended columns go (their files too): after the merge, or when the run fails."""
+        for column in self._columns.values():
+            column.close()
 
 
 def occurrences(sha256s: Sequence[str]) -> list[int]:
@@ -253,10 +328,11 @@ def run_unit(job: UnitJob, spec: UnitSpec) -> UnitIndex:
         ids_tmp.unlink(missing_ok=True)
         labels_tmp.unlink(missing_ok=True)
     pause_at("unit", spec.name)  # spills written, sidecar not yet: what a kill mid-unit leaves
-    index = UnitIndex(np.asarray(eids, np.int64), np.asarray(lines, np.int64), np.asarray(status, np.int8), reasons,
-                      np.asarray(lengths, np.int64), np.asarray(sup, np.int64),
+    index = UnitIndex(np.asarray(eids, np.int64), np.asarray(lines, np.int64), np.asarray(status, np.int8),
+                      TextColumn.of([reasons]), np.asarray(lengths, np.int64), np.asarray(sup, np.int64),
                       {k: v - before[k] for k, v in preparer.seconds.items()},
-                      {k: v - guard_before[k] for k, v in unit_counts(preparer).items()}, formats, warnings,
+                      {k: v - guard_before[k] for k, v in unit_counts(preparer).items()}, TextColumn.of([formats]),
+                      warnings,
                       keys=_keys(keys) if job.spec.keys else None)
     _write_sidecar(spec, work_dir, job.config_hash, index)
     return index
@@ -278,9 +354,9 @@ def attempt_path(path: Path) -> Path:
 
 def _write_sidecar(spec: UnitSpec, work_dir: Path, config_hash: str, index: UnitIndex) -> None:
     data = {"config_hash": config_hash, "spec": asdict(spec), "example_ids": index.example_ids.tolist(),
-            "lines": index.lines.tolist(), "status": index.status.tolist(), "reasons": index.reasons,
+            "lines": index.lines.tolist(), "status": index.status.tolist(), "reasons": index.reasons[:],
             "lengths": index.lengths.tolist(), "supervised": index.supervised.tolist(), "seconds": index.seconds,
-            "guard": index.guard, "formats": index.formats, "warnings": index.warnings.to_dict(),
+            "guard": index.guard, "formats": index.formats[:], "warnings": index.warnings.to_dict(),
             "keys": None if index.keys is None else [k.tobytes().hex() for k in index.keys]}
     tmp = attempt_path(work_dir / f"{spec.name}.json")
     tmp.write_text(json.dumps(data), encoding="utf-8")
@@ -300,9 +376,9 @@ def _load_sidecar(spec: UnitSpec, work_dir: Path, config_hash: str) -> UnitIndex
         return None
     keys = None if data["keys"] is None else _keys([bytes.fromhex(k) for k in data["keys"]])
     return UnitIndex(np.asarray(data["example_ids"], np.int64), np.asarray(data["lines"], np.int64),
-                     np.asarray(data["status"], np.int8), data["reasons"], lengths,
+                     np.asarray(data["status"], np.int8), TextColumn.of([data["reasons"]]), lengths,
                      np.asarray(data["supervised"], np.int64), {k: 0.0 for k in data["seconds"]}, data["guard"],
-                     data["formats"], InputWarnings.from_dict(data["warnings"]), resumed=True, keys=keys)
+                     TextColumn.of([data["formats"]]), InputWarnings.from_dict(data["warnings"]), resumed=True, keys=keys)
 
 
 def _keys(keys: list[bytes]) -> np.ndarray:

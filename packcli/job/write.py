@@ -9,7 +9,7 @@ written last: a directory without one was never finished.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -42,7 +42,7 @@ from packcli.contract import (
 from packcli.ingest import InputFile
 from packcli.job.pause import pause_at
 from packcli.job.plan import ShardLayout, ShardTask, plan_metrics
-from packcli.job.scratch import IN_MEMORY, Scratch
+from packcli.job.scratch import IN_MEMORY, Scratch, blocks
 from packcli.job.select import Examples
 from packcli.job.spill import SpillLayout, SpillReader
 
@@ -121,7 +121,7 @@ def write_records(directory: Path, examples: Examples, layout: ShardLayout, thas
         "row": placement.row, "offset": placement.offset, "length": fates.used_len, "original_length": full_len,
         "supervised": fates.used_sup, "supervised_lost": fates.lost, "token_hash": FixedWidth(thash),
         "format": EmptyAsNull(index.format),
-    })
+    }, after_group=scratch.release)  # a row group written: its rows' pages of every column go back
     rejected = np.flatnonzero(fates.status == REJECTED).tolist()
     return write_rejects(directory / REJECTS_NAME, ((int(index.file_index[i]), names[index.file_index[i]],
                                                      int(index.line[i]), index.reason[i]) for i in rejected))
@@ -152,8 +152,7 @@ def build_manifest(directory: Path, *, examples: Examples, plan: PackPlan, confi
     tokens_lost, supervised_lost = overlong_losses(status, used_len, np.asarray(index.length, np.int64),
                                                    examples.chunk, examples.chunk_start, fates.lost)
     counts.update(records=n, packs=plan.num_packs, supervised_tokens_lost=supervised_lost, tokens_lost=tokens_lost,
-                  by_input=[count_examples(status[mask], used_len[mask], used_sup[mask])
-                            for mask in (index.file_index == i for i in range(len(files)))])
+                  by_input=count_by_input(status, used_len, used_sup, index.file_index, len(files)))
     if config.allow_dropped_fields:  # the records made into examples whose template dropped an allowed field
         counts["dropped_fields"] = {name: index.warnings.dropped.get(name, 0) for name in config.allowed_dropped()}
     seam_table = directory / SEAM_TABLE_NAME
@@ -176,21 +175,44 @@ def losses_by_fate(status: npt.NDArray[np.int8], length: npt.NDArray[np.int64], 
     first label of every chunk after the first), the examples, their tokens in no pack and the supervised
     tokens lost. For the pack summary; the manifest's ``tokens_lost`` is `overlong_losses` over the
     seam table."""
-    length, used_len, lost = (np.asarray(a, np.int64) for a in (length, used_len, lost))
-    return {name: {"examples": int(np.count_nonzero(mask)), "tokens": int((length - used_len)[mask].sum()),
-                   "supervised_tokens": int(lost[mask].sum())}
-            for name, mask in (("truncated", status == TRUNCATED), ("dropped", status == DROPPED),
-                               ("split", status == SPLIT))}
+    fates = {"truncated": TRUNCATED, "dropped": DROPPED, "split": SPLIT}
+    out = {name: {"examples": 0, "tokens": 0, "supervised_tokens": 0} for name in fates}
+    for rows in blocks(len(status)):
+        here, cut = status[rows], np.asarray(length[rows], np.int64) - np.asarray(used_len[rows], np.int64)
+        for name, code in fates.items():
+            mask = here == code
+            out[name]["examples"] += int(np.count_nonzero(mask))
+            out[name]["tokens"] += int(cut[mask].sum())
+            out[name]["supervised_tokens"] += int(np.asarray(lost[rows], np.int64)[mask].sum())
+    return out
 
 
 def count_examples(status: npt.NDArray[np.int8], used_len: npt.NDArray[np.int64],
                    used_sup: npt.NDArray[np.int64]) -> dict:
     """Examples per status, and the tokens and supervised tokens of those in packs (``verify``
-    recounts the seam table with it)."""
-    in_packs = np.isin(status, IN_PACK_CODES)
-    counts = {name: int(np.count_nonzero(status == code)) for code, name in enumerate(STATUSES)}
-    counts.update(tokens=int(used_len[in_packs].sum()), supervised_tokens=int(used_sup[in_packs].sum()))
+    recounts the seam table with it), a block of rows at a time (`packcli.job.scratch.blocks`)."""
+    counts = dict.fromkeys([*STATUSES, "tokens", "supervised_tokens"], 0)
+    for rows in blocks(len(status)):
+        here = status[rows]
+        in_packs = np.isin(here, IN_PACK_CODES)
+        for code, name in enumerate(STATUSES):
+            counts[name] += int(np.count_nonzero(here == code))
+        counts["tokens"] += int(used_len[rows][in_packs].sum())
+        counts["supervised_tokens"] += int(used_sup[rows][in_packs].sum())
     return counts
+
+
+def count_by_input(status: npt.NDArray[np.int8], used_len: npt.NDArray[np.int64], used_sup: npt.NDArray[np.int64],
+                   inputs: npt.NDArray[np.integer], num_inputs: int) -> list[dict]:
+    """`count_examples` of each input's rows (``inputs``: each row's input), a block of rows at a time."""
+    out = [count_examples(status[:0], used_len[:0], used_sup[:0]) for _ in range(num_inputs)]
+    for rows in blocks(len(status)):
+        here = inputs[rows]
+        for k, counts in enumerate(out):
+            mask = here == k
+            for key, value in count_examples(status[rows][mask], used_len[rows][mask], used_sup[rows][mask]).items():
+                counts[key] += value
+    return out
 
 
 def overlong_losses(status: npt.NDArray[np.int8], length: npt.NDArray[np.int64], original_length: npt.NDArray[np.int64],
@@ -203,10 +225,33 @@ def overlong_losses(status: npt.NDArray[np.int8], length: npt.NDArray[np.int64],
     from packcli.job.chunks import covered_tokens
 
     chunk = np.asarray(chunk)
-    overlong = np.isin(status, OVERLONG_FATES)
-    example = np.cumsum(chunk == 0) - 1  # rows of one example share it: each has one chunk 0
-    packed = overlong & np.isin(status, IN_PACK_CODES)
-    covered = covered_tokens(np.asarray(chunk_start, np.int64)[packed], np.asarray(length, np.int64)[packed],
-                             example[packed])
-    whole = int(np.asarray(original_length, np.int64)[overlong & (chunk == 0)].sum())
-    return whole - covered, int(np.asarray(supervised_lost, np.int64)[overlong].sum())
+    whole = covered = supervised = 0
+    for rows in _whole_examples(chunk):  # a block of rows at a time, never cutting an example's chunks apart
+        here = status[rows]
+        overlong = np.isin(here, OVERLONG_FATES)
+        packed = overlong & np.isin(here, IN_PACK_CODES)
+        firsts = chunk[rows] == 0
+        example = np.cumsum(firsts) - 1  # rows of one example share it: each has one chunk 0
+        covered += covered_tokens(np.asarray(chunk_start[rows], np.int64)[packed],
+                                  np.asarray(length[rows], np.int64)[packed], example[packed])
+        whole += int(np.asarray(original_length[rows], np.int64)[overlong & firsts].sum())
+        supervised += int(np.asarray(supervised_lost[rows], np.int64)[overlong].sum())
+    return whole - covered, supervised
+
+
+def _whole_examples(chunk: npt.NDArray[np.integer]) -> Iterator[slice]:
+    """Row ranges of about `packcli.job.scratch.BLOCK` rows, each starting at an example's chunk 0, so an
+    example's rows are in one range."""
+    start, n = 0, len(chunk)
+    for rows in blocks(n):
+        if rows.stop >= n:
+            break
+        ahead = chunk[rows.stop:2 * rows.stop - rows.start] == 0  # the next example's first row, a block on
+        if not ahead.any():  # one example's chunks run on past a block: take them with the next
+            continue
+        stop = rows.stop + int(np.argmax(ahead))
+        if stop > start:
+            yield slice(start, stop)
+            start = stop
+    if start < n or n == 0:
+        yield slice(start, n)

@@ -1,7 +1,9 @@
 """Numba kernels that assign examples to packs: integer arrays in, integer arrays out.
 
 Every kernel reads lengths in the order the caller wants them considered (the shuffled order) and
-returns, for each of those positions, a pack id numbered in creation order. Nothing here knows about
+returns, for each of those positions, a pack id numbered in creation order. The ``_into`` kernels write
+their per-example results into arrays the caller gives (`packcli.pack.strategies.pack_lengths` takes an
+allocator, so ``pack``'s driver can give file-backed ones); the others allocate them. Nothing here knows about
 seeds, metrics or the public API; `strategies.py` wires them together.
 
 Best fit (`best_fit_windows`) places an example in O(log_64 C), not O(open packs): open packs sit
@@ -233,6 +235,13 @@ def sort_decreasing(lengths, start, stop, capacity, counts):
 
 @kernel
 def best_fit_windows(lengths, capacity, window, max_age):
+    """`best_fit_windows_into` a new array: (pack id per position, number of packs)."""
+    pack_of = np.empty(lengths.size, dtype=np.int32)
+    return pack_of, best_fit_windows_into(lengths, capacity, window, max_age, pack_of)
+
+
+@kernel
+def best_fit_windows_into(lengths, capacity, window, max_age, pack_of):
     """Best-fit decreasing within consecutive windows, carrying open packs across window edges.
 
     Positions [k*window, (k+1)*window) form window k; each window is sorted longest-first and every
@@ -243,10 +252,10 @@ def best_fit_windows(lengths, capacity, window, max_age):
     Packs are created in window order, so "closed" is simply "id < oldest"; closed packs stay in
     their room's stack and are dropped lazily when they reach its top (amortised O(1) each).
 
-    Returns (pack id per position in creation order as int32, number of packs).
+    Writes the pack id per position, in creation order, into ``pack_of`` (int32, the caller's: it may be
+    file-backed) and returns the number of packs.
     """
     n = lengths.size
-    pack_of = np.empty(n, dtype=np.int32)
     born = np.empty(n, dtype=np.int32)
     below = np.empty(n, dtype=np.int32)  # next pack down in the same room's stack, -1 at the bottom
     top = np.full(capacity + 1, -1, dtype=np.int32)  # newest pack per room value, -1 if none
@@ -286,7 +295,7 @@ def best_fit_windows(lengths, capacity, window, max_age):
             pack_of[order[i]] = placed[i]
         while oldest < num_packs and born[oldest] <= chunk - max_age + 1:
             oldest += 1
-    return pack_of, num_packs
+    return num_packs
 
 
 @kernel
@@ -302,14 +311,21 @@ def _grow_tree(tree, size, capacity):
 
 @kernel
 def first_fit_decreasing(lengths, capacity):
+    """`first_fit_decreasing_into` a new array: (pack id per position, number of packs)."""
+    pack_of = np.empty(lengths.size, dtype=np.int32)
+    return pack_of, first_fit_decreasing_into(lengths, capacity, pack_of)
+
+
+@kernel
+def first_fit_decreasing_into(lengths, capacity, pack_of):
     """First-fit decreasing: each example, longest first, into the lowest-numbered pack that fits.
 
     The segment tree's leaves are packs initialised to full room, so "the first leaf with room >=
     length" is either an open pack or the next fresh one. It starts with a power of two above
-    9/8 of the sum bound (FFD is within 11/9 of optimal) and doubles when the leaves run out.
+    9/8 of the sum bound (FFD is within 11/9 of optimal) and doubles when the leaves run out. Writes
+    ``pack_of`` (the caller's) and returns the number of packs.
     """
     n = lengths.size
-    pack_of = np.empty(n, dtype=np.int32)
     tokens = 0
     for pos in range(n):
         tokens += lengths[pos]
@@ -337,14 +353,21 @@ def first_fit_decreasing(lengths, capacity):
             node >>= 1
     for i in range(n):
         pack_of[order[i]] = placed[i]
-    return pack_of, num_packs
+    return num_packs
 
 
 @kernel
 def next_fit(lengths, capacity):
-    """Next fit in the given order: start a new pack whenever the example does not fit the current one."""
+    """`next_fit_into` a new array: (pack id per position, number of packs)."""
+    pack_of = np.empty(lengths.size, dtype=np.int32)
+    return pack_of, next_fit_into(lengths, capacity, pack_of)
+
+
+@kernel
+def next_fit_into(lengths, capacity, pack_of):
+    """Next fit in the given order: start a new pack whenever the example does not fit the current one.
+    Writes ``pack_of`` (the caller's) and returns the number of packs."""
     n = lengths.size
-    pack_of = np.empty(n, dtype=np.int32)
     pack = -1
     left = 0
     for pos in range(n):
@@ -353,17 +376,24 @@ def next_fit(lengths, capacity):
             left = capacity
         left -= lengths[pos]
         pack_of[pos] = pack
-    return pack_of, pack + 1
+    return pack + 1
 
 
 @kernel
 def group_by_first_position(pack_of, num_packs):
+    """`group_by_first_position_into` new arrays: (new pack id per position, grouped positions, offsets)."""
+    renumbered = np.empty(pack_of.size, dtype=np.int32)
+    grouped = np.empty(pack_of.size, dtype=np.int64)
+    return renumbered, grouped, group_by_first_position_into(pack_of, num_packs, renumbered, grouped)
+
+
+@kernel
+def group_by_first_position_into(pack_of, num_packs, renumbered, grouped):
     """Renumber packs 0.. in order of their first (lowest) position, and group positions by the new id.
 
-    Returns (new pack id per position as int32, positions grouped by pack with positions ascending
-    within a pack, the num_packs + 1 offsets into them)."""
+    Writes the new pack id per position into ``renumbered`` (int32) and the positions grouped by pack, ascending
+    within a pack, into ``grouped`` (int64), both the caller's; returns the num_packs + 1 offsets into them."""
     new_id = np.full(num_packs, -1, dtype=np.int32)
-    renumbered = np.empty(pack_of.size, dtype=np.int32)
     offsets = np.zeros(num_packs + 1, dtype=np.int64)
     next_id = 0
     for pos in range(pack_of.size):
@@ -376,24 +406,32 @@ def group_by_first_position(pack_of, num_packs):
     for pack in range(num_packs):
         offsets[pack + 1] += offsets[pack]
     fill = offsets[:-1].copy()
-    grouped = np.empty(pack_of.size, dtype=np.int64)
     for pos in range(pack_of.size):
         pack = renumbered[pos]
         grouped[fill[pack]] = pos
         fill[pack] += 1
-    return renumbered, grouped, offsets
+    return offsets
 
 
 @kernel
 def permute_packs(pack_at, offsets, pack_perm, shuffled_from):
+    """`permute_packs_into` new arrays: (new pack id per input index, input indices in packed order, offsets)."""
+    pack_of = np.empty(pack_at.size, dtype=np.int32)
+    order = np.empty(pack_at.size, dtype=np.int64)
+    return pack_of, order, permute_packs_into(pack_at, offsets, pack_perm, shuffled_from, pack_of, order)
+
+
+@kernel
+def permute_packs_into(pack_at, offsets, pack_perm, shuffled_from, pack_of, order):
     """Move whole packs (pack p becomes pack_perm[p]) and map shuffled positions back to input indices.
 
     `pack_at` is the pack per shuffled position and `offsets` its `group_by_first_position` offsets.
     One pass in position order writes each example straight to its slot, so positions stay ascending
     within a pack and no regrouping pass or gather of the big arrays is needed.
 
-    Returns (new pack id per input index as int32, input indices in new packed order, new offsets):
-    the grouping of `pack_perm[pack_at]` seen through `shuffled_from`.
+    Writes the new pack id per input index into ``pack_of`` (int32) and the input indices in new packed order
+    into ``order`` (int64), both the caller's, and returns the new offsets: the grouping of
+    `pack_perm[pack_at]` seen through `shuffled_from`.
     """
     num_packs = pack_perm.size
     new_offsets = np.zeros(num_packs + 1, dtype=np.int64)
@@ -402,12 +440,10 @@ def permute_packs(pack_at, offsets, pack_perm, shuffled_from):
     for pack in range(num_packs):
         new_offsets[pack + 1] += new_offsets[pack]
     fill = new_offsets[:-1].copy()
-    pack_of = np.empty(pack_at.size, dtype=np.int32)
-    order = np.empty(pack_at.size, dtype=np.int64)
     for pos in range(pack_at.size):
         new = pack_perm[pack_at[pos]]
         example = shuffled_from[pos]
         pack_of[example] = new
         order[fill[new]] = example
         fill[new] += 1
-    return pack_of, order, new_offsets
+    return new_offsets

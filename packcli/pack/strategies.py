@@ -26,6 +26,7 @@ Displacement and the length-position correlation are measured before the pack sh
 describe what the packer did to the order, not the unbiased permutation of whole packs after it.
 """
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Protocol
 
@@ -49,22 +50,31 @@ mean displacement and cuts the loss on uniform lengths from 1.01% to 0.66% (docs
 
 
 class PackAssigner(Protocol):
-    """A strategy: pack id (creation order) for every shuffled position, and the pack count."""
+    """A strategy: writes the pack id (creation order) of every shuffled position into ``pack_of`` and returns
+    the pack count."""
 
     def __call__(
-        self, lengths: npt.NDArray[np.int64], capacity: int, window: int
-    ) -> tuple[npt.NDArray[np.int32], int]: ...
+        self, lengths: npt.NDArray[np.int64], capacity: int, window: int, pack_of: npt.NDArray[np.int32]
+    ) -> int: ...
 
+
+Allocate = Callable[[int, npt.DTypeLike], np.ndarray]
+"""Makes an uninitialised array of ``n`` values of a dtype (``np.empty``, or `packcli.job.scratch.Scratch.empty`
+for file-backed ones)."""
 
 _ASSIGNERS: dict[str, PackAssigner] = {  # in the order budget messages try alternatives
-    Strategy.bfd.value: lambda lengths, capacity, window: kernels.best_fit_windows(
-        lengths, capacity, max(lengths.size, 1), 1
+    Strategy.bfd.value: lambda lengths, capacity, window, pack_of: kernels.best_fit_windows_into(
+        lengths, capacity, max(lengths.size, 1), 1, pack_of
     ),
-    Strategy.ffd.value: lambda lengths, capacity, window: kernels.first_fit_decreasing(lengths, capacity),
-    Strategy.window.value: lambda lengths, capacity, window: kernels.best_fit_windows(
-        lengths, capacity, min(window, max(lengths.size, 1)), WINDOW_MAX_AGE
+    Strategy.ffd.value: lambda lengths, capacity, window, pack_of: kernels.first_fit_decreasing_into(
+        lengths, capacity, pack_of
     ),
-    Strategy.sequential.value: lambda lengths, capacity, window: kernels.next_fit(lengths, capacity),
+    Strategy.window.value: lambda lengths, capacity, window, pack_of: kernels.best_fit_windows_into(
+        lengths, capacity, min(window, max(lengths.size, 1)), WINDOW_MAX_AGE, pack_of
+    ),
+    Strategy.sequential.value: lambda lengths, capacity, window, pack_of: kernels.next_fit_into(
+        lengths, capacity, pack_of
+    ),
 }
 
 STRATEGIES: tuple[str, ...] = tuple(_ASSIGNERS)
@@ -112,7 +122,7 @@ def lower_bounds(lengths: npt.ArrayLike, capacity: int) -> LowerBounds:
     Raises:
         ValueError: a length outside 1..capacity (as pack_lengths).
     """
-    lengths = _validated_lengths(lengths, capacity)
+    lengths = _validated_lengths(lengths, capacity, copy=False)  # read only here
     if lengths.size == 0:
         return LowerBounds(sum=0, l2=0)
     hist = np.bincount(lengths, minlength=capacity + 1)[: capacity + 1]
@@ -156,11 +166,21 @@ class PackMetrics:
         return asdict(self)
 
 
+_STEP = 1 << 20  # elements an integer fill works on at a time (an exact operation, so the steps change nothing)
+
+
+def _dot(a: np.ndarray, b: np.ndarray, product: np.ndarray) -> float:
+    """sum(a * b), the products in ``product``. Elementwise sums, not np.dot: BLAS threads stall for tens of ms
+    on a busy machine."""
+    return float(np.multiply(a, b, out=product).sum())
+
+
 def measure_packing(
     shuffled_lengths: npt.NDArray[np.int64],
     grouped: npt.NDArray[np.int64],
     pack_offsets: npt.NDArray[np.int64],
     capacity: int,
+    allocate: Allocate = np.empty,
 ) -> PackMetrics:
     """Metrics of any packing given as shuffled positions grouped by pack (also used for peers).
 
@@ -169,18 +189,33 @@ def measure_packing(
         grouped: shuffled positions in packed order (a permutation of 0..n-1).
         pack_offsets: num_packs + 1 offsets into `grouped`.
         capacity: tokens per pack.
+        allocate: makes the per-example work arrays (`pack_lengths`); every float is computed over whole
+            arrays in one order whichever it is, so the metrics are the same bits.
     """
     n = int(shuffled_lengths.size)
     num_packs = int(pack_offsets.size - 1)
     tokens = int(shuffled_lengths.sum())
     bounds = lower_bounds(shuffled_lengths, capacity)
-    displacement = np.abs(np.arange(n) - grouped)
-    packed_lengths = shuffled_lengths[grouped].astype(np.float64)
+    displacement = allocate(n, np.int64)  # |position - grouped|, filled a step at a time (no n-long arange)
+    for start in range(0, n, _STEP):
+        step = slice(start, start + _STEP)
+        np.subtract(np.arange(start, min(start + _STEP, n)), grouped[step], out=displacement[step])
+    np.abs(displacement, out=displacement)
+    packed_lengths = allocate(n, np.float64)
+    for start in range(0, n, _STEP):
+        step = slice(start, start + _STEP)
+        packed_lengths[step] = shuffled_lengths[grouped[step]]
     packed_lengths -= packed_lengths.mean() if n else 0.0
-    positions = np.arange(n, dtype=np.float64) - (n - 1) / 2
-    # Elementwise sums, not np.dot: BLAS threads stall for tens of ms on a busy machine.
-    spread = float(np.sqrt((packed_lengths * packed_lengths).sum() * (positions * positions).sum()))
-    corr = float((packed_lengths * positions).sum()) / spread if spread > 0 else 0.0
+    positions = allocate(n, np.float64)
+    for start in range(0, n, _STEP):
+        positions[start:start + _STEP] = np.arange(start, min(start + _STEP, n), dtype=np.float64) - (n - 1) / 2
+    product = allocate(n, np.float64)
+    spread = float(np.sqrt(_dot(packed_lengths, packed_lengths, product) * _dot(positions, positions, product)))
+    corr = _dot(packed_lengths, positions, product) / spread if spread > 0 else 0.0
+    del packed_lengths, positions, product
+    mean, most = (float(displacement.mean()), int(displacement.max())) if n else (0.0, 0)
+    # Last: the percentile may reorder ``displacement`` (ours) instead of copying it.
+    p99 = float(np.percentile(displacement, 99, overwrite_input=True)) if n else 0.0
     return PackMetrics(
         num_examples=n,
         num_packs=num_packs,
@@ -190,9 +225,9 @@ def measure_packing(
         lb_sum=bounds.sum,
         lb_l2=bounds.l2,
         gap_to_bound=(num_packs - bounds.best) / bounds.best if bounds.best else 0.0,
-        displacement_mean=float(displacement.mean()) if n else 0.0,
-        displacement_p99=float(np.percentile(displacement, 99)) if n else 0.0,
-        displacement_max=int(displacement.max()) if n else 0,
+        displacement_mean=mean,
+        displacement_p99=p99,
+        displacement_max=most,
         length_position_corr=corr,
     )
 
@@ -216,7 +251,9 @@ class PackPlan:
     metrics: PackMetrics
 
 
-def _validated_lengths(lengths: npt.ArrayLike, capacity: int) -> npt.NDArray[np.int64]:
+def _validated_lengths(lengths: npt.ArrayLike, capacity: int, *, copy: bool = True) -> npt.NDArray[np.int64]:
+    """``lengths`` as a checked one-dimensional int64 array: a copy, or with ``copy=False`` the array itself
+    when it is int64 already (for a caller that only reads it, or copies it where it wants it)."""
     array = np.asarray(lengths)
     if array.ndim != 1:
         raise ValueError(f"lengths must be one-dimensional, got shape {array.shape}")
@@ -225,7 +262,7 @@ def _validated_lengths(lengths: npt.ArrayLike, capacity: int) -> npt.NDArray[np.
     if array.dtype.kind not in "iu":
         raise ValueError(f"lengths must be integers, got dtype {array.dtype}")
     if array.min() >= 1 and array.max() <= capacity:  # two reductions; the mask below only to name the culprit
-        return array.astype(np.int64)
+        return array if not copy and array.dtype == np.int64 else array.astype(np.int64)
     bad = np.flatnonzero((array < 1) | (array > capacity))
     if bad.size:
         first = int(bad[0])
@@ -246,6 +283,7 @@ def pack_lengths(
     seed: int = 0,
     shuffle: bool = True,
     shuffle_packs: bool = True,
+    allocate: Allocate = np.empty,
 ) -> PackPlan:
     """Assign examples to packs of `capacity` tokens.
 
@@ -260,6 +298,10 @@ def pack_lengths(
         shuffle: permute the examples before packing; False packs them in input order.
         shuffle_packs: permute the packs, so training does not meet all long-example packs first;
             False numbers packs by their first example's shuffled position.
+        allocate: makes every array of one value an example, the plan's and the work arrays (a few dozen
+            bytes an example while it runs): ``np.empty`` by default; ``pack``'s driver passes
+            `packcli.job.scratch.Scratch.empty`, so they are file-backed there
+            (docs/benchmarks-pipeline.md, memory). The plan is the same whichever it is.
 
     Returns:
         The PackPlan with its metrics.
@@ -278,19 +320,32 @@ def pack_lengths(
     if problems:
         raise ValueError("; ".join(problems))
     capacity = int(capacity)
-    values = _validated_lengths(lengths, capacity)
-    n = values.size
+    checked = _validated_lengths(lengths, capacity, copy=False)
+    n = checked.size
+    values = allocate(n, np.int64)
+    values[...] = checked
+    del checked
 
-    shuffled_from = np.random.Generator(np.random.PCG64(seed)).permutation(n) if shuffle else np.arange(n)
-    shuffled = values[shuffled_from]
-    raw, num_packs = _ASSIGNERS[strategy](shuffled, capacity, int(window or 0))
-    pack_at, grouped, offsets = kernels.group_by_first_position(raw, num_packs)
+    shuffled_from = allocate(n, np.int64)
+    for start in range(0, n, _STEP):  # np.arange(n), without an n-long temporary
+        shuffled_from[start:start + _STEP] = np.arange(start, min(start + _STEP, n))
+    if shuffle:  # what Generator.permutation(n) does: shuffle an arange in place
+        np.random.Generator(np.random.PCG64(seed)).shuffle(shuffled_from)
+    shuffled = allocate(n, np.int64)
+    np.take(values, shuffled_from, out=shuffled, mode="clip")  # a permutation: "raise" would buffer a copy
+    raw = allocate(n, np.int32)
+    num_packs = _ASSIGNERS[strategy](shuffled, capacity, int(window or 0), raw)
+    pack_at, grouped = allocate(n, np.int32), allocate(n, np.int64)
+    offsets = kernels.group_by_first_position_into(raw, num_packs, pack_at, grouped)
+    del raw
     # Order metrics describe the packer, so they are taken before the pack shuffle: that shuffle is
     # an unbiased permutation of whole packs, which moves every example O(n) whatever the strategy.
-    metrics = measure_packing(shuffled, grouped, offsets, capacity)
+    metrics = measure_packing(shuffled, grouped, offsets, capacity, allocate)
+    del shuffled, grouped
     pack_perm = (np.random.Generator(np.random.PCG64(seed).jumped()).permutation(num_packs) if shuffle_packs
                  else np.arange(num_packs))
-    pack_of, order, pack_offsets = kernels.permute_packs(pack_at, offsets, pack_perm, shuffled_from)
+    pack_of, order = allocate(n, np.int32), allocate(n, np.int64)
+    pack_offsets = kernels.permute_packs_into(pack_at, offsets, pack_perm, shuffled_from, pack_of, order)
     for array in (values, pack_of, order, pack_offsets):
         array.setflags(write=False)
     return PackPlan(
