@@ -20,13 +20,7 @@ from packcli.chat import ChatTemplate, Renderer, RenderError
 from packcli.choices import Format, LossPolicy
 from packcli.errors import InputError, PackcliError
 from packcli.ingest import DEFAULT_FIELDS, FieldMap, Kind, Record, content_key, parse_record
-from packcli.tokenizer import (
-    Encoded,
-    EncodedBatch,
-    LoadedTokenizer,
-    TokenizerMismatchError,
-    encode_batch,
-)
+from packcli.tokenizer import Encoded, EncodedBatch, LoadedTokenizer, TokenizerMismatchError, encode_batch
 from packcli.tokenizer.ends import text_ends
 from packcli.tokenizer.load import cached_tokenizer
 

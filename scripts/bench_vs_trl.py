@@ -41,14 +41,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/ is not a package: _common.py is beside us
-from _common import (  # noqa: E402  (standard library only: the TRL venv imports it too)
-    PACKCLI_WITH_HWM,
-    load_summary,
-    markdown_table,
-    peak_rss_mib,
-    run_measured,
-    write_json,
-)
+from _common import PACKCLI_WITH_HWM, load_summary, markdown_table, peak_rss_mib, run_measured, write_json  # noqa: E402  (standard library only: the TRL venv imports it too)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 ASSETS = REPO_ROOT / ".cache" / "assets"

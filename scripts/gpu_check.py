@@ -38,13 +38,7 @@ sys.path.insert(0, str(ROOT / "scripts"))  # scripts/ is not a package: _common.
 
 from _common import write_json  # noqa: E402
 
-from packcli.verify.attention import (  # noqa: E402
-    HF_VARIANTS,
-    IGNORE_INDEX,
-    PackArrays,
-    UnsupportedBackendError,
-    check_packs,
-)
+from packcli.verify.attention import HF_VARIANTS, IGNORE_INDEX, PackArrays, UnsupportedBackendError, check_packs  # noqa: E402
 from packcli.verify.attention.model import ModelConfig  # noqa: E402
 from packcli.verify.suite import packs_with_seams  # noqa: E402
 

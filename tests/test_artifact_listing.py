@@ -8,12 +8,7 @@ import json
 import shutil
 from pathlib import Path
 
-from packcli.artifact.listing import (
-    describe_stranger,
-    listed_names,
-    not_an_artifact,
-    strangers,
-)
+from packcli.artifact.listing import describe_stranger, listed_names, not_an_artifact, strangers
 
 
 def manifest_of(directory: Path) -> dict:

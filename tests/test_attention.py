@@ -19,11 +19,7 @@ from hypothesis import strategies as st
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("one_torch_thread")]
 torch = pytest.importorskip("torch")
 
-from packcli.verify.attention import (  # noqa: E402
-    TOLERANCES,
-    UnsupportedBackendError,
-    check_packs,
-)
+from packcli.verify.attention import TOLERANCES, UnsupportedBackendError, check_packs  # noqa: E402
 
 
 @settings(max_examples=12, deadline=None)

@@ -15,12 +15,7 @@ from chat_data import tool_conversations
 from conftest import FIXTURES, ROOT, real_asset
 
 from packcli.chat import ChatTemplate, LossPolicy, Renderer, engines
-from packcli.chat.engines import (
-    MiniJinjaTemplate,
-    choose_engine,
-    data_literal,
-    minijinja_refusal,
-)
+from packcli.chat.engines import MiniJinjaTemplate, choose_engine, data_literal, minijinja_refusal
 from packcli.chat.render import CHECK_FIRST, RenderError
 
 minijinja = pytest.importorskip("minijinja")  # packcli.chat.engines imports it only when it renders

@@ -10,13 +10,7 @@ from conftest import FIXTURES, RENDER_ENGINES, TINY_CHAT, real_asset
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from packcli.chat import (
-    ChatTemplate,
-    LossPolicy,
-    Renderer,
-    load_template,
-    require_markers,
-)
+from packcli.chat import ChatTemplate, LossPolicy, Renderer, load_template, require_markers
 from packcli.contract import IGNORE_INDEX
 from packcli.errors import InputError
 from packcli.prepare import Preparer

@@ -7,20 +7,13 @@ import json
 
 import pyarrow.parquet as pq
 import pytest
-from conftest import (
-    write_parquet,
-)
+from conftest import write_parquet
 from typer.testing import CliRunner
 
 from packcli.choices import Format
 from packcli.cli import app
 from packcli.errors import InputError
-from packcli.ingest import (
-    DEFAULT_FIELDS,
-    FieldMap,
-    check_sources,
-    expand_inputs,
-)
+from packcli.ingest import DEFAULT_FIELDS, FieldMap, check_sources, expand_inputs
 
 
 def test_a_table_packcli_cannot_read_at_all_fails_before_any_work(tmp_path):

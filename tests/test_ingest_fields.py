@@ -6,22 +6,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import (
-    jsonl_records,
-    pack_inputs,
-    token_columns,
-    write_jsonl,
-    write_parquet,
-)
+from conftest import jsonl_records, pack_inputs, token_columns, write_jsonl, write_parquet
 from typer.testing import CliRunner
 
 from packcli.cli import app
 from packcli.config import PackConfig
 from packcli.errors import PackcliError
-from packcli.ingest import (
-    FieldMap,
-    parse_record,
-)
+from packcli.ingest import FieldMap, parse_record
 from packcli.verify import verify_artifact
 
 RENAMED = [{"conversation": [{"speaker": t["role"], "says": t["content"]} for t in r["messages"]]}

@@ -4,23 +4,10 @@ table is a clear error."""
 from __future__ import annotations
 
 import pytest
-from conftest import (
-    hub_cache,
-    jsonl_records,
-    pack_inputs,
-    token_columns,
-    write_jsonl,
-    write_parquet,
-)
+from conftest import hub_cache, jsonl_records, pack_inputs, token_columns, write_jsonl, write_parquet
 
 from packcli.errors import InputError
-from packcli.ingest import (
-    SourceKind,
-    expand_inputs,
-    read_source,
-    read_span,
-    reader,
-)
+from packcli.ingest import SourceKind, expand_inputs, read_source, read_span, reader
 from packcli.verify import verify_artifact
 
 

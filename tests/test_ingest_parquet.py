@@ -8,13 +8,7 @@ import json
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import (
-    jsonl_records,
-    pack_inputs,
-    token_columns,
-    write_jsonl,
-    write_parquet,
-)
+from conftest import jsonl_records, pack_inputs, token_columns, write_jsonl, write_parquet
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -6,11 +6,7 @@ import pytest
 from conftest import parse_line
 
 from packcli.choices import Format
-from packcli.ingest import (
-    Kind,
-    Rejection,
-    parse_record,
-)
+from packcli.ingest import Kind, Rejection, parse_record
 
 
 def test_ambiguous_records_say_which_field_was_read():

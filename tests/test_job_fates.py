@@ -7,15 +7,7 @@ import numpy as np
 import pytest
 
 from packcli.choices import Overlong
-from packcli.contract import (
-    DROPPED,
-    DUPLICATE,
-    IGNORE_INDEX,
-    PACKED,
-    REJECTED,
-    SPLIT,
-    TRUNCATED,
-)
+from packcli.contract import DROPPED, DUPLICATE, IGNORE_INDEX, PACKED, REJECTED, SPLIT, TRUNCATED
 from packcli.job.chunks import SplitRule, cut_example
 from packcli.job.fates import Fates, decide_fates, loss_hint, loss_problem, split_rows
 

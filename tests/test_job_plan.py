@@ -15,13 +15,7 @@ from packcli.artifact.manifest import PackSettings, read_manifest
 from packcli.contract import DROPPED, PACKED, REJECTED, TRUNCATED
 from packcli.errors import BudgetError
 from packcli.job.fates import Fates
-from packcli.job.plan import (
-    lay_out_shards,
-    place_examples,
-    plan_examples,
-    plan_metrics,
-    plan_packs,
-)
+from packcli.job.plan import lay_out_shards, place_examples, plan_examples, plan_metrics, plan_packs
 
 # examples 1 (rejected) and 4 (dropped) go into no pack; the others fill packs of 10 in input order:
 # [0, 2] (4 + 5), [3, 5] (3 + 7), [6] (8)

@@ -7,15 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from packcli.choices import Overlong
-from packcli.contract import (
-    DUPLICATE,
-    IGNORE_INDEX,
-    PACKED,
-    REJECTED,
-    SPLIT,
-    UNSAMPLED,
-    example_id,
-)
+from packcli.contract import DUPLICATE, IGNORE_INDEX, PACKED, REJECTED, SPLIT, UNSAMPLED, example_id
 from packcli.ingest import InputFile, SourceKind
 from packcli.job.chunks import SplitRule, cut_example
 from packcli.job.fates import Fates, decide_fates

@@ -6,25 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pyarrow.parquet as pq
 
-from packcli.contract import (
-    DROPPED,
-    DUPLICATE,
-    IGNORE_INDEX,
-    PACKED,
-    REJECTED,
-    SPLIT,
-    TRUNCATED,
-    token_hash,
-)
+from packcli.contract import DROPPED, DUPLICATE, IGNORE_INDEX, PACKED, REJECTED, SPLIT, TRUNCATED, token_hash
 from packcli.job.plan import ShardTask
 from packcli.job.spill import SpillLayout, spill_paths
-from packcli.job.write import (
-    count_examples,
-    losses_by_fate,
-    mask_chunk_starts,
-    overlong_losses,
-    write_shard_task,
-)
+from packcli.job.write import count_examples, losses_by_fate, mask_chunk_starts, overlong_losses, write_shard_task
 
 
 def test_each_segment_starts_masked_and_a_chunk_masks_its_overlap():

@@ -13,20 +13,8 @@ from hypothesis import strategies as st
 
 from packcli.artifact.manifest import PackSettings
 from packcli.contract import MANIFEST_NAME
-from packcli.pack import (
-    STRATEGIES,
-    PackPlan,
-    check_budgets,
-    kernels,
-    lower_bounds,
-    pack_lengths,
-)
-from packcli.pack.strategies import (
-    DEFAULT_WINDOW,
-    WINDOW_MAX_AGE,
-    resolved_window,
-    window_displacement_bound,
-)
+from packcli.pack import STRATEGIES, PackPlan, check_budgets, kernels, lower_bounds, pack_lengths
+from packcli.pack.strategies import DEFAULT_WINDOW, WINDOW_MAX_AGE, resolved_window, window_displacement_bound
 
 FIXTURE_SETTINGS = PackSettings.of(json.loads((FIXTURES / "packed" / MANIFEST_NAME).read_text())["config"])
 

@@ -10,13 +10,7 @@ import pytest
 from conftest import FIXTURES
 
 from packcli.errors import InputError, PackcliError
-from packcli.prepare import (
-    InputWarnings,
-    PrepareSpec,
-    TokenizerRef,
-    preparer_for,
-    share_preparer,
-)
+from packcli.prepare import InputWarnings, PrepareSpec, TokenizerRef, preparer_for, share_preparer
 from packcli.tokenizer.load import load_tokenizer
 
 

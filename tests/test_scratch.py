@@ -26,13 +26,7 @@ from packcli.job.run import pack_corpus
 from packcli.job.scratch import IN_MEMORY, Scratch, TextColumn, copy_texts, take_texts
 from packcli.job.units import UnitIndex, UnitSpec, UnitSpool
 from packcli.job.workspace import side_paths
-from packcli.job.write import (
-    OVERLONG_FATES,
-    count_by_input,
-    count_examples,
-    losses_by_fate,
-    overlong_losses,
-)
+from packcli.job.write import OVERLONG_FATES, count_by_input, count_examples, losses_by_fate, overlong_losses
 from packcli.pack import STRATEGIES, pack_lengths
 from packcli.prepare import InputWarnings
 

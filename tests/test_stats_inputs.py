@@ -8,11 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from packcli.stats import (
-    Quantiles,
-    length_stats,
-    terminal_histogram,
-)
+from packcli.stats import Quantiles, length_stats, terminal_histogram
 
 
 def test_quantiles_match_numpy():

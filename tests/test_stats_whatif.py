@@ -4,11 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from packcli.stats import (
-    recommend,
-    sweep,
-    what_if,
-)
+from packcli.stats import recommend, sweep, what_if
 
 
 def test_what_if_against_independent_numbers():

@@ -11,11 +11,7 @@ from tokenizer_cases import drop_last_token_of_third_example, pack_with
 
 from packcli.contract import IGNORE_INDEX, MANIFEST_NAME
 from packcli.tokenizer.fast.backend import FastBackend
-from packcli.tokenizer.types import (
-    Encoded,
-    EncodedBatch,
-    TokenizerMismatchError,
-)
+from packcli.tokenizer.types import Encoded, EncodedBatch, TokenizerMismatchError
 
 fastokens = pytest.importorskip("fastokens")
 

@@ -29,9 +29,7 @@ from tokenizer_cases import (
 
 from packcli.contract import IGNORE_INDEX
 from packcli.tokenizer.guard import encode_batch
-from packcli.tokenizer.types import (
-    TokenizerMismatchError,
-)
+from packcli.tokenizer.types import TokenizerMismatchError
 
 fastokens = pytest.importorskip("fastokens")
 

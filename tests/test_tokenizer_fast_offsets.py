@@ -7,9 +7,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from packcli.tokenizer.reference import (
-    labels_from_spans,
-)
+from packcli.tokenizer.reference import labels_from_spans
 
 fastokens = pytest.importorskip("fastokens")
 
@@ -162,12 +160,7 @@ def test_nfc_runs_kernel_is_the_quick_check_and_each_run_normalizes_alone(texts)
     import unicodedata
 
     from packcli.tokenizer.fast import offsets as fast_kernels
-    from packcli.tokenizer.fast.backend import (
-        _lead_pairs,
-        _loud_bytes,
-        _nfc_table,
-        _utf8,
-    )
+    from packcli.tokenizer.fast.backend import _lead_pairs, _loud_bytes, _nfc_table, _utf8
 
     nfc, pairs = _nfc_table(), _lead_pairs(_nfc_table())
     want = [(i, s, e, len(t[:s].encode()), len(t[:e].encode()))

@@ -9,11 +9,7 @@ from tokenizer_cases import FIXTURE_JSON, SPANS, TEXTS, broken, reference
 from packcli.errors import PackcliError
 from packcli.tokenizer.guard import GUARD_PERIOD, encode_batch, guard_sample
 from packcli.tokenizer.load import load_tokenizer
-from packcli.tokenizer.types import (
-    Encoded,
-    EncodedBatch,
-    TokenizerMismatchError,
-)
+from packcli.tokenizer.types import Encoded, EncodedBatch, TokenizerMismatchError
 
 fastokens = pytest.importorskip("fastokens")
 

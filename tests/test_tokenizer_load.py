@@ -12,10 +12,7 @@ from tokenizer_cases import FIXTURE_JSON, variant
 from packcli.errors import InputError, PackcliError
 from packcli.tokenizer.guard import encode_batch
 from packcli.tokenizer.load import load_tokenizer
-from packcli.tokenizer.types import (
-    Encoded,
-    EncodedBatch,
-)
+from packcli.tokenizer.types import Encoded, EncodedBatch
 
 fastokens = pytest.importorskip("fastokens")
 
@@ -193,11 +190,7 @@ def test_a_worker_that_finds_another_tokenizer_file_refuses(tmp_path):
 def test_auto_on_a_small_input_takes_tokenizers_and_says_why():
     """The small-input rule is the tokenizer's own (pack and stats alike): ``auto`` below AUTO_FAST_MIN_BYTES
     loads the reference, with the reason; a size at the bound, an unknown size, or an explicit choice do not."""
-    from packcli.tokenizer.load import (
-        AUTO_FAST_MIN_BYTES,
-        auto_backend,
-        cached_tokenizer,
-    )
+    from packcli.tokenizer.load import AUTO_FAST_MIN_BYTES, auto_backend, cached_tokenizer
 
     small = cached_tokenizer(FIXTURE_JSON, backend="auto", input_bytes=AUTO_FAST_MIN_BYTES - 1)
     assert small.backend_name == "tokenizers"

@@ -5,16 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
-from tokenizer_cases import (
-    MIXED,
-    TOKENIZERS,
-    assert_char_span_labels,
-    examples,
-)
+from tokenizer_cases import MIXED, TOKENIZERS, assert_char_span_labels, examples
 
-from packcli.tokenizer.reference import (
-    ReferenceBackend,
-)
+from packcli.tokenizer.reference import ReferenceBackend
 
 
 @pytest.mark.parametrize("name", TOKENIZERS)

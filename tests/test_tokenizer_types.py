@@ -7,10 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from packcli.tokenizer.types import (
-    Encoded,
-    EncodedBatch,
-)
+from packcli.tokenizer.types import Encoded, EncodedBatch
 
 fastokens = pytest.importorskip("fastokens")
 

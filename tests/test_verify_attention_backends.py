@@ -11,11 +11,7 @@ from conftest import ATTENTION_CORRECT_HF
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("one_torch_thread")]
 torch = pytest.importorskip("torch")
 
-from packcli.verify.attention import (  # noqa: E402
-    TOLERANCES,
-    UnsupportedBackendError,
-    check_packs,
-)
+from packcli.verify.attention import TOLERANCES, UnsupportedBackendError, check_packs  # noqa: E402
 
 
 def test_hf_expansion_runs_cpu_impls_and_lists_the_rest(attention_report):

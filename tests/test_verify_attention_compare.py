@@ -14,11 +14,7 @@ from conftest import ATTENTION_CORRECT_HF, attention_pack
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("one_torch_thread")]
 torch = pytest.importorskip("torch")
 
-from packcli.verify.attention import (  # noqa: E402
-    TOLERANCES,
-    PackArrays,
-    check_packs,
-)
+from packcli.verify.attention import TOLERANCES, PackArrays, check_packs  # noqa: E402
 
 
 def test_neighbour_mutation_leaves_other_examples_still(attention_report):

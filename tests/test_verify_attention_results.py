@@ -8,11 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from packcli.verify.attention.results import (
-    PackArrays,
-    TorchMissingError,
-    require_torch,
-)
+from packcli.verify.attention.results import PackArrays, TorchMissingError, require_torch
 
 
 def test_pack_arrays_validate_cu_seqlens():

@@ -9,9 +9,7 @@ from conftest import ATTENTION_HF_TRAPS
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("one_torch_thread")]
 torch = pytest.importorskip("torch")
 
-from packcli.verify.attention import (  # noqa: E402
-    TOLERANCES,
-)
+from packcli.verify.attention import TOLERANCES  # noqa: E402
 
 
 @pytest.mark.parametrize("backend", ATTENTION_HF_TRAPS)

@@ -11,14 +11,7 @@ from forgery import caught, manifest_of, roomiest
 
 from packcli.contract import IGNORE_INDEX
 from packcli.verify import forge
-from packcli.verify.forge import (
-    Segment,
-    follow_packs,
-    read_segments,
-    reseal,
-    rewrite_seam,
-    write_segments,
-)
+from packcli.verify.forge import Segment, follow_packs, read_segments, reseal, rewrite_seam, write_segments
 
 
 def _smuggle(d: Path, ids: list[int], labels: list[int], eid: int) -> None:

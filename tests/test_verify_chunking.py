@@ -10,14 +10,7 @@ from conftest import seam_rows
 from forgery import caught, manifest_of, roomiest
 
 from packcli.verify import forge, verify_artifact
-from packcli.verify.forge import (
-    Segment,
-    follow_packs,
-    read_segments,
-    reseal,
-    rewrite_seam,
-    write_segments,
-)
+from packcli.verify.forge import Segment, follow_packs, read_segments, reseal, rewrite_seam, write_segments
 
 
 @pytest.fixture(scope="module")

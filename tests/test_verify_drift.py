@@ -8,9 +8,7 @@ from pathlib import Path
 from forgery import caught, manifest_of
 
 from packcli.verify import forge, verify_artifact
-from packcli.verify.forge import (
-    reseal,
-)
+from packcli.verify.forge import reseal
 
 
 def test_bos_token_forged(packed_copy):

@@ -11,13 +11,7 @@ import pyarrow.parquet as pq
 from packcli.artifact.manifest import manifest_hash
 from packcli.contract import IGNORE_INDEX, file_sha256
 from packcli.verify import verify_artifact
-from packcli.verify.forge import (
-    read_segments,
-    reseal,
-    rewrite_packs,
-    set_field,
-    write_segments,
-)
+from packcli.verify.forge import read_segments, reseal, rewrite_packs, set_field, write_segments
 
 
 def pinned_files(manifest: dict) -> list[dict]:

@@ -11,10 +11,7 @@ from forgery import REDIRECT, caught, edit_manifest
 
 from packcli.contract import file_sha256
 from packcli.verify import forge
-from packcli.verify.forge import (
-    reseal,
-    rewrite_packs,
-)
+from packcli.verify.forge import reseal, rewrite_packs
 
 
 def test_a_shard_listed_twice(packed_copy):

@@ -5,10 +5,7 @@ from __future__ import annotations
 
 from forgery import caught
 
-from packcli.verify.forge import (
-    reseal,
-    rewrite_packs,
-)
+from packcli.verify.forge import reseal, rewrite_packs
 
 
 def test_cu_seqlens_merged_across_a_seam(packed_copy):

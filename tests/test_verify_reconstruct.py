@@ -12,13 +12,7 @@ from forgery import caught, manifest_of
 from packcli.contract import example_id
 from packcli.verify import forge, verify_artifact
 from packcli.verify.faults import FAULTS, prepare_workspace
-from packcli.verify.forge import (
-    Segment,
-    read_segments,
-    reseal,
-    rewrite_seam,
-    write_segments,
-)
+from packcli.verify.forge import Segment, read_segments, reseal, rewrite_seam, write_segments
 
 
 def test_an_extra_dropped_record_beyond_the_source(packed_copy):

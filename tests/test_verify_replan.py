@@ -11,14 +11,7 @@ from forgery import caught, manifest_of, roomiest
 
 from packcli.contract import IGNORE_INDEX, SEAM_TABLE_NAME, token_hash
 from packcli.verify import forge, verify_artifact
-from packcli.verify.forge import (
-    Segment,
-    follow_packs,
-    read_segments,
-    reseal,
-    rewrite_seam,
-    write_segments,
-)
+from packcli.verify.forge import Segment, follow_packs, read_segments, reseal, rewrite_seam, write_segments
 
 
 def test_a_truncated_example_marked_dropped(packed_copy):

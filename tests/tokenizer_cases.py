@@ -17,16 +17,8 @@ from packcli.job.run import pack_corpus
 from packcli.tokenizer.fast.backend import FastBackend
 from packcli.tokenizer.guard import encode_batch
 from packcli.tokenizer.load import load_tokenizer
-from packcli.tokenizer.reference import (
-    ReferenceBackend,
-    labels_from_char_spans,
-    labels_from_spans,
-)
-from packcli.tokenizer.types import (
-    Encoded,
-    EncodedBatch,
-    GuardStats,
-)
+from packcli.tokenizer.reference import ReferenceBackend, labels_from_char_spans, labels_from_spans
+from packcli.tokenizer.types import Encoded, EncodedBatch, GuardStats
 
 FIXTURE_JSON = FIXTURES / "tokenizer" / "tokenizer.json"
 

@@ -85,11 +85,7 @@ class Renderer:
         self._fixed = {"bos_token": bos_token or "", "eos_token": eos_token or "", "strftime_now": self._strftime_now}
         self._mini = None
         if engine == "minijinja":
-            from packcli.chat.engines import (
-                compile_minijinja,
-                minijinja_refusal,
-                minijinja_version,
-            )
+            from packcli.chat.engines import compile_minijinja, minijinja_refusal, minijinja_version
 
             # Else jinja2 alone, whoever asked: a template the gate refuses, or a process (a Ray node) without
             # minijinja; the text is the same, and render_counts show which engine ran.

@@ -30,12 +30,7 @@ class RichProgress:
         self._bar = None
         self._tasks: dict[str, Any] = {}
         if enabled and err.is_terminal:
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                TextColumn,
-                TimeElapsedColumn,
-            )
+            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
             from rich.progress import Progress as RichProgress
 
             self._bar = RichProgress(

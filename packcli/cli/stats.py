@@ -79,12 +79,7 @@ def stats(
     from packcli.cli.pack import default_inputs
     from packcli.ingest import FieldMap, is_dataset_dir
     from packcli.plots import PLOT_SUFFIXES
-    from packcli.stats import (
-        DEFAULT_CAPACITIES,
-        artifact_stats,
-        length_stats,
-        length_stats_problems,
-    )
+    from packcli.stats import DEFAULT_CAPACITIES, artifact_stats, length_stats, length_stats_problems
 
     problems = output_file_problems("--plot", plot, PLOT_SUFFIXES)
     if len(inputs) == 1 and Path(inputs[0]).is_dir() and not is_dataset_dir(Path(inputs[0])):

@@ -17,14 +17,7 @@ from enum import Enum
 
 from packcli.choices import Format
 from packcli.ingest.fields import DEFAULT_FIELDS, FieldMap
-from packcli.ingest.messages import (
-    Invalid,
-    chat_messages,
-    sharegpt_messages,
-    template_kwargs,
-    type_name,
-    walk_strings,
-)
+from packcli.ingest.messages import Invalid, chat_messages, sharegpt_messages, template_kwargs, type_name, walk_strings
 
 
 class Kind(str, Enum):

@@ -5,13 +5,7 @@
 - `packcli.stats.packed`: what a packed artifact holds (`artifact_stats`).
 """
 
-from packcli.stats.inputs import (
-    LengthStats,
-    Quantiles,
-    length_stats,
-    length_stats_problems,
-    terminal_histogram,
-)
+from packcli.stats.inputs import LengthStats, Quantiles, length_stats, length_stats_problems, terminal_histogram
 from packcli.stats.packed import ArtifactStats, artifact_stats, input_counts
 from packcli.stats.whatif import (
     DEFAULT_CAPACITIES,

@@ -80,13 +80,7 @@ def length_stats_problems(inputs: Sequence[str], tokenizer: str, *, template: st
     (messages name the parameters; the CLI prints its flags). Every capacity tried must take the
     split's overlap and last chunk, as pack's would."""
     from packcli.artifact.fieldspec import setting_bounds
-    from packcli.checks import (
-        float_problems,
-        input_problems,
-        int_problems,
-        template_problems,
-        tokenizer_problems,
-    )
+    from packcli.checks import float_problems, input_problems, int_problems, template_problems, tokenizer_problems
     from packcli.engine import worker_problems
     from packcli.job.chunks import SplitRule
 

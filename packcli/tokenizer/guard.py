@@ -19,12 +19,7 @@ import numpy.typing as npt
 from packcli.contract import token_hash
 from packcli.tokenizer.load import LoadedTokenizer
 from packcli.tokenizer.reference import ReferenceBackend
-from packcli.tokenizer.types import (
-    Encoded,
-    EncodedBatch,
-    TokenizerBackend,
-    TokenizerMismatchError,
-)
+from packcli.tokenizer.types import Encoded, EncodedBatch, TokenizerBackend, TokenizerMismatchError
 
 GUARD_PERIOD = 256  # an example is cross-checked when its ids hash to 0 mod GUARD_PERIOD (and index 0 of a batch)
 
@@ -77,9 +72,7 @@ def guard_sample(encoded: EncodedBatch, *, paranoid: bool = False) -> list[int]:
         return list(range(len(encoded)))
     if not len(encoded):
         return []
-    from packcli.tokenizer.fast.offsets import (
-        example_hashes,  # numba: only runs that have a non-reference backend
-    )
+    from packcli.tokenizer.fast.offsets import example_hashes  # numba: only runs that have a non-reference backend
 
     hashes = example_hashes(encoded.ids, encoded.bounds)
     return [0, *(np.flatnonzero(hashes[1:] % GUARD_PERIOD == 0) + 1).tolist()]

@@ -16,13 +16,7 @@ from packcli.artifact.manifest import Manifest
 from packcli.contract import IN_PACKS, STATUSES, UNSAMPLED
 from packcli.engine import Engine
 from packcli.errors import InputError
-from packcli.mix import (
-    Mixture,
-    draw_copies,
-    draw_some_copies,
-    manifest_problems,
-    targets,
-)
+from packcli.mix import Mixture, draw_copies, draw_some_copies, manifest_problems, targets
 from packcli.verify.columns import SeamColumns
 from packcli.verify.report import CheckResult, Violation
 from packcli.verify.spread import SLICE, labels, map_parts

@@ -39,12 +39,7 @@ from packcli.verify.attention.backends import (
     unsupported_reason,
     validate_names,
 )
-from packcli.verify.attention.compare import (
-    Control,
-    check_pack,
-    run_control,
-    to_tensors,
-)
+from packcli.verify.attention.compare import Control, check_pack, run_control, to_tensors
 from packcli.verify.attention.model import AttentionBackend, ModelConfig
 from packcli.verify.attention.results import (
     TOLERANCES,
