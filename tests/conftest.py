@@ -81,17 +81,21 @@ def corpus_files() -> list[str]:
     return [str(FIXTURES / "corpus" / n) for n in names]
 
 
-@pytest.fixture(scope="session")
-def packed(tmp_path_factory, corpus_files, tokenizer_dir) -> Path:
-    """A packed artifact of the fixture corpus with a small capacity (many seams per pack)."""
+def _pack_fixture_corpus(out: Path, corpus_files: list[str], tokenizer_dir: Path, overlong: str) -> Path:
+    """The fixture corpus and its broken lines packed at a small capacity (many seams a pack)."""
     from packcli.config import PackConfig
     from packcli.job.run import pack_corpus
 
-    out = tmp_path_factory.mktemp("art") / "packed"
     pack_corpus(PackConfig(inputs=tuple(corpus_files + [str(FIXTURES / "corpus" / "broken.jsonl")]),
                            tokenizer=str(tokenizer_dir), out=out, capacity=1024, packs_per_shard=16,
-                           overlong="truncate"))
+                           overlong=overlong))
     return out
+
+
+@pytest.fixture(scope="session")
+def packed(tmp_path_factory, corpus_files, tokenizer_dir) -> Path:
+    """A packed artifact of the fixture corpus with a small capacity (many seams per pack)."""
+    return _pack_fixture_corpus(tmp_path_factory.mktemp("art") / "packed", corpus_files, tokenizer_dir, "truncate")
 
 
 @pytest.fixture(scope="session")
@@ -126,14 +130,7 @@ def packed_copy(packed, tmp_path) -> Path:
 @pytest.fixture(scope="session")
 def packed_drop(tmp_path_factory, corpus_files, tokenizer_dir) -> Path:
     """The fixture corpus with over-long examples dropped (the `packed` fixture truncates them)."""
-    from packcli.config import PackConfig
-    from packcli.job.run import pack_corpus
-
-    out = tmp_path_factory.mktemp("drop") / "packed"
-    pack_corpus(PackConfig(inputs=tuple(corpus_files + [str(FIXTURES / "corpus" / "broken.jsonl")]),
-                           tokenizer=str(tokenizer_dir), out=out, capacity=1024, packs_per_shard=16,
-                           overlong="drop"))
-    return out
+    return _pack_fixture_corpus(tmp_path_factory.mktemp("drop") / "packed", corpus_files, tokenizer_dir, "drop")
 
 
 @pytest.fixture()
