@@ -139,6 +139,13 @@ def drop_copy(packed_drop, tmp_path) -> Path:
     return tmp_path / "drop"
 
 
+def flip_a_byte(path: Path) -> None:
+    """One bit of ``path`` flipped in its middle: the file still reads as Parquet, its sha256 no longer matches."""
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
 def run_cli(*args: object) -> Result:
     """``packcli ARGS`` in this process (typer's runner; stderr apart), each argument as its ``str``."""
     from typer.testing import CliRunner

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, flip_a_byte
 
 from packcli.data import PackDataset
 from packcli.errors import PackcliError
@@ -116,10 +116,7 @@ def test_a_state_from_another_artifact_is_refused(packed, tmp_path, corpus_files
 
 
 def test_a_shard_failing_its_hash_stops_the_loader(packed_copy):
-    path = packed_copy / "shard-00000.parquet"
-    data = bytearray(path.read_bytes())
-    data[len(data) // 2] ^= 0x01
-    path.write_bytes(bytes(data))
+    flip_a_byte(packed_copy / "shard-00000.parquet")
     with pytest.raises(PackcliError, match="shard-00000.parquet: sha256 differs from the manifest"):
         list(PackDataset(packed_copy, collate=first_ids, shuffle=False))
 

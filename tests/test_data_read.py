@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from conftest import flip_a_byte
 from forgery import REDIRECT
 
 from packcli.data import iter_packs
@@ -20,9 +21,6 @@ def test_the_loader_refuses_a_folder_with_strangers(packed_copy):
 def test_a_shard_failing_its_hash_is_refused(packed_copy):
     from packcli.errors import ContractError
 
-    path = packed_copy / "shard-00001.parquet"
-    data = bytearray(path.read_bytes())
-    data[len(data) // 2] ^= 0x01
-    path.write_bytes(bytes(data))
+    flip_a_byte(packed_copy / "shard-00001.parquet")
     with pytest.raises(ContractError, match="shard-00001.parquet: sha256 differs from the manifest"):
         list(iter_packs(packed_copy))
