@@ -310,3 +310,20 @@ def test_counts_a_block_at_a_time_are_the_whole_columns_counts(seed, n, block) -
                                      "supervised_tokens": int(lost[mask].sum())}
     finally:
         scratch_module.BLOCK = old
+
+
+def test_a_column_never_takes_over_a_file_it_did_not_create(tmp_path: Path) -> None:
+    """Columns are created exclusively: a file already at a column's name (not packcli's) is refused, never
+    truncated, mapped or unlinked, and stays as it was."""
+    (tmp_path / "column-0000").write_bytes(b"mine")
+    with pytest.raises(FileExistsError):
+        Scratch(tmp_path).empty(1 << 16, np.int64)
+    with pytest.raises(FileExistsError):
+        Scratch(tmp_path).appended(np.int64)
+    assert (tmp_path / "column-0000").read_bytes() == b"mine"
+    own = tmp_path / "own"
+    own.mkdir()
+    column = Scratch(own).appended(np.int64)  # a file the column made is its own, and goes with it
+    column.append(np.arange(3))
+    column.close()
+    assert list(own.iterdir()) == [] and (tmp_path / "column-0000").read_bytes() == b"mine"

@@ -207,3 +207,19 @@ def test_an_out_that_changed_during_the_run_is_not_replaced(tmp_path, monkeypatc
         pack_corpus(config(out, force=True))
     assert (out / "notes.txt").read_text() == "written while packcli ran"
     assert not list((tmp_path / ".packcli-work-out").glob("tmp-*"))
+
+
+def test_only_the_scratch_folder_packcli_made_is_removed(tmp_path):
+    """`discard_scratch_dir` removes the marked columns' folder it made; handed a folder of the user's (an
+    unmarked one holding files) it removes nothing."""
+    with Workspace(tmp_path / "out") as space:
+        scratch = space.new_scratch_dir()
+        (scratch / "column-0000").write_bytes(b"\0" * 8)
+        foreign = space.work / "tmp-columns-of-mine"
+        foreign.mkdir()
+        (foreign / "column-0000").write_bytes(b"mine")
+        (foreign / "notes.txt").write_text("mine")
+        space.discard_scratch_dir(scratch)
+        space.discard_scratch_dir(foreign)
+        assert not scratch.exists()
+        assert (foreign / "column-0000").read_bytes() == b"mine" and (foreign / "notes.txt").read_text() == "mine"
