@@ -24,7 +24,7 @@ from packcli.artifact.seams import reject_line
 from packcli.contract import IN_PACK_CODES, IN_PACKS, REJECTED, STATUSES, example_id
 from packcli.engine import Engine
 from packcli.job.units import occurrences
-from packcli.job.write import OVERLONG_FATES, count_examples
+from packcli.job.write import OVERLONG_FATES, count_by_input, count_examples
 from packcli.verify.columns import STEP, Ints, SeamColumns, Strings, status_codes
 from packcli.verify.integrity import Artifact
 from packcli.verify.packs import FIELDS, Segment, SegmentColumns, ShardTotals
@@ -435,8 +435,7 @@ def _count_part(num_inputs: int, window: tuple[np.ndarray, ...]) -> tuple:
     status, length, supervised, original_length, chunk, chunk_start, lost, inputs = window
     length, supervised = length.astype(np.int64), supervised.astype(np.int64)
     counts = count_examples(status, length, supervised)
-    by_input = [count_examples(status[inputs == k], length[inputs == k], supervised[inputs == k])
-                for k in range(num_inputs)]
+    by_input = count_by_input(status, length, supervised, inputs, num_inputs)
     overlong = np.isin(status, OVERLONG_FATES)
     whole = np.asarray(original_length, np.int64)[overlong & (chunk == 0)].sum()
     packed = overlong & np.isin(status, IN_PACK_CODES)
