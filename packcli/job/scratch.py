@@ -191,11 +191,7 @@ class TextColumn:
         return self.names[self.codes[at]]
 
     def __setitem__(self, at: int, text: str) -> None:
-        code = self._index.get(text)
-        if code is None:
-            code = self._index[text] = len(self.names)
-            self.names.append(text)
-        self.codes[at] = code
+        self.codes[at] = code_of(text, self.names, self._index)
 
     def take(self, rows: npt.NDArray[np.int64]) -> TextColumn:
         """The strings at ``rows`` (a row may repeat), a column of their own."""
@@ -203,6 +199,15 @@ class TextColumn:
 
     def copy(self) -> TextColumn:
         return TextColumn(self.codes.copy(), self.names, self._index)
+
+
+def code_of(text: str, names: list[str], index: dict[str, int]) -> int:
+    """``text``'s code among ``names`` (``index``: name -> code), appended to both if it is new."""
+    code = index.get(text)
+    if code is None:
+        code = index[text] = len(names)
+        names.append(text)
+    return code
 
 
 def take_texts(texts: list[str] | TextColumn, rows: npt.NDArray[np.int64]) -> list[str] | TextColumn:

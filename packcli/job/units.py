@@ -32,7 +32,7 @@ from packcli.contract import PACKED, REJECTED, example_id
 from packcli.errors import RecordError
 from packcli.ingest import InputFile, SourceKind, Span, read_span, reader
 from packcli.job.pause import pause_at
-from packcli.job.scratch import IN_MEMORY, Scratch, TextColumn
+from packcli.job.scratch import IN_MEMORY, Scratch, TextColumn, code_of
 from packcli.job.spill import spill_paths
 from packcli.prepare import InputWarnings, Preparer, PrepareSpec, preparer_for
 
@@ -157,11 +157,7 @@ class UnitSpool:
             columns = {name: getattr(unit, name) for name in _SPOOLED}
             for name, (names, index) in self._texts.items():
                 texts: TextColumn = getattr(unit, name)
-                for text in texts.names:
-                    if text not in index:
-                        index[text] = len(names)
-                        names.append(text)
-                ours = np.array([index[text] for text in texts.names], np.int32)
+                ours = np.array([code_of(text, names, index) for text in texts.names], np.int32)
                 columns[name] = ours[texts.codes] if len(texts) else texts.codes
             if "keys" in self._columns:
                 if unit.keys is None:
