@@ -169,6 +169,13 @@ class PackMetrics:
 _STEP = 1 << 20  # elements an integer fill works on at a time (an exact operation, so the steps change nothing)
 
 
+def _arange_into(out: np.ndarray) -> np.ndarray:
+    """``out[i] = i`` (``np.arange`` into the caller's array), a step at a time: no n-long temporary."""
+    for start in range(0, len(out), _STEP):
+        out[start:start + _STEP] = np.arange(start, min(start + _STEP, len(out)))
+    return out
+
+
 def _dot(a: np.ndarray, b: np.ndarray, product: np.ndarray) -> float:
     """sum(a * b), the products in ``product``. Elementwise sums, not np.dot: BLAS threads stall for tens of ms
     on a busy machine."""
@@ -197,9 +204,7 @@ def measure_packing(
     tokens = int(shuffled_lengths.sum())
     bounds = lower_bounds(shuffled_lengths, capacity)
     displacement = allocate(n, np.int64)  # |position - grouped|, filled a step at a time (no n-long arange)
-    for start in range(0, n, _STEP):
-        step = slice(start, start + _STEP)
-        np.subtract(np.arange(start, min(start + _STEP, n)), grouped[step], out=displacement[step])
+    np.subtract(_arange_into(displacement), grouped, out=displacement)
     np.abs(displacement, out=displacement)
     packed_lengths = allocate(n, np.float64)
     for start in range(0, n, _STEP):
@@ -207,8 +212,7 @@ def measure_packing(
         packed_lengths[step] = shuffled_lengths[grouped[step]]
     packed_lengths -= packed_lengths.mean() if n else 0.0
     positions = allocate(n, np.float64)
-    for start in range(0, n, _STEP):
-        positions[start:start + _STEP] = np.arange(start, min(start + _STEP, n), dtype=np.float64) - (n - 1) / 2
+    np.subtract(_arange_into(positions), (n - 1) / 2, out=positions)
     product = allocate(n, np.float64)
     spread = float(np.sqrt(_dot(packed_lengths, packed_lengths, product) * _dot(positions, positions, product)))
     corr = _dot(packed_lengths, positions, product) / spread if spread > 0 else 0.0
@@ -327,8 +331,7 @@ def pack_lengths(
     del checked
 
     shuffled_from = allocate(n, np.int64)
-    for start in range(0, n, _STEP):  # np.arange(n), without an n-long temporary
-        shuffled_from[start:start + _STEP] = np.arange(start, min(start + _STEP, n))
+    _arange_into(shuffled_from)
     if shuffle:  # what Generator.permutation(n) does: shuffle an arange in place
         np.random.Generator(np.random.PCG64(seed)).shuffle(shuffled_from)
     shuffled = allocate(n, np.int64)
