@@ -133,6 +133,20 @@ def test_appended_parts_read_back_where_they_belong(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+def test_an_empty_part_does_not_take_the_place_of_the_part_after_it(tmp_path: Path) -> None:
+    """An empty part (a unit whose records were all rejected) starts at the row the next part starts at; each
+    still reads back as itself, file-backed and in memory."""
+    for scratch in (Scratch(tmp_path), IN_MEMORY):
+        column = scratch.appended(np.int64)
+        empty, three = column.append(np.zeros(0, np.int64)), column.append(np.array([7, 8, 9]))
+        assert empty == three
+        out = np.zeros(3, np.int64)
+        column.read_into(empty, out[:0])
+        column.read_into(three, out)
+        assert out.tolist() == [7, 8, 9]
+        column.close()
+
+
 def unit(rng: np.random.Generator, records: int, *, keys: bool) -> UnitIndex:
     status = np.where(rng.random(records) < 0.3, REJECTED, PACKED).astype(np.int8)
     lengths = np.where(status == PACKED, rng.integers(1, 50, records), 0)

@@ -135,7 +135,8 @@ class Appended:
         values = np.ascontiguousarray(values, self.dtype)
         start = self.rows
         if self._handle is None:
-            self._parts[start] = values
+            if len(values):  # an empty part starts where the next one does: it must not take that one's place
+                self._parts[start] = values
         else:
             self._handle.seek(0, 2)  # `read_into` may have moved it
             self._handle.write(values.view(np.uint8).data)
@@ -144,10 +145,10 @@ class Appended:
 
     def read_into(self, start: int, out: np.ndarray) -> None:
         """The part that starts at row ``start``, ``len(out)`` values, copied into ``out`` (contiguous)."""
+        if not len(out):
+            return
         if self._handle is None:
             out[...] = self._parts[start]
-            return
-        if not len(out):
             return
         target = out.view(np.uint8)
         self._handle.seek(start * self.dtype.itemsize)
