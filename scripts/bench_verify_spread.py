@@ -9,9 +9,9 @@ Two measures for each artifact and engine:
   each stage ran, so the table says where the peak is reached; the columns the driver
   holds (the seam table's and the segments'), and whether the two reports are the same (sha256 of their JSON);
 - what each spread stage adds to the driver above the columns it holds (tracemalloc, in this process: numpy
-  arrays and Python objects; the Ray workers are other processes): the global judgement (`_suspects`, or
-  `_spread_suspects`), the recount of ``counts`` (`recount`), the whole global check, the copies check; the
-  bytes the workers handed back (arrays; pickled).
+  arrays and Python objects; the Ray workers are other processes): the global judgement (`_suspects`), the
+  recount of ``counts`` (`recount`), the whole global check, the copies check; the bytes the workers handed back
+  (arrays; pickled).
 
 Ray is started with ``--workers`` CPUs (here, and in each Ray child).
 
@@ -172,8 +172,7 @@ def measure(directory: Path, workers: int) -> list[dict]:
     out = []
     for name in ("local", "ray"):
         engine = None if name == "local" else Counting(RayEngine(workers=workers))
-        judge = peak_of(bookkeeping._suspects, artifact, rows, inputs, occurrence) if engine is None else \
-            peak_of(bookkeeping._spread_suspects, engine, artifact, rows, inputs, occurrence)
+        judge = peak_of(bookkeeping._suspects, engine, artifact, rows, inputs, occurrence)
         counting = peak_of(recount, totals, rows, len(inputs), engine)
         copies = peak_of(check_copies, rows, manifest, VerifyReport(str(directory)).check("copies"), engine)
         engine = engine and Counting(engine.engine)

@@ -55,7 +55,7 @@ def test_strings_codes_and_nulls() -> None:
     assert column.recode(["packed", "truncated", "rejected"]).tolist() == [2, -1, 0, 2]
 
 
-def _walk_every_row(artifact, rows, inputs, occurrence):
+def _walk_every_row(engine, artifact, rows, inputs, occurrence):
     """What the global check did before its column checks: walk every row, and look for unclaimed
     segments among every id in the packs, in the order the shards first hold them."""
     ids = artifact.packs.columns.example_id

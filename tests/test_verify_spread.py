@@ -1,11 +1,13 @@
-"""verify's global bookkeeping and copies spread over an engine's workers (`packcli.verify.spread`): judged a
-partition at a time, they find exactly what the one-process checks find (on forged seam tables and packs, mixed
-or not, and on every self-test fault, the reports byte for byte), on Ray as locally, and the driver receives
-from its workers what the suspects take, not what the examples take."""
+"""verify's global bookkeeping and copies judged a partition at a time (`packcli.verify.spread`; here one after the
+other, or on an engine's workers): they find exactly what one judgement of the whole table finds (on forged seam
+tables and packs, mixed or not, and on every self-test fault, the reports byte for byte), on Ray as locally, and
+the driver receives from its workers what the suspects take, not what the examples take."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +36,15 @@ def small_parts(monkeypatch: pytest.MonkeyPatch) -> None:
     """Partitions of a few rows (and of a few lines): the fixture artifacts span many of them."""
     monkeypatch.setattr(bookkeeping, "PART_ROWS", 7)
     monkeypatch.setattr(copies, "PART_LINES", 3)
+
+
+@contextmanager
+def whole_table() -> Iterator[None]:
+    """One partition holding every row (and line): the whole table judged at once, the reference."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(bookkeeping, "PART_ROWS", 1 << 40)
+        patch.setattr(copies, "PART_LINES", 1 << 40)
+        yield
 
 
 def _read(directory: Path):
@@ -86,10 +97,12 @@ def test_spread_judgement_is_the_one_process_judgement(seed: int, kind: str, req
         _forge(artifact, np.random.default_rng(seed))
     inputs = manifest.inputs
     occurrence = occurrences([entry.sha256 for entry in inputs])
-    want = bookkeeping._suspects(artifact, artifact.seam, inputs, occurrence)
-    got = bookkeeping._spread_suspects(LocalEngine(1), artifact, artifact.seam, inputs, occurrence)
-    assert got[0].tolist() == want[0].tolist()
-    assert got[1].tolist() == want[1].tolist()
+    with whole_table():
+        want = bookkeeping._suspects(None, artifact, artifact.seam, inputs, occurrence)
+    for engine in (None, LocalEngine(1)):  # in parts here, one after the other, and on an engine's workers
+        got = bookkeeping._suspects(engine, artifact, artifact.seam, inputs, occurrence)
+        assert got[0].tolist() == want[0].tolist()
+        assert got[1].tolist() == want[1].tolist()
     assert bool(seed) == bool(len(want[0]))  # a forged table has suspects to find, the packed one none
 
 
@@ -99,9 +112,11 @@ def test_spread_reports_what_one_process_reports(fault, kind: str, request: pyte
                                                   small_parts: None) -> None:
     artifact = request.getfixturevalue("packed" if kind == "truncate" else "split_packed")
     copy = faulted_copy(artifact, fault, tmp_path)
-    here = verify_artifact(copy, reconstruct=False, max_violations=1000)
-    spread = verify_artifact(copy, reconstruct=False, max_violations=1000, engine=LocalEngine(1))
-    assert json.dumps(spread.to_dict()) == json.dumps(here.to_dict())
+    with whole_table():
+        here = verify_artifact(copy, reconstruct=False, max_violations=1000)
+    for engine in (None, LocalEngine(1)):
+        spread = verify_artifact(copy, reconstruct=False, max_violations=1000, engine=engine)
+        assert json.dumps(spread.to_dict()) == json.dumps(here.to_dict())
     assert not here.ok
 
 
@@ -147,10 +162,13 @@ def test_spread_copies_are_the_one_process_copies(seed: int, kind: str, request:
     artifact, manifest = _read(request.getfixturevalue(fixture))
     if seed:
         _forge_copies(artifact.seam, np.random.default_rng(seed))
-    here, spread = CheckResult("copies", limit=10_000), CheckResult("copies", limit=10_000)
-    copies.check_copies(artifact.seam, manifest, here)
-    copies.check_copies(artifact.seam, manifest, spread, engine=LocalEngine(1))
-    assert json.dumps(spread.__dict__, default=repr) == json.dumps(here.__dict__, default=repr)
+    here = CheckResult("copies", limit=10_000)
+    with whole_table():
+        copies.check_copies(artifact.seam, manifest, here)
+    for engine in (None, LocalEngine(1)):
+        spread = CheckResult("copies", limit=10_000)
+        copies.check_copies(artifact.seam, manifest, spread, engine=engine)
+        assert json.dumps(spread.__dict__, default=repr) == json.dumps(here.__dict__, default=repr)
     assert here.checked > 0 and (seed == 0) is (here.count == 0)
 
 
@@ -163,11 +181,14 @@ def test_spread_copies_refuse_a_mixture_with_an_empty_source_as_one_process_does
         status.names.append("rejected")
     status.codes[artifact.seam["input"].values == sharegpt] = rejected
     manifest.config.mix["by"] = "proportion"  # a share of the examples asked of a source with no usable record
-    here, spread = CheckResult("copies"), CheckResult("copies")
-    copies.check_copies(artifact.seam, manifest, here)
-    copies.check_copies(artifact.seam, manifest, spread, engine=LocalEngine(1))
+    here = CheckResult("copies")
+    with whole_table():
+        copies.check_copies(artifact.seam, manifest, here)
     assert "cannot be drawn on these records" in here.violations[0].message
-    assert spread.__dict__ == here.__dict__
+    for engine in (None, LocalEngine(1)):
+        spread = CheckResult("copies")
+        copies.check_copies(artifact.seam, manifest, spread, engine=engine)
+        assert spread.__dict__ == here.__dict__
 
 
 def _random_table(rng: np.random.Generator) -> dict:
@@ -283,8 +304,7 @@ def _received(directory: Path) -> int:
     artifact, manifest = _read(directory)
     engine = load_script("bench_verify_spread").Counting(LocalEngine(1))  # the benchmark's own counter
     inputs = manifest.inputs
-    bookkeeping._spread_suspects(engine, artifact, artifact.seam, inputs,
-                                 occurrences([entry.sha256 for entry in inputs]))
+    bookkeeping._suspects(engine, artifact, artifact.seam, inputs, occurrences([entry.sha256 for entry in inputs]))
     result = CheckResult("copies")
     copies.check_copies(artifact.seam, manifest, result, engine=engine)
     assert result.ok and result.checked == artifact.seam.rows
@@ -309,7 +329,7 @@ def test_judging_partitions_with_a_planted_breach_differs(packed, small_parts: N
     inputs = manifest.inputs
     occurrence = occurrences([entry.sha256 for entry in inputs])
     monkeypatch.setattr(bookkeeping, "_labels", lambda values, parts: np.arange(len(values)) * parts // len(values))
-    got, _ = bookkeeping._spread_suspects(LocalEngine(1), artifact, artifact.seam, inputs, occurrence)
+    got, _ = bookkeeping._suspects(LocalEngine(1), artifact, artifact.seam, inputs, occurrence)
     assert len(got) > 0
 
 

@@ -38,3 +38,39 @@ def test_structure_only_without_tokenizer(packed_copy, tmp_path):
         verify_artifact(packed_copy)
     report = verify_artifact(packed_copy, reconstruct=False)
     assert report.ok and "reconstruction" not in {c.name for c in report.checks}
+
+
+def test_verify_keeps_its_columns_in_a_folder_it_made_and_removes(packed, tmp_path, monkeypatch):
+    """verify's per-example columns (the seam table's, the segments') are mapped files in a marked folder under
+    the temporary folder (`packcli.job.scratch`), removed when it is done; a user's folder and file beside it
+    stay. The report is the one the same checks give with every column in memory."""
+    import mmap
+    import tempfile
+
+    from packcli.job.scratch import IN_MEMORY
+    from packcli.owned import MARKER_NAME
+    from packcli.verify import suite
+
+    monkeypatch.setattr(mmap, "PAGESIZE", 1)  # the fixture's columns are smaller than a page: map them anyway
+    temp = tmp_path / "tmp"
+    (temp / "packcli-verify-mine").mkdir(parents=True)  # a user's folder with packcli's prefix: not packcli's
+    (temp / "packcli-verify-mine" / "notes.txt").write_text("mine")
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    seen = {}
+    plan = suite.check_plan
+
+    def spying(manifest, rows, facts, result, *args, **kwargs):
+        ours = [p for p in temp.iterdir() if (p / MARKER_NAME).is_file()]
+        seen.update(folders=ours, files=sorted(f.name for p in ours for f in p.iterdir()),
+                    mapped=isinstance(getattr(rows["example_id"].values.base, "obj", None), mmap.mmap))
+        return plan(manifest, rows, facts, result, *args, **kwargs)
+
+    monkeypatch.setattr(suite, "check_plan", spying)
+    report = verify_artifact(packed, reconstruct=False)
+    assert report.ok
+    assert len(seen["folders"]) == 1 and seen["mapped"]
+    assert any(name.startswith("column-") for name in seen["files"])
+    assert sorted(p.name for p in temp.iterdir()) == ["packcli-verify-mine"]  # ours gone, the user's kept
+    assert (temp / "packcli-verify-mine" / "notes.txt").read_text() == "mine"
+    monkeypatch.setattr(suite, "Scratch", lambda folder: IN_MEMORY)
+    assert verify_artifact(packed, reconstruct=False).to_dict() == report.to_dict()

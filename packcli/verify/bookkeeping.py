@@ -23,6 +23,7 @@ from packcli.artifact.manifest import InputPin, Manifest
 from packcli.artifact.seams import reject_line
 from packcli.contract import IN_PACK_CODES, IN_PACKS, REJECTED, STATUSES, example_id
 from packcli.engine import Engine
+from packcli.job.scratch import IN_MEMORY, Scratch, blocks
 from packcli.job.units import occurrences
 from packcli.job.write import OVERLONG_FATES, count_by_input, count_examples
 from packcli.verify.columns import STEP, Ints, SeamColumns, Strings, status_codes
@@ -36,9 +37,9 @@ def check_global(artifact: Artifact, rows: SeamColumns, manifest: Manifest, resu
                  engine: Engine | None = None) -> None:
     """The seam table (``rows``: its columns) against the packs, rejects.jsonl and the manifest.
 
-    Every row and segment is first checked as columns (`_suspects`; with an ``engine``, on its workers a
-    partition at a time: `_spread_suspects`); the rows of the examples found wanting are then walked one by
-    one, in table order, to name what is wrong as each finding reads.
+    Every row and segment is first checked as columns, a partition at a time (`_suspects`; with an ``engine``, on
+    its workers); the rows of the examples found wanting are then walked one by one, in table order, to name
+    what is wrong as each finding reads.
     """
     inputs = manifest.inputs
     occurrence = occurrences([entry.sha256 for entry in inputs])
@@ -51,10 +52,7 @@ def check_global(artifact: Artifact, rows: SeamColumns, manifest: Manifest, resu
     def at(i: int) -> dict:  # where a violation is, built only when there is one
         return dict(example_id=ids[i], source=sources[i], line=lines[i])
 
-    if engine is None:
-        suspects, loose = _suspects(artifact, rows, inputs, occurrence)
-    else:
-        suspects, loose = _spread_suspects(engine, artifact, rows, inputs, occurrence)
+    suspects, loose = _suspects(engine, artifact, rows, inputs, occurrence)
     for i in suspects.tolist():
         eid = ids[i]
         k, line, copy, chunk, status = inputs_col[i], lines[i], copies[i], chunks[i], statuses[i]
@@ -97,29 +95,12 @@ def check_global(artifact: Artifact, rows: SeamColumns, manifest: Manifest, resu
     _check_counts(artifact, rows, manifest, result, engine)
 
 
-def _suspects(artifact: Artifact, rows: SeamColumns, inputs: tuple[InputPin, ...],
-              occurrence: list[int]) -> tuple[np.ndarray, np.ndarray]:
-    """The rows `check_global` must walk one by one (ascending), and the ids of examples with a segment no
-    row may account for (in the order the shards first hold them).
-
-    A row is clean when it names an input, that input's name and its own id, a known status, a
-    (input, line, copy, chunk) and an (id, chunk) no other row names, and, when in a readable pack, exactly
-    one segment of its id at its (shard, row, offset, length), whose digest and supervised count it
-    carries. An example is clean when all its rows are and every segment of its id is one of theirs.
-    Every row of an example that is not, and every row sharing its (input, line, copy, chunk) with
-    another, is a suspect: the walk then sees each example's rows and each repeated key whole, as the
-    checks that follow them need."""
-    segs = artifact.packs.columns
-    suspects, first = _judge(rows, segs, artifact.packs.shards, artifact.unreadable, inputs, occurrence)
-    return suspects, segs.example_id[first]
-
-
 def _judge(rows: SeamColumns, segs: SegmentColumns, shards: list[str], unreadable: Iterable[str], inputs: list[dict],
-           occurrence: list[int], repeated_key: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """`_suspects` on ``rows`` and ``segs`` (all of them, or every row and segment of some ids: each id is
-    judged on its own rows and segments alone): the suspect rows, and the positions in ``segs`` of the first
-    segment of each wanting id (ascending). ``repeated_key``: per row, whether another row of the whole table
-    has its (input, line, copy, chunk) (None: found here, ``rows`` being the whole table)."""
+           occurrence: list[int], repeated_key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`_suspects` on ``rows`` and ``segs`` (every row and segment of some ids: each id is judged on its own rows
+    and segments alone): the suspect rows, and the positions in ``segs`` of the first segment of each wanting id
+    (ascending). ``repeated_key``: per row, whether another row of the whole table has its (input, line, copy,
+    chunk)."""
     ids = np.asarray(rows["example_id"], np.int64)
     k, line, copy, chunk = (np.asarray(rows[c]) for c in ("input", "line", "copy", "chunk"))  # int32, not copied
     source = rows["source"]
@@ -138,8 +119,6 @@ def _judge(rows: SeamColumns, segs: SegmentColumns, shards: list[str], unreadabl
     status = rows["status"].recode(STATUSES)
     bad |= status < 0
     bad |= _repeated(ids, chunk)
-    if repeated_key is None:
-        repeated_key = _repeated(k, line, copy, chunk)
     # the claims: each row in a readable pack against the segment at its place
     shard_of = {name: j for j, name in enumerate(shards)}
     shard_names = rows["shard"]
@@ -169,39 +148,55 @@ JUDGED = ("example_id", "input", "source", "line", "copy", "chunk", "status", "s
           "token_hash", "supervised")  # the columns `_judge` reads
 
 
-def _spread_suspects(engine: Engine, artifact: Artifact, rows: SeamColumns, inputs: list[dict],
-                     occurrence: list[int]) -> tuple[np.ndarray, np.ndarray]:
-    """`_suspects`, judged on ``engine``'s workers a partition at a time, so that the sorts and pairings over
-    every row and segment (most of the global check's peak: docs/benchmarks-pipeline.md section 6) are spread,
-    and no process holds more than `PART_ROWS` rows of them at once. First each (input, line, copy, chunk)
+def _suspects(engine: Engine | None, artifact: Artifact, rows: SeamColumns, inputs: tuple[InputPin, ...],
+              occurrence: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """The rows `check_global` must walk one by one (ascending), and the ids of examples with a segment no
+    row may account for (in the order the shards first hold them).
+
+    A row is clean when it names an input, that input's name and its own id, a known status, a
+    (input, line, copy, chunk) and an (id, chunk) no other row names, and, when in a readable pack, exactly
+    one segment of its id at its (shard, row, offset, length), whose digest and supervised count it
+    carries. An example is clean when all its rows are and every segment of its id is one of theirs.
+    Every row of an example that is not, and every row sharing its (input, line, copy, chunk) with
+    another, is a suspect: the walk then sees each example's rows and each repeated key whole, as the
+    checks that follow them need.
+
+    Judged a partition at a time (on ``engine``'s workers; None: here, one after the other), so that the sorts
+    and pairings over every row and segment (most of the global check's peak: docs/benchmarks-pipeline.md
+    section 6) never hold more than `PART_ROWS` rows of them at once. First each (input, line, copy, chunk)
     seen again is found, the rows partitioned by line; then the rows and segments are partitioned by example
-    id, each id judged whole on one worker (`_judge`). The driver receives only suspect rows and wanting ids:
-    the same answer as `_suspects`, which the tests compare (tests/test_verify_spread.py)."""
+    id, each id judged whole in one partition (`_judge`). What comes back is suspect rows and wanting ids:
+    the same answer however many partitions there are, which the tests compare (tests/test_verify_spread.py).
+    """
     segs = artifact.packs.columns
     n = rows.rows
     parts = max(1, -(-max(n, len(segs.example_id)) // PART_ROWS))
-    repeated_rows = _spread_repeated(engine, rows, parts)
+    scratch = artifact.packs.scratch
+    repeated_rows = _spread_repeated(engine, rows, parts, scratch)
     by_id, seg_by_id = _labels(np.asarray(rows["example_id"]), parts), _labels(segs.example_id, parts)
     common = (inputs, occurrence, list(artifact.packs.shards), sorted(artifact.unreadable))
 
     def partition(p: int) -> tuple:
+        scratch.release()  # the last partition's gathers touched pages all over the columns
         mine, theirs = _members(by_id, p), _members(seg_by_id, p)
         part = SeamColumns({c: rows[c].take(mine) for c in JUDGED})
         return mine, part, _take_segments(segs, theirs), theirs, np.isin(mine, repeated_rows)
 
     judged = map_parts(engine, _judge_partition, common, parts, partition)
+    scratch.release()
     suspects, first, loose = (np.concatenate([np.zeros(0, np.int64), *(part[k] for part in judged)]) for k in range(3))
     suspects.sort()
     return suspects, loose[np.argsort(first, kind="stable")]
 
 
-def _spread_repeated(engine: Engine, rows: SeamColumns, parts: int) -> np.ndarray:
-    """The rows whose (input, line, copy, chunk) another row has (ascending), found on ``engine``'s workers,
-    the rows partitioned by line."""
+def _spread_repeated(engine: Engine | None, rows: SeamColumns, parts: int, scratch: Scratch) -> np.ndarray:
+    """The rows whose (input, line, copy, chunk) another row has (ascending), found a partition at a time (on
+    ``engine``'s workers), the rows partitioned by line."""
     by_line = _labels(np.asarray(rows["line"]), parts)
     keys = [np.asarray(rows[c]) for c in ("input", "line", "copy", "chunk")]
 
     def partition(p: int) -> tuple:
+        scratch.release()
         mine = _members(by_line, p)
         return mine, *(key[mine] for key in keys)
 
@@ -227,14 +222,14 @@ def _take_segments(segs: SegmentColumns, picked: np.ndarray) -> SegmentColumns:
 
 
 def _repeated_keys(_: None, part: tuple) -> np.ndarray:
-    """A worker's part of `_spread_suspects`: of these rows (every row of some lines), those whose (input, line,
+    """A worker's part of `_suspects`: of these rows (every row of some lines), those whose (input, line,
     copy, chunk) another row has."""
     mine, *keys = part
     return mine[_repeated(*keys)]
 
 
 def _judge_partition(common: tuple, part: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A worker's part of `_spread_suspects`: `_judge` on every row and segment of some ids. Returns the suspect
+    """A worker's part of `_suspects`: `_judge` on every row and segment of some ids. Returns the suspect
     rows and, per wanting id, the position of its first segment and the id, all as positions of the whole
     table and of every segment."""
     inputs, occurrence, shards, unreadable = common
@@ -391,19 +386,21 @@ COUNTED = ("status", "length", "supervised", "original_length", "chunk", "chunk_
 
 
 def recount(totals: Iterable[ShardTotals], rows: Mapping[str, Sequence], num_inputs: int,
-            engine: Engine | None = None) -> dict:
+            engine: Engine | None = None, scratch: Scratch = IN_MEMORY) -> dict:
     """The manifest's ``counts`` as the seam table (``rows``: `SeamColumns`, or columns as lists) and the packs
     give them: totals from the shards' (`PackIndex.totals`), per status and per input from the seam table, as
     `packcli.job.write.count_examples` and `overlong_losses` count them over the whole table.
 
     Counted `PART_ROWS` rows at a time (with an ``engine``, on its workers), the partial counts merged here, so
     no process builds a per-row array of the whole table (about 115 bytes an example). The sums wrap as int64,
-    as the whole-table sums do, so every forged table gets the same numbers (tests/test_verify_spread.py)."""
+    as the whole-table sums do, so every forged table gets the same numbers (tests/test_verify_spread.py).
+    ``scratch``: the columns' (its pages are handed back before each part is read)."""
     totals = list(totals)
     n = len(rows["status"])
     parts = max(1, -(-n // PART_ROWS))
 
     def window(p: int) -> tuple[np.ndarray, ...]:
+        scratch.release()
         a, b = p * PART_ROWS, min(n, (p + 1) * PART_ROWS)
         status = status_codes(_rows_of(rows["status"], a, b), STATUSES).astype(np.int8)
         return (status, *(np.asarray(_rows_of(rows[c], a, b)) for c in COUNTED[1:]))
@@ -522,7 +519,7 @@ def _leaves(value: object, path: str) -> list[tuple[str, object]]:
 def _check_counts(artifact: Artifact, rows: SeamColumns, manifest: Manifest, result: CheckResult,
                   engine: Engine | None = None) -> None:
     """``counts`` and every input's ``records``, recounted; a count the manifest adds or leaves out is named."""
-    actual = recount(artifact.packs.totals.values(), rows, len(manifest.inputs), engine)
+    actual = recount(artifact.packs.totals.values(), rows, len(manifest.inputs), engine, artifact.packs.scratch)
     over_packs = ("packs", "tokens", "supervised_tokens")
     if artifact.unreadable:
         for key in over_packs:
@@ -535,10 +532,13 @@ def _check_counts(artifact: Artifact, rows: SeamColumns, manifest: Manifest, res
                                   field=path))
         elif path not in derived and path.removeprefix("counts.") not in over_packs:
             result.fail(Violation(f"{path} is not a count packcli writes", field=path))
-    index = np.asarray(rows["input"], np.int64)
-    first = (np.asarray(rows["copy"]) == 0) & (np.asarray(rows["chunk"]) == 0)  # a record's first row
-    first &= (index >= 0) & (index < len(manifest.inputs))
-    per_input = np.bincount(index[first], minlength=len(manifest.inputs)).tolist()
+    per_input = np.zeros(len(manifest.inputs), np.int64)
+    for block in blocks(rows.rows):  # a block's masks and casts, not the table's
+        index = np.asarray(rows["input"])[block].astype(np.int64)
+        first = (np.asarray(rows["copy"])[block] == 0) & (np.asarray(rows["chunk"])[block] == 0)  # a record's first row
+        first &= (index >= 0) & (index < len(manifest.inputs))
+        per_input += np.bincount(index[first], minlength=len(manifest.inputs))
+    per_input = per_input.tolist()
     for k, entry in enumerate(manifest.inputs):
         if per_input[k] != entry.records:
             result.fail(Violation(f"inputs[{k}].records is {entry.records}, the seam table has "

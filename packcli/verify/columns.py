@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from packcli.artifact.seams import SEAM_TABLE_SCHEMA
+from packcli.job.scratch import IN_MEMORY, Scratch
 
 STEP = 1 << 16  # values turned into Python objects at a time when a column is iterated
 HASH_COLUMN = "token_hash"
@@ -168,10 +169,11 @@ def status_codes(column: Sequence[str | None], names: Sequence[str]) -> npt.NDAr
     return np.array([index.get(s, -1) for s in column], dtype=np.int64)
 
 
-def read_seam_columns(path: Path) -> tuple[SeamColumns, dict[str, int]]:
+def read_seam_columns(path: Path, scratch: Scratch = IN_MEMORY) -> tuple[SeamColumns, dict[str, int]]:
     """The seam table at ``path`` (its schema already checked) as columns, one column of one row group at a
     time written into its place (Arrow never holds more than one column chunk, and no column is held twice),
-    and each column's null count.
+    and each column's null count. The columns are ``scratch``'s: with a folder, files the kernel can drop
+    (`packcli.job.scratch`), so verify's driver does not hold the table in anonymous memory.
 
     Raises:
         pyarrow.ArrowException, OSError: the file does not read.
@@ -182,7 +184,7 @@ def read_seam_columns(path: Path) -> tuple[SeamColumns, dict[str, int]]:
     with pq.ParquetFile(path) as handle:
         rows = handle.metadata.num_rows
         for field in SEAM_TABLE_SCHEMA:
-            out = np.empty(rows, _empty(field).dtype)
+            out = scratch.empty(rows, _empty(field).dtype)
             names: dict[str, int] = {}
             base = 0
             for group in range(handle.num_row_groups):
@@ -197,6 +199,7 @@ def read_seam_columns(path: Path) -> tuple[SeamColumns, dict[str, int]]:
                 out[base:base + len(array)] = part
                 base += len(array)
                 del array, part
+                scratch.release()  # the group's pages are in the file: the resident set holds one group's
             if field.name == HASH_COLUMN:
                 columns[field.name] = Hashes(out, odd)
             elif pa.types.is_string(field.type):

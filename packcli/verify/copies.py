@@ -16,6 +16,7 @@ from packcli.artifact.manifest import Manifest
 from packcli.contract import IN_PACKS, STATUSES, UNSAMPLED
 from packcli.engine import Engine
 from packcli.errors import InputError
+from packcli.job.scratch import IN_MEMORY, Scratch
 from packcli.mix import Mixture, draw_copies, draw_some_copies, manifest_problems, targets
 from packcli.verify.columns import SeamColumns
 from packcli.verify.report import CheckResult, Violation
@@ -28,12 +29,14 @@ PART_LINES = 1 << 18  # lines of one input a partition of the spread check holds
 COPIED = ("example_id", "input", "source", "line", "copy", "status")  # the columns the check reads
 
 
-def check_copies(rows: SeamColumns, manifest: Manifest, result: CheckResult, engine: Engine | None = None) -> None:
+def check_copies(rows: SeamColumns, manifest: Manifest, result: CheckResult, engine: Engine | None = None,
+                 scratch: Scratch = IN_MEMORY) -> None:
     """Recompute each record's copies and compare them with its seam-table rows.
 
     Every record is judged from the columns (sorted by input, line and copy); only the records found
-    wanting are turned into Python values, to name what is wrong. With an ``engine`` the records are judged
-    on its workers, a run of `PART_LINES` lines of one input at a time (`_spread`): with ``--mix``, each
+    wanting are turned into Python values, to name what is wrong. A table of more than `PART_LINES` rows, or
+    any with an ``engine``, is judged a run of `PART_LINES` lines of one input at a time (`_spread`; on the
+    engine's workers, or here one after the other), so no process sorts the whole table: with ``--mix``, each
     part's usable records are counted first, so that each part draws its share of the whole source's draw."""
     num_inputs = len(manifest.inputs)
     mix = manifest.config.mix
@@ -42,12 +45,12 @@ def check_copies(rows: SeamColumns, manifest: Manifest, result: CheckResult, eng
         try:
             mixture = None if mix is None else Mixture.from_manifest(mix)
             seed = manifest.config.seed
-            if engine is None:
+            if engine is None and rows.rows <= PART_LINES:  # one part holds it all: judged whole, here
                 k = np.asarray(rows["input"])
                 mine = np.flatnonzero((k >= 0) & (k < num_inputs))  # global reports a row of another input
                 records, found = _judge_part((mix, mixture, seed, None), (rows, None, mine))
             else:
-                records, found = _spread(engine, rows, num_inputs, mix, mixture, seed)
+                records, found = _spread(engine, rows, num_inputs, mix, mixture, seed, scratch)
         except InputError as exc:  # a source asked for examples has no usable record: pack refuses that mixture
             problems = [f"config.mix cannot be drawn on these records: {exc.message}"]
     if problems:
@@ -66,10 +69,11 @@ def _copied(rows: SeamColumns, mine: np.ndarray) -> SeamColumns:
     return SeamColumns({c: rows[c].take(mine) for c in COPIED})
 
 
-def _spread(engine: Engine, rows: SeamColumns, num_inputs: int, mix: dict | None,
-            mixture: Mixture | None, seed: int | None) -> tuple[int, list[Violation]]:
-    """`_judge_part` on ``engine``'s workers for every run of `PART_LINES` lines of one input (each record whole
-    in one, the parts in record order); with a mixture, the usable records of each part counted first."""
+def _spread(engine: Engine | None, rows: SeamColumns, num_inputs: int, mix: dict | None,
+            mixture: Mixture | None, seed: int | None, scratch: Scratch) -> tuple[int, list[Violation]]:
+    """`_judge_part` (on ``engine``'s workers; None: here) for every run of `PART_LINES` lines of one input (each
+    record whole in one, the parts in record order); with a mixture, the usable records of each part counted first.
+    ``scratch``: the columns' (its pages are handed back before each part is gathered)."""
     k, line = np.asarray(rows["input"]), np.asarray(rows["line"])
     low = int(line.min()) // PART_LINES if len(line) else 0
     span = (int(line.max()) // PART_LINES - low + 1) if len(line) else 1
@@ -89,6 +93,7 @@ def _spread(engine: Engine, rows: SeamColumns, num_inputs: int, mix: dict | None
     part_of = labels(len(k), index, np.uint16 if len(present) < 1 << 16 else np.int64)
 
     def part(p: int) -> SeamColumns:
+        scratch.release()
         return _copied(rows, np.flatnonzero(part_of == p))
 
     before = draw = None

@@ -30,6 +30,7 @@ from packcli.artifact.seams import NULLABLE_COLUMNS, SEAM_TABLE_SCHEMA
 from packcli.artifact.shards import SCHEMA, load_flat, numpy_view, read_parquet
 from packcli.contract import CARD_NAME, REJECTS_NAME, SEAM_TABLE_NAME, file_sha256, shard_name
 from packcli.engine import Engine
+from packcli.job.scratch import IN_MEMORY, Scratch
 from packcli.verify.columns import SeamColumns, read_seam_columns
 from packcli.verify.layout import check_packs
 from packcli.verify.packs import PackIndex, ShardTotals, index_shard
@@ -50,18 +51,19 @@ class Artifact:
 
 
 def check_integrity(directory: Path, manifest: mf.Manifest, result: CheckResult, layout: CheckResult,
-                    engine: Engine | None = None) -> Artifact:
+                    engine: Engine | None = None, scratch: Scratch = IN_MEMORY) -> Artifact:
     """Manifest hash, the shard list, every pinned file, shard rows, the seam table's schema, nothing else in
     the folder (`packcli.artifact.listing`).
 
     Each shard is read, hashed, checked (here and, into ``layout``, the layout check) and indexed by
     `read_shard_task`: here one after the other, or on ``engine``'s workers (which then reach the artifact at
     its path), so the driver receives each shard's findings, totals and segments, never its tokens. The
-    findings are added in shard order, so the report is the same either way.
+    findings are added in shard order, so the report is the same either way. The segments and the seam table's
+    columns are ``scratch``'s (`packcli.job.scratch`: with a folder, mapped files).
     """
     if mf.manifest_hash(manifest.data) != manifest.manifest_sha256:
         result.fail(Violation("manifest.json was edited: its content no longer matches manifest_sha256"))
-    artifact = Artifact(PackIndex(directory), None, None)
+    artifact = Artifact(PackIndex(directory, scratch), None, None)
     first = {}  # each listed name's first position: only that one is read
     for k, info in enumerate(manifest.shards):
         first.setdefault(info.name, k)
@@ -96,7 +98,7 @@ def check_integrity(directory: Path, manifest: mf.Manifest, result: CheckResult,
                                   field=f"{key}.name"))
     seam_info = manifest.seam_table
     if _pinned_file(directory / SEAM_TABLE_NAME, seam_info, "seam_table", result):
-        artifact.seam = _read_seam_table(directory / SEAM_TABLE_NAME, seam_info, result)
+        artifact.seam = _read_seam_table(directory / SEAM_TABLE_NAME, seam_info, result, scratch)
         pa.default_memory_pool().release_unused()  # the row groups read: only the columns stay
     rejects_info = manifest.rejects
     if _pinned_file(directory / REJECTS_NAME, rejects_info, "rejects", result):
@@ -208,7 +210,7 @@ def _rows_well_formed(table: pa.Table, name: str, result: CheckResult) -> bool:
     return well_formed
 
 
-def _read_seam_table(path: Path, info: mf.FilePin, result: CheckResult) -> SeamColumns | None:
+def _read_seam_table(path: Path, info: mf.FilePin, result: CheckResult, scratch: Scratch) -> SeamColumns | None:
     """The seam table as columns (`packcli.verify.columns`), read one row group at a time: never whole, as
     Arrow or as Python objects."""
     try:
@@ -221,7 +223,7 @@ def _read_seam_table(path: Path, info: mf.FilePin, result: CheckResult) -> SeamC
         result.fail(Violation(f"{path.name}: schema differs from the contract: {schema}"))
         return None
     try:
-        columns, null_counts = read_seam_columns(path)
+        columns, null_counts = read_seam_columns(path, scratch)
     except (pa.ArrowException, OSError) as exc:
         result.fail(Violation(f"{path.name} unreadable: {exc}"))
         return None

@@ -21,6 +21,7 @@ import numpy as np
 
 from packcli.artifact.shards import FlatShard, load_flat, read_shard
 from packcli.contract import IGNORE_INDEX
+from packcli.job.scratch import IN_MEMORY, Appended, Scratch
 from packcli.verify.layout import cu_problem
 
 
@@ -79,17 +80,23 @@ DTYPES = (np.int64, np.int32, np.int32, np.int32, np.int32, np.int64, np.uint64,
 
 @dataclass
 class PackIndex:
-    """Every readable shard's segments (`SegmentColumns`: about 50 bytes a segment, not a Python object
+    """Every readable shard's segments (`SegmentColumns`: about 60 bytes a segment, not a Python object
     each) and its totals; built by `add`, one shard at a time.
+
+    The segments are ``scratch``'s columns (`packcli.job.scratch`): with a folder, each shard's are appended
+    to files as the shard is read and the columns are mapped from them, so the driver's resident memory does
+    not grow with the artifact's examples.
 
     An id usually has one segment; a split example's chunks have one each, and a copy a forger added is
     another (the bookkeeping check finds it unclaimed).
     """
 
     directory: Path
+    scratch: Scratch = IN_MEMORY
     totals: dict[str, ShardTotals] = field(default_factory=dict)
     shards: list[str] = field(default_factory=list)
-    _parts: list[tuple[np.ndarray, ...]] = field(default_factory=list, repr=False)
+    _appended: list[Appended] = field(default_factory=list, repr=False)  # a column a field, as shards come
+    _parts: list[tuple[int, int]] = field(default_factory=list, repr=False)  # each shard's (first segment, count)
     _columns: SegmentColumns | None = field(default=None, repr=False)
     _cached: FlatShard | None = field(default=None, repr=False)
 
@@ -99,30 +106,41 @@ class PackIndex:
 
     def add_indexed(self, name: str, totals: ShardTotals, segments: tuple[np.ndarray, ...]) -> None:
         """Keep one shard's totals and segments as `index_shard` gave them (here, or on a worker)."""
+        if self._columns is not None:
+            raise RuntimeError("PackIndex: a shard added after the columns were built")
         self.totals[name] = totals
         shard = np.full(len(segments[0]), len(self.shards), DTYPES[1])
         self.shards.append(name)
-        self._parts.append((segments[0], shard, *segments[1:]))
-        self._columns = None
+        if not self._appended:
+            self._appended = [self.scratch.appended(dtype) for dtype in DTYPES]
+        starts = {column.append(values) for column, values in zip(self._appended, (segments[0], shard, *segments[1:]))}
+        self._parts.append((starts.pop(), len(shard)))
 
     @property
     def columns(self) -> SegmentColumns:
-        """Every segment, as columns (built once the shards are read)."""
+        """Every segment, as columns (built once the shards are read, a field at a time from its appended parts)."""
         if self._columns is None:
-            parts, self._parts = [list(part) for part in self._parts], []
             joined = []
-            for k, dtype in enumerate(DTYPES):  # a field at a time, its parts let go: never two copies of all
-                joined.append(np.concatenate([part[k] for part in parts]) if parts else np.zeros(0, dtype))
-                for part in parts:
-                    part[k] = None
-            self._parts = [tuple(joined)]
-            order = np.argsort(joined[0], kind="stable")
-            self._columns = SegmentColumns(*joined, order=order, sorted_ids=joined[0][order])
+            total = sum(count for _, count in self._parts)
+            for k, dtype in enumerate(DTYPES):
+                out = self.scratch.empty(total, dtype)
+                for start, count in self._parts:
+                    if self._appended:
+                        self._appended[k].read_into(start, out[start:start + count])
+                joined.append(out)
+            for column in self._appended:
+                column.close()
+            self._appended = []
+            order = self.scratch.keep(np.argsort(joined[0], kind="stable"))
+            self._columns = SegmentColumns(*joined, order=order, sorted_ids=self.scratch.keep(joined[0][order]))
+            self.scratch.release()
         return self._columns
 
     def forget_segments(self) -> None:
         """Let the segments go (the totals stay): for the checks after the last that compares them."""
-        self._parts, self._columns = [], None
+        for column in self._appended:
+            column.close()
+        self._appended, self._parts, self._columns = [], [], None
 
     def segment(self, k: int) -> Segment:
         """Segment ``k`` (an index into `columns`) as a `Segment`."""

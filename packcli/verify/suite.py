@@ -15,6 +15,8 @@ from pathlib import Path
 
 from packcli.artifact import manifest as mf
 from packcli.engine import Engine
+from packcli.job.scratch import Scratch
+from packcli.owned import scratch_folder
 from packcli.progress import NO_PROGRESS, Progress
 from packcli.verify.bookkeeping import check_global
 from packcli.verify.copies import check_copies
@@ -69,34 +71,38 @@ def verify_artifact(directory: str | Path, *, tokenizer: str | None = None, temp
         manifest = mf.Manifest.of(data)  # whole: every field the checks below read is there, of its type
         integrity, drift = report.check("integrity", max_violations), report.check("contract_drift", max_violations)
         layout = report.check("pack_layout", max_violations)
-        with engine.session() if engine is not None else nullcontext():  # one cluster session for every stage
-            artifact = check_integrity(directory, manifest, integrity, layout, engine=engine)
-            tok, text = check_drift(manifest, drift, tokenizer=tokenizer, template=template, source_root=root,
-                                    require_tokenizer=reconstruct)
-            if artifact.seam is None:
-                for name in later[3:] + ["copies"] + last:
-                    report.check(name).skipped = "the seam table is missing or unreadable (see integrity)"
-                return report
-            rows = artifact.seam
-            check_global(artifact, rows, manifest, report.check("global", max_violations), engine=engine)
-            check_copies(rows, manifest, report.check("copies", max_violations), engine=engine)
-            facts = None
-            if reconstruct:
-                result = report.check("reconstruction", max_violations)
-                if tok is None or text is None:
-                    result.skipped = "the pinned tokenizer or template changed (see contract_drift)"
+        with scratch_folder("packcli-verify-", "verify's per-example columns (packcli.job.scratch)") as folder:
+            scratch = Scratch(folder)  # the seam table's and the segments' columns, mapped: not a memory wall
+            with engine.session() if engine is not None else nullcontext():  # one cluster session for every stage
+                artifact = check_integrity(directory, manifest, integrity, layout, engine=engine, scratch=scratch)
+                tok, text = check_drift(manifest, drift, tokenizer=tokenizer, template=template, source_root=root,
+                                        require_tokenizer=reconstruct)
+                if artifact.seam is None:
+                    for name in later[3:] + ["copies"] + last:
+                        report.check(name).skipped = "the seam table is missing or unreadable (see integrity)"
+                    return report
+                rows = artifact.seam
+                check_global(artifact, rows, manifest, report.check("global", max_violations), engine=engine)
+                check_copies(rows, manifest, report.check("copies", max_violations), engine=engine, scratch=scratch)
+                facts = None
+                if reconstruct:
+                    result = report.check("reconstruction", max_violations)
+                    if tok is None or text is None:
+                        result.skipped = "the pinned tokenizer or template changed (see contract_drift)"
+                    else:
+                        facts = check_reconstruction(manifest, rows, artifact.packs, tok, text, result,
+                                                     source_root=root, progress=progress, workers=workers,
+                                                     engine=engine)
+            if not render_oracle:
+                artifact.packs.forget_segments()  # the plan check reads the seam table alone: its peak without them
+            scratch.release()
+            check_plan(manifest, rows, facts, report.check("plan", max_violations))
+            if render_oracle:
+                result = report.check("render_oracle", max_violations)
+                if tok is None:
+                    result.skipped = "the pinned tokenizer was not found or changed (see contract_drift)"
                 else:
-                    facts = check_reconstruction(manifest, rows, artifact.packs, tok, text, result, source_root=root,
-                                                 progress=progress, workers=workers, engine=engine)
-        if not render_oracle:
-            artifact.packs.forget_segments()  # the plan check reads the seam table alone: its peak without them
-        check_plan(manifest, rows, facts, report.check("plan", max_violations))
-        if render_oracle:
-            result = report.check("render_oracle", max_violations)
-            if tok is None:
-                result.skipped = "the pinned tokenizer was not found or changed (see contract_drift)"
-            else:
-                check_render_oracle(manifest, rows, artifact.packs, tok, result, source_root=root, sample=sample)
+                    check_render_oracle(manifest, rows, artifact.packs, tok, result, source_root=root, sample=sample)
     return report
 
 
