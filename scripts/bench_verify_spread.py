@@ -53,12 +53,13 @@ class Counting:
 
         import numpy as np
 
-        results = self.engine.map(fn, common, items, on_done, keep=keep)
-        for result in results:
+        def counted(item, result):  # each result as it arrives, kept by the caller or not
             self.pickled += len(pickle.dumps(result, protocol=5))
             for value in result if isinstance(result, tuple) else (result,):
                 self.received += np.asarray(value).nbytes
-        return results
+            on_done(item, result)
+
+        return self.engine.map(fn, common, items, counted, keep=keep)
 
 
 def peak_of(fn, *args) -> int:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +22,7 @@ from packcli.contract import STATUSES
 from packcli.engine.local import LocalEngine
 from packcli.job.units import occurrences
 from packcli.job.write import count_examples, overlong_losses
-from packcli.verify import bookkeeping, copies, verify_artifact
+from packcli.verify import bookkeeping, copies, spread, verify_artifact
 from packcli.verify.faults import FAULTS, prepare_workspace
 from packcli.verify.integrity import check_integrity
 from packcli.verify.packs import SegmentColumns
@@ -386,3 +386,75 @@ def test_verify_on_ray_reports_what_local_reports(ray_session, fault, packed, tm
     remote = verify_artifact(copy, engine=RayEngine(workers=2), max_violations=1000)
     assert json.dumps(remote.to_dict()) == json.dumps(local.to_dict())
     assert local.ok is (fault is None)
+
+
+class Shuffled:
+    """An engine whose tasks finish in a seeded random order (each run here, in that order)."""
+
+    name, shares_paths = "shuffled", True
+
+    def __init__(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+
+    def session(self, warm=None, work=None):
+        return nullcontext()
+
+    def map(self, fn, common, items, on_done=lambda item, result: None, *, keep=True):
+        results = {}
+        for k in self.rng.permutation(len(items)).tolist():
+            result = fn(common, items[k])
+            on_done(items[k], result)
+            results[k] = result if keep else None
+        return [results[k] for k in range(len(items))]
+
+
+def _square(offset: int, x: int) -> int:
+    return offset + x * x
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_each_part_takes_results_in_partition_order_however_they_finish(seed: int) -> None:
+    """`each_part` hands each result on in partition order although the engine finishes them in any order; the
+    breach (taking them as they arrive) would give the engine's order, which the seeds make differ."""
+    taken = []
+    spread.each_part(Shuffled(seed), _square, 1, 12, lambda p: p, taken.append)
+    assert taken == [1 + p * p for p in range(12)]
+    arrived = []
+    Shuffled(seed).map(_square, 1, list(range(12)), lambda item, result: arrived.append(result))
+    assert arrived != taken  # the engine's own order: what a driver taking results as they come would see
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("fault", [f for f in SPREAD_FAULTS if f.check in ("integrity", "pack_layout")],
+                         ids=[f.name for f in SPREAD_FAULTS if f.check in ("integrity", "pack_layout")])
+def test_shards_read_in_any_order_report_as_in_order(fault, seed: int, packed, tmp_path: Path) -> None:
+    """Integrity's shards finishing in any order on the workers: the same report, finding for finding, as reading
+    them one after the other here."""
+    copy = faulted_copy(packed, fault, tmp_path)
+    here = verify_artifact(copy, reconstruct=False, max_violations=1000)
+    shuffled = verify_artifact(copy, reconstruct=False, max_violations=1000, engine=Shuffled(seed))
+    assert json.dumps(shuffled.to_dict()) == json.dumps(here.to_dict())
+    assert not here.ok
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), block=st.sampled_from([1, 3, 8, 1 << 20]))
+def test_gathering_a_block_at_a_time_is_taking(seed: int, block: int) -> None:
+    """`SeamColumns.gather` (rows read a block of the table at a time) gives what `take` gives, for every kind of
+    column, a forger's token_hash values included."""
+    from packcli.job.scratch import IN_MEMORY
+    from packcli.verify import columns as cols
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 40))
+    odd = {int(i): "not hex" for i in rng.choice(n, size=min(n, int(rng.integers(0, 3))), replace=False)} if n else {}
+    rows = cols.SeamColumns({"example_id": cols.Ints(rng.integers(0, 2**62, n)), "line": cols.Ints(rng.integers(-5, 5, n).astype(np.int32)),
+                             "status": cols.Strings(rng.integers(-1, 3, n).astype(np.int32), ["a", "b", "c"]),
+                             "token_hash": cols.Hashes(rng.integers(0, 2**63, n).astype(np.uint64), odd)})
+    picked = np.flatnonzero(rng.random(n) < 0.5)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(cols, "BLOCK", block)
+        got = rows.gather(["example_id", "line", "status", "token_hash"], picked, IN_MEMORY)
+    want = rows.take(picked)
+    for name in ("example_id", "line", "status", "token_hash"):
+        assert list(got[name]) == list(want[name]), name

@@ -55,6 +55,11 @@ class Scratch:
         mapped = self._mapped(n, np.dtype(dtype))  # a new file reads as zeros
         return np.zeros(n, dtype) if mapped is None else mapped
 
+    def full(self, n: int, value: int, dtype: npt.DTypeLike) -> np.ndarray:
+        out = self.empty(n, dtype)
+        out[...] = value
+        return out
+
     def _mapped(self, n: int, kind: np.dtype) -> np.ndarray | None:
         size = n * kind.itemsize
         if self.folder is None or size < mmap.PAGESIZE:  # a page or less: not worth a file

@@ -177,10 +177,9 @@ def _suspects(engine: Engine | None, artifact: Artifact, rows: SeamColumns, inpu
     common = (inputs, occurrence, list(artifact.packs.shards), sorted(artifact.unreadable))
 
     def partition(p: int) -> tuple:
-        scratch.release()  # the last partition's gathers touched pages all over the columns
         mine, theirs = _members(by_id, p), _members(seg_by_id, p)
-        part = SeamColumns({c: rows[c].take(mine) for c in JUDGED})
-        return mine, part, _take_segments(segs, theirs), theirs, np.isin(mine, repeated_rows)
+        part = rows.gather(JUDGED, mine, scratch)
+        return mine, part, _take_segments(segs, theirs, scratch), theirs, np.isin(mine, repeated_rows)
 
     judged = map_parts(engine, _judge_partition, common, parts, partition)
     scratch.release()
@@ -193,12 +192,12 @@ def _spread_repeated(engine: Engine | None, rows: SeamColumns, parts: int, scrat
     """The rows whose (input, line, copy, chunk) another row has (ascending), found a partition at a time (on
     ``engine``'s workers), the rows partitioned by line."""
     by_line = _labels(np.asarray(rows["line"]), parts)
-    keys = [np.asarray(rows[c]) for c in ("input", "line", "copy", "chunk")]
+    keys = ("input", "line", "copy", "chunk")
 
     def partition(p: int) -> tuple:
-        scratch.release()
         mine = _members(by_line, p)
-        return mine, *(key[mine] for key in keys)
+        part = rows.gather(keys, mine, scratch)
+        return mine, *(np.asarray(part[c]) for c in keys)
 
     repeated = map_parts(engine, _repeated_keys, None, parts, partition)
     return np.sort(np.concatenate([np.zeros(0, np.int64), *repeated]))
@@ -214,9 +213,13 @@ def _members(labels: np.ndarray, p: int) -> np.ndarray:
     return np.flatnonzero(labels == p)
 
 
-def _take_segments(segs: SegmentColumns, picked: np.ndarray) -> SegmentColumns:
-    """The segments at ``picked`` (ascending: read order kept), sorted by id again."""
-    fields = [getattr(segs, name)[picked] for name in FIELDS]
+def _take_segments(segs: SegmentColumns, picked: np.ndarray, scratch: Scratch) -> SegmentColumns:
+    """The segments at ``picked`` (ascending: read order kept), sorted by id again (a field at a time, ``scratch``'s
+    pages handed back after each, as `SeamColumns.gather` does)."""
+    fields = []
+    for name in FIELDS:
+        fields.append(getattr(segs, name)[picked])
+        scratch.release()
     order = np.argsort(fields[0], kind="stable")
     return SegmentColumns(*fields, order=order, sorted_ids=fields[0][order])
 

@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from packcli.artifact.seams import SEAM_TABLE_SCHEMA
-from packcli.job.scratch import IN_MEMORY, Scratch
+from packcli.job.scratch import BLOCK, IN_MEMORY, Scratch
 
 STEP = 1 << 16  # values turned into Python objects at a time when a column is iterated
 HASH_COLUMN = "token_hash"
@@ -151,6 +151,28 @@ class SeamColumns(Mapping):
     def take(self, order: npt.NDArray[np.int64]) -> SeamColumns:
         """The rows in ``order``."""
         return SeamColumns({name: column.take(order) for name, column in self.columns.items()})
+
+    def gather(self, names: Sequence[str], picked: npt.NDArray[np.int64], scratch: Scratch) -> SeamColumns:
+        """The rows ``picked`` (ascending) of the columns ``names``, in memory, read a `BLOCK` of the table's rows at
+        a time with ``scratch``'s pages handed back after each: a partition of rows spread over the whole table (by
+        example id) touches every page of every column it reads, and without the hand-back the resident set would
+        hold them all (`packcli.job.scratch`)."""
+        edges = np.searchsorted(picked, np.arange(0, self.rows + BLOCK, BLOCK)).tolist()
+        out: dict[str, Column] = {}
+        for name in names:
+            column = self.columns[name]
+            if isinstance(column, Hashes) and column.odd:  # a forger's values: their own rows' renumbering
+                out[name] = column.take(picked)
+                continue
+            values = column.codes if isinstance(column, Strings) else column.values
+            part = np.empty(len(picked), values.dtype)
+            for a, b in zip(edges[:-1], edges[1:]):
+                if a < b:
+                    part[a:b] = values[picked[a:b]]
+                    scratch.release()
+            out[name] = (Strings(part, column.names) if isinstance(column, Strings)
+                         else Hashes(part, {}) if isinstance(column, Hashes) else Ints(part))
+        return SeamColumns(out)
 
 
 def take_rows(rows: Mapping[str, Sequence], order: npt.NDArray[np.int64]) -> Mapping[str, Sequence]:

@@ -65,8 +65,6 @@ def check_copies(rows: SeamColumns, manifest: Manifest, result: CheckResult, eng
         result.fail(violation)
 
 
-def _copied(rows: SeamColumns, mine: np.ndarray) -> SeamColumns:
-    return SeamColumns({c: rows[c].take(mine) for c in COPIED})
 
 
 def _spread(engine: Engine | None, rows: SeamColumns, num_inputs: int, mix: dict | None,
@@ -93,8 +91,7 @@ def _spread(engine: Engine | None, rows: SeamColumns, num_inputs: int, mix: dict
     part_of = labels(len(k), index, np.uint16 if len(present) < 1 << 16 else np.int64)
 
     def part(p: int) -> SeamColumns:
-        scratch.release()
-        return _copied(rows, np.flatnonzero(part_of == p))
+        return rows.gather(COPIED, np.flatnonzero(part_of == p), scratch)
 
     before = draw = None
     if mixture is not None:

@@ -35,7 +35,7 @@ from packcli.verify.columns import SeamColumns, read_seam_columns
 from packcli.verify.layout import check_packs
 from packcli.verify.packs import PackIndex, ShardTotals, index_shard
 from packcli.verify.report import CheckResult, Violation
-from packcli.verify.spread import map_parts
+from packcli.verify.spread import each_part
 
 
 @dataclass
@@ -58,7 +58,8 @@ def check_integrity(directory: Path, manifest: mf.Manifest, result: CheckResult,
     Each shard is read, hashed, checked (here and, into ``layout``, the layout check) and indexed by
     `read_shard_task`: here one after the other, or on ``engine``'s workers (which then reach the artifact at
     its path), so the driver receives each shard's findings, totals and segments, never its tokens. The
-    findings are added in shard order, so the report is the same either way. The segments and the seam table's
+    findings are added in shard order, each shard's as its turn comes (`packcli.verify.spread.each_part`: only the
+    shards finished ahead of their turn wait), so the report is the same either way. The segments and the seam table's
     columns are ``scratch``'s (`packcli.job.scratch`: with a folder, mapped files).
     """
     if mf.manifest_hash(manifest.data) != manifest.manifest_sha256:
@@ -69,24 +70,36 @@ def check_integrity(directory: Path, manifest: mf.Manifest, result: CheckResult,
         first.setdefault(info.name, k)
     read = [k for k, info in enumerate(manifest.shards) if first[info.name] == k]
     common = (str(directory.resolve()), manifest.config.capacity, result.limit, layout.limit)
-    shards = iter(map_parts(engine, read_shard_task, common, len(read),
-                            lambda j: (manifest.shards[read[j]], f"shards[{read[j]}]")))
-    for k, info in enumerate(manifest.shards):
-        result.checked += 1
-        name, at = info.name, f"shards[{k}]"
-        if first[name] != k:
+    position, reading = [0], iter(read)  # the next listed shard to report on; the next one read
+
+    def listed_twice_before(stop: int) -> None:  # the listed shards not read (a name listed earlier) before ``stop``
+        while position[0] < stop:
+            k = position[0]
+            name, at = manifest.shards[k].name, f"shards[{k}]"
+            result.checked += 1
             result.fail(Violation(f"{name} is listed twice in the manifest: a reader would yield its packs twice",
                                   shard=name, field=f"{at}.name"))
-            continue
+            position[0] += 1
+
+    def take(shard: ShardRead) -> None:  # each shard read, in the manifest's order
+        k = next(reading)
+        listed_twice_before(k)
+        result.checked += 1
+        name = manifest.shards[k].name
         if name != shard_name(k):
-            result.fail(Violation(f"shard {k} is named {name}, not {shard_name(k)}", shard=name, field=f"{at}.name"))
-        shard = next(shards)
+            result.fail(Violation(f"shard {k} is named {name}, not {shard_name(k)}", shard=name,
+                                  field=f"shards[{k}].name"))
         _add(result, shard.integrity)
         _add(layout, shard.layout)
         if shard.index is None:
             artifact.unreadable.add(name)
         else:
             artifact.packs.add_indexed(name, *shard.index)
+        position[0] = k + 1
+
+    each_part(engine, read_shard_task, common, len(read), lambda j: (manifest.shards[read[j]], f"shards[{read[j]}]"),
+              take)
+    listed_twice_before(len(manifest.shards))
     names = listed_names(manifest.data)
     for name, kind in strangers(directory, manifest.data):
         shard = name if name.startswith("shard-") else None

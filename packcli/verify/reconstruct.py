@@ -44,6 +44,7 @@ from packcli.errors import InputError
 from packcli.ingest import FieldMap, describe_input
 from packcli.job.chunks import Cut, SplitRule, chunk_labels, cut_example, pinned_rule
 from packcli.job.pause import pause_at
+from packcli.job.scratch import IN_MEMORY, Scratch
 from packcli.job.select import duplicate_reason
 from packcli.job.units import UnitSpec, iter_unit_lines, plan_units, unit_batches
 from packcli.prepare import Preparer, PrepareSpec, TokenizerRef, preparer_for, share_preparer
@@ -81,12 +82,21 @@ Outcome = tuple[str, str | Fresh]
 class Reconstructed:
     """Per seam-table row, what a fresh tokenization of its line gives (-1 where no line gave one):
     its tokens, supervised tokens, and (``cuts``, by row) the cut of an over-long one under ``truncate``
-    or ``split``; ``rejection`` is the reason re-parsing rejects it, or None."""
+    or ``split``; ``rejection`` is the reason re-parsing rejects it, or None (`Rejections`: kept for the
+    rejected rows alone, as ``cuts`` for the over-long ones)."""
 
     length: npt.NDArray[np.int64]
     supervised: npt.NDArray[np.int64]
     cuts: dict[int, Cut]
-    rejection: list[str | None]
+    rejection: Rejections
+
+
+class Rejections(dict):
+    """Per row, the reason re-parsing rejects it: held for the rejected rows, None for every other (a list a row
+    would hold a pointer an example, most of them to None)."""
+
+    def __missing__(self, row: int) -> None:
+        return None
 
 
 @dataclass(frozen=True)
@@ -118,7 +128,8 @@ class ReconstructJob:
 def check_reconstruction(manifest: Manifest, rows: dict[str, list], packs: PackIndex,
                          tokenizer: LoadedTokenizer, template_text: str, result: CheckResult, *,
                          source_root: Path | None, progress: Progress = NO_PROGRESS,
-                         workers: int | None = None, engine: Engine | None = None) -> Reconstructed:
+                         workers: int | None = None, engine: Engine | None = None,
+                         scratch: Scratch = IN_MEMORY) -> Reconstructed:
     """Compare every source record's fresh tokenization with the artifact; record violations in ``result``.
 
     Args:
@@ -128,6 +139,7 @@ def check_reconstruction(manifest: Manifest, rows: dict[str, list], packs: PackI
             `packcli.engine.pool.MIN_BYTES_PER_PROCESS` of sources: a small artifact is checked here alone).
         engine: re-tokenize the units on this engine's workers instead (`packcli.engine.ray.RayEngine`:
             a cluster); the comparison stays here, so the report is the same.
+        scratch: where the per-row facts and the record index live (`packcli.job.scratch`).
 
     Returns:
         What each seam-table row's record reproduces, for the plan check.
@@ -135,7 +147,7 @@ def check_reconstruction(manifest: Manifest, rows: dict[str, list], packs: PackI
     raise_all(worker_problems(workers), error=InputError)
     config = manifest.config
     n = len(rows["example_id"])
-    facts = Reconstructed(np.full(n, -1, np.int64), np.full(n, -1, np.int64), {}, [None] * n)
+    facts = Reconstructed(scratch.full(n, -1, np.int64), scratch.full(n, -1, np.int64), {}, Rejections())
     problems = []
     if config.input_format not in {f.value for f in Format}:
         problems.append(("config.input_format", f"config.input_format {config.input_format!r} is not a format"))
@@ -162,7 +174,7 @@ def check_reconstruction(manifest: Manifest, rows: dict[str, list], packs: PackI
         return facts
     job = ReconstructJob.of(manifest, tokenizer.source, template_text)
     preparer = job.build_preparer(tokenizer)
-    by_record = RecordRows(rows)  # a record's rows: one per copy (and chunk)
+    by_record = RecordRows(rows, scratch)  # a record's rows: one per copy (and chunk)
     files, pinned = [], []  # the sources found unchanged, with their index in the manifest's inputs
     for k, entry in enumerate(manifest.inputs):
         source = locate_input(manifest, k, source_root)
@@ -251,11 +263,12 @@ class RecordRows:
     """Each record's seam-table rows, by (input, line), as two sorted arrays (not a Python list a record):
     `pop` hands a record's rows over once, `left` names the records never handed over."""
 
-    def __init__(self, rows: Mapping[str, Sequence]) -> None:
+    def __init__(self, rows: Mapping[str, Sequence], scratch: Scratch = IN_MEMORY) -> None:
         keys = _record_keys(np.asarray(rows["input"], np.int64), np.asarray(rows["line"], np.int64))
-        self.order = np.argsort(keys, kind="stable")  # a record's rows in table order
-        self.keys = keys[self.order]
-        self.taken = np.zeros(len(keys), dtype=bool)
+        self.order = scratch.keep(np.argsort(keys, kind="stable"))  # a record's rows in table order
+        self.keys = scratch.keep(keys[self.order])
+        del keys
+        self.taken = scratch.zeros(len(self.keys), bool)
 
     def pop(self, key: tuple[int, int]) -> list[int] | None:
         """The rows of record ``key`` (input, line), in table order; None when it has none or was popped."""

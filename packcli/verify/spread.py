@@ -4,6 +4,7 @@ hands partitions out, so that the driver never holds more of them than the engin
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -21,6 +22,37 @@ def map_parts(engine: Engine | None, fn: Callable, common: object, parts: int, b
         return [fn(common, build(p)) for p in range(parts)]
     with engine.session():
         return engine.map(fn, common, Lazy(build, parts))
+
+
+def each_part(engine: Engine | None, fn: Callable, common: object, parts: int, build: Callable[[int], object],
+              take: Callable[[object], None]) -> None:
+    """``take(fn(common, build(p)))`` for every partition ``p``, in partition order (on ``engine``; None: here, one
+    after the other). The engine's results come back in any order: one that finishes ahead of its turn waits here
+    until the results before it are taken, so the driver holds those few, never every partition's result at once
+    (`map_parts` returns them all)."""
+    if engine is None:
+        for p in range(parts):
+            take(fn(common, build(p)))
+        return
+    waiting: dict[int, object] = {}
+    turn, lock = [0], threading.Lock()
+
+    def done(_: object, numbered: tuple[int, object]) -> None:
+        with lock:
+            waiting[numbered[0]] = numbered[1]
+            while turn[0] in waiting:
+                take(waiting.pop(turn[0]))
+                turn[0] += 1
+
+    with engine.session():
+        engine.map(_numbered, (fn, common), Lazy(lambda p: (p, build(p)), parts), done, keep=False)
+
+
+def _numbered(common: tuple[Callable, object], item: tuple[int, object]) -> tuple[int, object]:
+    """A task of `each_part`: its partition's number, and ``fn``'s result on it."""
+    fn, shared = common
+    p, part = item
+    return p, fn(shared, part)
 
 
 class Lazy(Sequence):

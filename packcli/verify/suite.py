@@ -92,7 +92,7 @@ def verify_artifact(directory: str | Path, *, tokenizer: str | None = None, temp
                     else:
                         facts = check_reconstruction(manifest, rows, artifact.packs, tok, text, result,
                                                      source_root=root, progress=progress, workers=workers,
-                                                     engine=engine)
+                                                     engine=engine, scratch=scratch)
             if not render_oracle:
                 artifact.packs.forget_segments()  # the plan check reads the seam table alone: its peak without them
             scratch.release()
