@@ -102,9 +102,10 @@ def remove_folder(path: Path) -> bool:
 
 
 @contextmanager
-def scratch_folder(prefix: str, purpose: str) -> Iterator[Path]:
-    """A marked temporary folder for the duration of the block, removed after if it still carries the marker."""
-    folder = make_folder(Path(tempfile.gettempdir()), prefix, purpose)
+def scratch_folder(prefix: str, purpose: str, parent: Path | None = None) -> Iterator[Path]:
+    """A marked temporary folder for the duration of the block (under ``parent``; None: the system's temporary
+    folder, ``$TMPDIR``), removed after if it still carries the marker."""
+    folder = make_folder(Path(tempfile.gettempdir()) if parent is None else Path(parent), prefix, purpose)
     try:
         yield folder
     finally:

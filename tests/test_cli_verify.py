@@ -29,3 +29,27 @@ def test_self_test_cli(packed):
     from packcli.verify.faults import FAULTS
 
     assert len(faults) == 1 + len(FAULTS) and all(f["caught"] for f in faults)  # the clean copy, then each fault
+
+
+def test_scratch_dir_is_where_verify_keeps_its_columns(packed, tmp_path, monkeypatch):
+    """--scratch-dir: a missing folder is refused before any work (exit 2, the flag named); a given one gets
+    verify's marked folder while it runs, which goes when it is done; what the
+    user keeps there stays."""
+    import mmap
+
+    from packcli.verify import suite
+
+    missing = run_cli("verify", packed, "--scratch-dir", tmp_path / "nowhere")
+    assert missing.exit_code == 2 and "--scratch-dir" in missing.output and "no such directory" in missing.output
+    place = tmp_path / "fast-disk"
+    place.mkdir()
+    (place / "keep.txt").write_text("the user's")
+    monkeypatch.setattr(mmap, "PAGESIZE", 1)  # the fixture's columns are smaller than a page: map them anyway
+    during = []
+    plan = suite.check_plan
+    monkeypatch.setattr(suite, "check_plan", lambda *args, **kwargs: (during.extend(place.iterdir()),
+                                                                      plan(*args, **kwargs))[1])
+    result = run_cli("verify", packed, "--no-reconstruct", "--scratch-dir", place, "--json")
+    assert result.exit_code == 0, result.output
+    ours = [p for p in during if p.name.startswith("packcli-verify-")]
+    assert len(ours) == 1 and sorted(p.name for p in place.iterdir()) == ["keep.txt"]

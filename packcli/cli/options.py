@@ -152,6 +152,7 @@ FLAGS = {
     "consumer": "--consumer", "device": "--device", "dtype": "--dtype", "seam_out": "--seam-out",
     "directory": "DIRECTORY", "packs": "--packs", "max_violations": "--max-violations",
     "consumer_packs": "--consumer-packs", "attention": "--attention", "self_test": "--self-test",
+    "scratch_dir": "--scratch-dir",
     **{f"fields.{part}": f"--{part}-field" for part in ("messages", "role", "content", "prompt", "completion", "text")},
 }
 _NAMED = re.compile(r"`([^`\n]+)`")

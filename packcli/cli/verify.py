@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -61,6 +62,10 @@ def verify(
     seam_out: Annotated[Optional[str], typer.Option(
         help="Write the seam table with a verify status per example (.parquet or .csv).", show_default=False,
         rich_help_panel=OUTPUT)] = None,
+    scratch_dir: Annotated[Optional[Path], typer.Option(
+        help="Folder for verify's temporary per-example columns, removed when it is done (a few hundred bytes an "
+             "example; default: the system's temporary folder, $TMPDIR).", show_default=False,
+        rich_help_panel=OUTPUT)] = None,
     json_out: Json = False,
     workers: VerifyWorkers = None,
     engine: VerifyEngine = EngineName.local,
@@ -86,6 +91,8 @@ def verify(
       packcli verify packed/ --seam-out seams.csv --max-violations 100000
 
       packcli verify /mnt/out --engine ray --ray-address auto --shared-fs
+
+      packcli verify /mnt/out --scratch-dir /mnt/fast-disk    # where its columns go while it runs
     """
     from packcli.cli import console
     from packcli.cli.output import render_self_test, render_verify
@@ -97,7 +104,7 @@ def verify(
         sample=sample, device=device, dtype=dtype.value, packs=packs, grads=grads,
         attention=tuple(b.strip() for b in attention.split(",") if b.strip()) if attention is not None else None,
         consumers=tuple(c.value for c in consumer or ()), consumer_packs=consumer_packs, seam_out=seam_out,
-        self_test=self_test, engine=engine, ray_address=ray_address, shared_fs=shared_fs)
+        self_test=self_test, engine=engine, ray_address=ray_address, shared_fs=shared_fs, scratch_dir=scratch_dir)
     outcome = run_request(request, console.RichProgress(enabled=not json_out))
     (render_self_test if outcome.self_test is not None else render_verify)(outcome, as_json=json_out)
     raise typer.Exit(0 if outcome.ok else 1)

@@ -42,6 +42,7 @@ class VerifyRequest:
     engine: EngineName = EngineName.local
     ray_address: str | None = None
     shared_fs: bool = False
+    scratch_dir: Path | None = None
 
     def problems(self) -> list[str]:
         """Every bad choice, each naming its parameter (nothing is read but the filesystem)."""
@@ -56,6 +57,7 @@ class VerifyRequest:
 
         problems = directory_problems("`directory`", self.directory)
         problems += directory_problems("`source_root`", self.source_root)
+        problems += directory_problems("`scratch_dir`", self.scratch_dir)
         problems += tokenizer_problems("`tokenizer`", self.tokenizer) + template_problems(self.template, self.tokenizer)
         problems += int_problems("`packs`", self.packs, 1, 1_000_000)
         problems += int_problems("`max_violations`", self.max_violations, 0)
@@ -122,7 +124,8 @@ def run_request(request: VerifyRequest, progress: Progress = NO_PROGRESS) -> Ver
         from packcli.owned import scratch_folder
         from packcli.verify.faults import run_self_test
 
-        with scratch_folder("packcli-selftest-", "verify's self-test: corrupted copies of the artifact") as ws:
+        with scratch_folder("packcli-selftest-", "verify's self-test: corrupted copies of the artifact",
+                            request.scratch_dir) as ws:
             return VerifyOutcome(self_test=run_self_test(request.directory, str(ws), source_root=request.source_root))
     from packcli.verify.suite import attention_check, verify_artifact
 
@@ -135,7 +138,8 @@ def run_request(request: VerifyRequest, progress: Progress = NO_PROGRESS) -> Ver
     outcome = VerifyOutcome(verify_artifact(
         request.directory, tokenizer=request.tokenizer, template=request.template, source_root=request.source_root,
         reconstruct=request.reconstruct, max_violations=request.max_violations, progress=progress,
-        workers=request.workers, render_oracle=request.render_oracle, sample=request.sample, engine=engine))
+        workers=request.workers, render_oracle=request.render_oracle, sample=request.sample, engine=engine,
+        scratch_dir=request.scratch_dir))
     if request.attention:
         outcome.attention = attention_check(request.directory, list(request.attention), device=request.device,
                                             dtype=request.dtype, packs=request.packs, check_grads=request.grads)

@@ -32,7 +32,8 @@ from packcli.verify.report import VerifyReport
 def verify_artifact(directory: str | Path, *, tokenizer: str | None = None, template: str | None = None,
                     source_root: str | Path | None = None, reconstruct: bool = True, max_violations: int = 20,
                     progress: Progress = NO_PROGRESS, workers: int | None = None, render_oracle: str | None = None,
-                    sample: int | None = None, engine: Engine | None = None) -> VerifyReport:
+                    sample: int | None = None, engine: Engine | None = None,
+                    scratch_dir: str | Path | None = None) -> VerifyReport:
     """Check every invariant of a ``packcli pack`` artifact.
 
     Args:
@@ -50,6 +51,9 @@ def verify_artifact(directory: str | Path, *, tokenizer: str | None = None, temp
             partition by partition (`packcli.verify.spread`), and re-tokenize, on this engine instead of this
             process and local ones (``make_engine("ray", ...)``: a Ray cluster, whose nodes must reach the artifact,
             the sources and the tokenizer at the same paths); the report is the same.
+        scratch_dir: where verify keeps its per-example columns while it runs (a marked folder it makes there and
+            removes; a few hundred bytes an example: docs/benchmarks-pipeline.md, memory); None: the system's
+            temporary folder (``$TMPDIR``).
 
     Raises:
         InputError: the directory, a source or the tokenizer needed for reconstruction is missing.
@@ -71,7 +75,8 @@ def verify_artifact(directory: str | Path, *, tokenizer: str | None = None, temp
         manifest = mf.Manifest.of(data)  # whole: every field the checks below read is there, of its type
         integrity, drift = report.check("integrity", max_violations), report.check("contract_drift", max_violations)
         layout = report.check("pack_layout", max_violations)
-        with scratch_folder("packcli-verify-", "verify's per-example columns (packcli.job.scratch)") as folder:
+        with scratch_folder("packcli-verify-", "verify's per-example columns (packcli.job.scratch)",
+                            None if scratch_dir is None else Path(scratch_dir)) as folder:
             scratch = Scratch(folder)  # the seam table's and the segments' columns, mapped: not a memory wall
             with engine.session() if engine is not None else nullcontext():  # one cluster session for every stage
                 artifact = check_integrity(directory, manifest, integrity, layout, engine=engine, scratch=scratch)
