@@ -174,6 +174,7 @@ def _suspects(engine: Engine | None, artifact: Artifact, rows: SeamColumns, inpu
     scratch = artifact.packs.scratch
     repeated_rows = _spread_repeated(engine, rows, parts, scratch)
     by_id, seg_by_id = _labels(np.asarray(rows["example_id"]), parts), _labels(segs.example_id, parts)
+    scratch.release()  # the labels read every id: the partitions read what they need again
     common = (inputs, occurrence, list(artifact.packs.shards), sorted(artifact.unreadable))
 
     def partition(p: int) -> tuple:
@@ -192,6 +193,7 @@ def _spread_repeated(engine: Engine | None, rows: SeamColumns, parts: int, scrat
     """The rows whose (input, line, copy, chunk) another row has (ascending), found a partition at a time (on
     ``engine``'s workers), the rows partitioned by line."""
     by_line = _labels(np.asarray(rows["line"]), parts)
+    scratch.release()
     keys = ("input", "line", "copy", "chunk")
 
     def partition(p: int) -> tuple:

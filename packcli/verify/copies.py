@@ -89,6 +89,7 @@ def _spread(engine: Engine | None, rows: SeamColumns, num_inputs: int, mix: dict
         return np.where(keys >= 0, np.searchsorted(present, keys), len(present))
 
     part_of = labels(len(k), index, np.uint16 if len(present) < 1 << 16 else np.int64)
+    scratch.release()  # the labels read every row's input and line: each part reads its own again
 
     def part(p: int) -> SeamColumns:
         return rows.gather(COPIED, np.flatnonzero(part_of == p), scratch)
