@@ -96,3 +96,34 @@ def test_the_cards_yaml_is_the_pinned_one(packed_copy):
     edit_manifest(packed_copy, lambda m: m["dataset_card"].update(bytes=card.stat().st_size,
                                                                    sha256=file_sha256(card)))
     caught(packed_copy, "integrity", "is not the card this manifest renders", "--no-reconstruct")
+
+
+def _rejects_text(directory: Path, edit) -> None:
+    """rejects.jsonl's text edited, then the manifest re-sealed (as a forger would)."""
+    path = directory / "rejects.jsonl"
+    path.write_bytes(edit(path.read_bytes()))
+    reseal(directory)
+
+
+def test_a_reject_line_that_is_not_json(packed_copy):
+    _rejects_text(packed_copy, lambda text: text.replace(b"\n", b"\n{oops\n", 1))
+    report = caught(packed_copy, "integrity", "rejects.jsonl:2: not a JSON object")
+    assert not next(c for c in report["checks"] if c["name"] == "global")["violations"]  # nothing to compare
+
+
+def test_rejects_without_its_last_newline_and_with_a_line_too_many(packed_copy):
+    _rejects_text(packed_copy, lambda text: text + b'{"extra": 1}')
+    caught(packed_copy, "integrity", "the last line does not end with a newline")
+    caught(packed_copy, "integrity", "rows != rejects.rows")
+    lines = (packed_copy / "rejects.jsonl").read_bytes().count(b"\n") + 1
+    caught(packed_copy, "global", f'rejects.jsonl line {lines} is not what pack writes for the seam table\'s '
+                                  'rejected rows: {"extra": 1} instead of None')
+
+
+def test_reject_lines_split_at_newline_alone(tmp_path):
+    """U+2028 and a carriage return are text inside a JSON line; a line's bytes decode as the file's would."""
+    from packcli.verify.integrity import reject_lines
+
+    path = tmp_path / "rejects.jsonl"
+    path.write_bytes('{"a": "x\u2028y"}\r\n{"b": "\u00e9"}\n'.encode() + b"\xe2\n")  # and a broken character
+    assert list(reject_lines(path)) == ['{"a": "x\u2028y"}\r', '{"b": "\u00e9"}', "\ufffd"]

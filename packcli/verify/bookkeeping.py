@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from itertools import zip_longest
 
 import numpy as np
 
@@ -27,7 +28,7 @@ from packcli.job.scratch import IN_MEMORY, Scratch, blocks
 from packcli.job.units import occurrences
 from packcli.job.write import OVERLONG_FATES, count_by_input, count_examples
 from packcli.verify.columns import STEP, Ints, SeamColumns, Strings, status_codes
-from packcli.verify.integrity import Artifact
+from packcli.verify.integrity import Artifact, reject_lines
 from packcli.verify.packs import FIELDS, Segment, SegmentColumns, ShardTotals
 from packcli.verify.report import CheckResult, Violation
 from packcli.verify.spread import labels, map_parts
@@ -364,14 +365,16 @@ def _check_unclaimed(claims: _Claims, loose: np.ndarray, rows: SeamColumns, seen
 
 
 def _check_rejects(artifact: Artifact, rows: SeamColumns, result: CheckResult) -> None:
-    """rejects.jsonl is, line for line and byte for byte, what pack writes for the seam table's rejected rows."""
+    """rejects.jsonl is, line for line and byte for byte, what pack writes for the seam table's rejected rows
+    (both read a line at a time: neither side is held whole)."""
     if artifact.rejects is None:
         return  # integrity reported it
-    rejected = np.flatnonzero(status_codes(rows["status"], STATUSES) == REJECTED).tolist()
-    expected = [reject_line(rows["input"][i], rows["source"][i], rows["line"][i], rows["reason"][i]) for i in rejected]
-    for k in range(max(len(expected), len(artifact.rejects))):
-        got = artifact.rejects[k] if k < len(artifact.rejects) else None
-        want = expected[k] if k < len(expected) else None
+    status = rows["status"]
+    rejected = (i for block in blocks(rows.rows)
+                for i in (block.start + np.flatnonzero(status_codes(_rows_of(status, block.start, block.stop),
+                                                                   STATUSES) == REJECTED)).tolist())
+    expected = (reject_line(rows["input"][i], rows["source"][i], rows["line"][i], rows["reason"][i]) for i in rejected)
+    for k, (got, want) in enumerate(zip_longest(reject_lines(artifact.rejects), expected)):
         if got != want:
             same = got is not None and want is not None and _parsed(got) == _parsed(want)
             result.fail(Violation(f"rejects.jsonl line {k + 1} is not what pack writes for the seam table's rejected "

@@ -16,6 +16,7 @@ driver receives findings, totals and segments, not tokens.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,12 +42,12 @@ from packcli.verify.spread import each_part
 @dataclass
 class Artifact:
     """What integrity could read, for the checks after it: the readable shards' segments and totals
-    (the unreadable ones named in ``unreadable``), the seam table's columns and the lines of rejects.jsonl (None when
-    unreadable)."""
+    (the unreadable ones named in ``unreadable``), the seam table's columns, and rejects.jsonl's path when it
+    reads as JSON lines (None when not: global compares it line by line, `reject_lines`)."""
 
     packs: PackIndex
     seam: SeamColumns | None
-    rejects: list[str] | None
+    rejects: Path | None
     unreadable: set[str] = field(default_factory=set)
 
 
@@ -115,7 +116,8 @@ def check_integrity(directory: Path, manifest: mf.Manifest, result: CheckResult,
         pa.default_memory_pool().release_unused()  # the row groups read: only the columns stay
     rejects_info = manifest.rejects
     if _pinned_file(directory / REJECTS_NAME, rejects_info, "rejects", result):
-        artifact.rejects = _read_rejects(directory / REJECTS_NAME, rejects_info, result)
+        if _read_rejects(directory / REJECTS_NAME, rejects_info, result):
+            artifact.rejects = directory / REJECTS_NAME
     if _pinned_file(directory / CARD_NAME, manifest.dataset_card, "dataset_card", result):
         if (directory / CARD_NAME).read_bytes() != render_card(manifest).encode("utf-8"):
             result.fail(Violation(f"{CARD_NAME} (the dataset card) is not the card this manifest renders: edited, "
@@ -250,23 +252,36 @@ def _read_seam_table(path: Path, info: mf.FilePin, result: CheckResult, scratch:
     return columns
 
 
-def _read_rejects(path: Path, info: mf.FilePin, result: CheckResult) -> list[str] | None:
-    """The lines of rejects.jsonl as text (global compares them with what pack writes), each a JSON object."""
-    text = path.read_text(encoding="utf-8", errors="replace")
-    lines = text.split("\n")  # not splitlines: U+2028 is text
-    if lines[-1] != "":
+def _read_rejects(path: Path, info: mf.FilePin, result: CheckResult) -> bool:
+    """Is every line of rejects.jsonl a JSON object (global then compares them with what pack writes)? Read a
+    line at a time: a rejected record's line is never held past its own check."""
+    if path.stat().st_size and not _ends_with_newline(path):
         result.fail(Violation(f"{path.name}: the last line does not end with a newline (pack ends every line with one)",
                               field="rejects"))
-    lines = lines[:-1] if lines[-1] == "" else lines
-    for number, line in enumerate(lines, start=1):
+    count = 0
+    for count, line in enumerate(reject_lines(path), start=1):
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
-            result.fail(Violation(f"{path.name}:{number}: not a JSON object ({exc.msg})"))
-            return None
+            result.fail(Violation(f"{path.name}:{count}: not a JSON object ({exc.msg})"))
+            return False
         if not isinstance(row, dict):
-            result.fail(Violation(f"{path.name}:{number}: not a JSON object"))
-            return None
-    if len(lines) != info.rows:
-        result.fail(Violation(f"{path.name}: {len(lines)} rows != rejects.rows {info.rows}", field="rejects.rows"))
-    return lines
+            result.fail(Violation(f"{path.name}:{count}: not a JSON object"))
+            return False
+    if count != info.rows:
+        result.fail(Violation(f"{path.name}: {count} rows != rejects.rows {info.rows}", field="rejects.rows"))
+    return True
+
+
+def reject_lines(path: Path) -> Iterator[str]:
+    """The lines of rejects.jsonl as text, without their newline, one at a time. Split at ``\\n`` alone (U+2028
+    and ``\\r`` are text in a JSON line) and decoded line by line (a UTF-8 character never holds that byte)."""
+    with open(path, "rb") as handle:
+        for raw in handle:
+            yield raw.removesuffix(b"\n").decode("utf-8", errors="replace")
+
+
+def _ends_with_newline(path: Path) -> bool:
+    with open(path, "rb") as handle:
+        handle.seek(-1, 2)
+        return handle.read(1) == b"\n"
