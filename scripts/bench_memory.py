@@ -20,6 +20,7 @@ writing; verify: the checks ``--no-reconstruct`` runs) not.
     python scripts/bench_memory.py --sizes 250000,1000000,4000000 --out bench-out/memory.json
     python scripts/bench_memory.py --sizes 100000,250000,1000000 --out bench-out/memory.json   # what fits a small box
     python scripts/bench_memory.py --sizes 250000,1000000,4000000 --pack-only --out bench-out/memory-pack.json
+    python scripts/bench_memory.py --sizes 250000,1000000,4000000 --verify-only --no-reconstruct   # on those artifacts
     python scripts/bench_memory.py --loader-only bench-out/packs-100k bench-out/packs-1m   # the loader alone
 """
 
@@ -85,17 +86,23 @@ def corpus(n: int, largest: int, folder: Path) -> Path:
     return path
 
 
-def measure(n: int, largest: int, folder: Path, reconstruct: bool, pack_only: bool = False) -> dict:
-    source = corpus(n, largest, folder)
+def measure(n: int, largest: int, folder: Path, reconstruct: bool, pack_only: bool = False,
+            verify_only: bool = False) -> dict:
     art = folder / f"mem-art-{n}"
     py = [sys.executable, "-m", "packcli"]
-    pack = watch([*py, "pack", str(source), "-t", "fixtures/tokenizer", "--template", "chatml", "-c", "4096", "-o",
-                  str(art), "--force", "--json"])
-    stages = json.loads(pack.pop("stdout")).get("stage_seconds", {})
-    pack["driver_s"] = round(stages.get("pack_s", 0.0) + stages.get("write_s", 0.0), 1)
+    row: dict = {"conversations": n}
+    if verify_only:  # the artifact an earlier run of this script packed
+        if not (art / "manifest.json").is_file():
+            raise SystemExit(f"{art}: no artifact to verify (run with --pack-only first)")
+    else:
+        source = corpus(n, largest, folder)
+        pack = watch([*py, "pack", str(source), "-t", "fixtures/tokenizer", "--template", "chatml", "-c", "4096",
+                      "-o", str(art), "--force", "--json"])
+        stages = json.loads(pack.pop("stdout")).get("stage_seconds", {})
+        pack["driver_s"] = round(stages.get("pack_s", 0.0) + stages.get("write_s", 0.0), 1)
+        row["pack"] = pack
     manifest = json.loads((art / "manifest.json").read_text())
-    row = {"conversations": n, "examples": manifest["counts"]["records"], "manifest_sha256": manifest["manifest_sha256"],
-           "pack": pack}
+    row.update(examples=manifest["counts"]["records"], manifest_sha256=manifest["manifest_sha256"])
     if pack_only:
         return row
     bookkeeping = watch([*py, "verify", str(art), "--no-reconstruct", "--json"])
@@ -152,14 +159,18 @@ def main() -> int:
     parser.add_argument("--folder", default="bench-out")
     parser.add_argument("--no-reconstruct", action="store_true", help="verify's bookkeeping alone (faster)")
     parser.add_argument("--pack-only", action="store_true", help="`pack` alone (no verify, stats or loader)")
+    parser.add_argument("--verify-only", action="store_true",
+                        help="verify, stats and the loader on the artifacts a --pack-only run left in --folder")
     args = parser.parse_args()
+    if args.pack_only and args.verify_only:
+        parser.error("--pack-only and --verify-only exclude each other")
     environment = run_environment(ROOT)
     sizes = sorted(int(s) for s in args.sizes.split(","))
     folder = ROOT / args.folder
     folder.mkdir(parents=True, exist_ok=True)
     rows = []
     for n in sizes:
-        rows.append(measure(n, sizes[-1], folder, not args.no_reconstruct, args.pack_only))
+        rows.append(measure(n, sizes[-1], folder, not args.no_reconstruct, args.pack_only, args.verify_only))
         print(json.dumps({k: (v if not isinstance(v, dict) else {x: v[x] for x in ("wall_s", "peak_mib", "peak_at",
                                                                                    "anon_peak_mib")})
                           for k, v in rows[-1].items()}), flush=True)
