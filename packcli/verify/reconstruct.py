@@ -53,6 +53,7 @@ from packcli.tokenizer.load import LoadedTokenizer
 from packcli.verify.locate import locate_input
 from packcli.verify.packs import PackIndex
 from packcli.verify.report import CheckResult, Violation
+from packcli.verify.seen import KEY, FirstSeen
 
 BATCH = 2048  # lines per Preparer call
 UNIT_LINES = 8192  # lines per unit of parallel work
@@ -201,24 +202,24 @@ def check_reconstruction(manifest: Manifest, rows: dict[str, list], packs: PackI
         workers = auto_processes(usable_cpus(), units=len(specs), input_bytes=sum(f.size for f in files))
 
     read = [0] * len(pinned)
-    first: dict[bytes, str] = {}  # each content key's first record, as a duplicate's reason names it
+    seen = FirstSeen() if job.spec.keys else None  # each content key's first record, as a duplicate's reason names it
     dropped: Counter[str] = Counter()  # records made into examples whose template dropped an allowed field
 
     def compare_unit(spec: UnitSpec, outcomes: list) -> None:
         k, entry = pinned[spec.file_index]
         read[spec.file_index] += len(outcomes)
         differing: dict[int, list[tuple]] = {}
-        for line, key, outcome in outcomes:
+        rows_of = [by_record.pop((k, line)) for line, _, _ in outcomes]
+        duplicate_of = _first_records(seen, outcomes, rows_of, k, manifest)
+        for (line, _, outcome), found, earlier in zip(outcomes, rows_of, duplicate_of):
             result.checked += 1
             if not isinstance(outcome[1], str):
                 dropped.update(outcome[1].dropped)
-            found = by_record.pop((k, line))
             if found is None:
                 result.fail(Violation("record has no seam-table row (dropped without a record)", source=entry.name,
                                       line=line))
                 continue
-            _check_duplicate(rows, found, key, first, duplicate_reason(entry.name, line, k), job.spec.keys, result,
-                             entry.name)
+            _check_duplicate(rows, found, earlier, job.spec.keys, result, entry.name)
             chunked = _chunked_rows(rows, found)
             for i in found:
                 if (span := compare(i, outcome, entry.name, line, i in chunked)) is not None:
@@ -327,14 +328,30 @@ def _check_dropped(manifest: Manifest, dropped: Counter[str], result: CheckResul
                                   field=f"counts.dropped_fields.{name}"))
 
 
-def _check_duplicate(rows: dict, found: list[int], key: bytes | None, first: dict[bytes, str], reason: str,
-                     dedupe: bool, result: CheckResult, source: str) -> None:
+def _first_records(seen: FirstSeen | None, outcomes: list, rows_of: list[list[int] | None], k: int,
+                   manifest: Manifest) -> list[str | None]:
+    """Per record of a unit (input ``k``), the reason a duplicate of an earlier record carries (`duplicate_reason`,
+    naming that record), or None: no earlier record with a row has its content key, or the run did not deduplicate
+    (``seen`` None). Records without a row or a key are not seen."""
+    if seen is None:
+        return [None] * len(outcomes)
+    mine = [j for j, ((_, key, _), found) in enumerate(zip(outcomes, rows_of)) if key is not None and found is not None]
+    earlier: list[str | None] = [None] * len(outcomes)
+    if not mine:
+        return earlier
+    keys = np.frombuffer(b"".join(outcomes[j][1] for j in mine), KEY)
+    lines = np.array([outcomes[j][0] for j in mine], np.int32)
+    first_input, first_line = seen.add(keys, np.full(len(mine), k, np.int32), lines)
+    for j, line, a, b in zip(mine, lines.tolist(), first_input.tolist(), first_line.tolist()):
+        if (a, b) != (k, line):
+            earlier[j] = duplicate_reason(manifest.inputs[a].name, b, a)
+    return earlier
+
+
+def _check_duplicate(rows: dict, found: list[int], expected: str | None, dedupe: bool, result: CheckResult,
+                     source: str) -> None:
     """A record is ``duplicate`` exactly when the run deduplicated and an earlier record has its content
-    key; then it has one row, whose reason names that earlier record (``reason``: how a later duplicate
-    of this record would name it)."""
-    expected = first.get(key) if dedupe and key is not None else None
-    if dedupe and key is not None and expected is None:
-        first[key] = reason
+    key; then it has one row, whose reason names that earlier record (``expected``: that reason, or None)."""
     statuses = [rows["status"][i] for i in found]
     loc = dict(example_id=rows["example_id"][found[0]], source=source, line=rows["line"][found[0]])
     if expected is None and "duplicate" in statuses:
