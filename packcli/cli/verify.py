@@ -92,7 +92,7 @@ def verify(
 
       packcli verify /mnt/out --engine ray --ray-address auto --shared-fs
 
-      packcli verify /mnt/out --scratch-dir /mnt/fast-disk    # where its columns go while it runs
+      packcli verify /mnt/out --scratch-dir /mnt/scratch   # its temporary columns
     """
     from packcli.cli import console
     from packcli.cli.output import render_self_test, render_verify
