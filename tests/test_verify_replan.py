@@ -8,10 +8,15 @@ import random
 import pytest
 from conftest import seam_rows
 from forgery import caught, manifest_of, roomiest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from packcli.contract import IGNORE_INDEX, SEAM_TABLE_NAME, token_hash
 from packcli.verify import forge, verify_artifact
 from packcli.verify.forge import Segment, follow_packs, read_segments, reseal, rewrite_seam, write_segments
+
+# every plan check below runs file-backed too (tests/conftest.py): the same report, over files
+pytestmark = pytest.mark.usefixtures("plan_file_backed_too")
 
 
 def test_a_truncated_example_marked_dropped(packed_copy):
@@ -171,3 +176,90 @@ def test_a_packed_row_shorter_than_its_record_is_caught(packed_copy):
     check = next(c for c in verify_artifact(packed_copy).checks if c.name == "plan")
     assert any(v.field == "length" and f"length is {lengths[i]}" in v.message and f"gives {lengths[i] + 1}" in v.message
                for v in check.violations), check.violations
+
+
+# --- the plan check file-backed (`Scratch`) gives the in-memory report on any forged table -------------------------
+
+NUMBERS = ("length", "supervised", "supervised_lost", "chunk_start", "row", "offset", "original_length", "chunk")
+EDITS = ("swap", "status", "reason", "shard", "number", "copy", "line", "input", "reject", "unvouch")
+
+
+def _forged(directory, edits, vouch):  # noqa: ANN001, ANN202
+    """The seam table of ``directory`` with ``edits`` (kind, row, pick, delta) made to its columns, and facts as
+    reconstruction would give them for it (None: ``--no-reconstruct``), some of them edited too."""
+    import numpy as np
+
+    from packcli.verify.columns import Ints, SeamColumns, Strings, read_seam_columns
+    from packcli.verify.reconstruct import Reconstructed
+
+    rows, _ = read_seam_columns(directory / SEAM_TABLE_NAME)
+    capacity = manifest_of(directory)["config"]["capacity"]
+    columns = {name: (Strings(c.codes.copy(), list(c.names)) if isinstance(c, Strings) else
+                      Ints(np.array(c.values)) if isinstance(c, Ints) else c) for name, c in rows.items()}
+    n = rows.rows
+    original = columns["original_length"].values
+    rejected = columns["status"].isin(["rejected"])  # re-parsing rejects them again, for the table's reason
+    facts = Reconstructed(np.where(original <= capacity, original, -1).astype(np.int64),  # no over-long: no cut asked
+                          (columns["supervised"].values + columns["supervised_lost"].values).astype(np.int64), {},
+                          [rows["reason"][i] if rejected[i] else None for i in range(n)])
+    order = np.arange(n)
+    for kind, i, pick, delta in edits:
+        i %= n
+        if kind in ("status", "reason", "shard"):
+            column = columns[kind]
+            column.codes[i] = pick % (len(column.names) + 1) - 1  # -1: null
+        elif kind == "number":
+            columns[NUMBERS[pick % len(NUMBERS)]].values[i] += delta
+        elif kind == "copy":
+            columns["copy"].values[i] = abs(delta)
+        elif kind == "line" and i:
+            columns["line"].values[i] = columns["line"].values[i - 1]  # two examples made one
+        elif kind == "input":
+            columns["input"].values[i] = pick % 6 - 1
+        elif kind == "swap":
+            order[[i, pick % n]] = order[[pick % n, i]]
+        elif kind == "reject":
+            facts.rejection[i] = f"forged rejection {delta}"
+        elif kind == "unvouch":
+            facts.length[i] = -1
+    table = SeamColumns(columns)
+    if not np.array_equal(order, np.arange(n)):
+        table = table.take(order)
+        facts = Reconstructed(facts.length[order], facts.supervised[order], {}, [facts.rejection[j] for j in order])
+    return table, facts if vouch else None
+
+
+def _outcome(check, *args):  # noqa: ANN001, ANN202
+    """The plan check's report, or the exception it raised."""
+    from dataclasses import asdict
+
+    from packcli.verify.report import CheckResult
+
+    result = CheckResult("plan", limit=20)
+    try:
+        check(*args[:3], result, *args[3:])
+    except Exception as error:  # noqa: BLE001 - compared, not hidden: both runs must raise the same
+        return type(error).__name__, str(error)
+    return asdict(result)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(which=st.sampled_from(["packed", "split_packed"]), vouch=st.booleans(),
+       edits=st.lists(st.tuples(st.sampled_from(EDITS), st.integers(0, 10**6), st.integers(0, 100), st.integers(-2, 2)),
+                      max_size=3))
+def test_a_forged_table_gives_the_same_report_in_memory_and_file_backed(which, vouch, edits, request, tmp_path_factory):
+    """Whatever a forger changes in the seam table (or reconstruction finds), the plan check over file-backed
+    columns, its block-wise passes crossing a block boundary every 3 rows, reports what it reports in memory."""
+    from forgery import file_backed
+
+    from packcli.artifact import manifest as mf
+    from packcli.verify.replan import check_plan
+
+    directory = request.getfixturevalue(which)
+    manifest = mf.Manifest.of(mf.read_manifest(directory))
+    rows, facts = _forged(directory, edits, vouch)
+    memory = _outcome(check_plan, manifest, rows, facts)
+    folder = tmp_path_factory.mktemp("forged") / "scratch"
+    with file_backed(folder) as scratch:
+        assert _outcome(check_plan, manifest, rows, facts, scratch) == memory
+    assert any(folder.iterdir()) or isinstance(memory, tuple)  # its columns were files (unless it raised early)
