@@ -72,13 +72,15 @@ def decide_fates(status: npt.ArrayLike, length: npt.ArrayLike, supervised: npt.A
     status = scratch.put(status, np.int8)  # a copy: the caller's array stays as it was
     full_len = np.asarray(length, dtype=np.int64)
     full_sup = np.asarray(supervised, np.int64)
-    packed = status == PACKED  # a rejected or duplicate record puts nothing into a pack
     used_len, used_sup = scratch.zeros(len(status), np.int64), scratch.zeros(len(status), np.int64)
-    np.copyto(used_len, full_len, where=packed)
-    np.copyto(used_sup, full_sup, where=packed)
-    fates = Fates(status, used_len, used_sup, scratch.zeros(len(status), np.int64),
-                  copy_texts(reasons, scratch))
-    for i in np.flatnonzero(packed & (full_len > capacity)).tolist():
+    longer = [np.zeros(0, np.int64)]  # the packed examples over the capacity, a block at a time
+    for rows in blocks(len(status)):  # a block's masks, not the corpus's
+        packed = status[rows] == PACKED  # a rejected or duplicate record puts nothing into a pack
+        np.copyto(used_len[rows], full_len[rows], where=packed)
+        np.copyto(used_sup[rows], full_sup[rows], where=packed)
+        longer.append(np.flatnonzero(packed & (full_len[rows] > capacity)) + rows.start)
+    fates = Fates(status, used_len, used_sup, scratch.zeros(len(status), np.int64), copy_texts(reasons, scratch))
+    for i in np.concatenate(longer).tolist():
         reason = f"{full_len[i]} tokens > capacity {capacity}"
         if overlong is Overlong.truncate:
             kept = int(cut(i).supervised[0])
@@ -178,10 +180,14 @@ def loss_problem(fates: Fates, where: Callable[[int], str], max_fraction: float)
     exceed ``max_fraction`` of all records: (what, the most common reasons with their counts and
     ``where`` one of each occurs); None when the run may go on."""
     records = len(fates.status)
-    lost = np.flatnonzero((fates.status == REJECTED) | (fates.status == DROPPED))
-    packed = len(fates.packable)  # not duplicates
-    if packed and len(lost) <= max_fraction * records:
+    lost_count = packed = 0  # counted a block at a time: the records' indices only when there is a problem to name
+    for rows in blocks(records):
+        status = fates.status[rows]
+        lost_count += int(np.count_nonzero((status == REJECTED) | (status == DROPPED)))
+        packed += int(np.count_nonzero(np.isin(status, IN_PACK_CODES)))  # `Fates.packable`: not duplicates
+    if packed and lost_count <= max_fraction * records:
         return None
+    lost = np.flatnonzero((fates.status == REJECTED) | (fates.status == DROPPED))
     reasons: Counter[str] = Counter()
     first: dict[str, str] = {}
     for i in lost.tolist():

@@ -90,7 +90,8 @@ class Scratch:
         """A new column holding ``values[rows]`` (``rows`` valid indices of ``values``, a row may repeat), gathered
         straight into it (no in-memory copy of the whole)."""
         out = self.empty(len(rows), values.dtype)
-        np.take(values, rows, out=out, mode="clip")  # valid indices: "raise" would buffer a copy
+        for block in blocks(len(rows)):  # numpy copies read-only indices (a plan's order) before it gathers: a block's
+            np.take(values, rows[block], out=out[block], mode="clip")  # valid indices: "raise" would buffer a copy
         return out
 
     def keep(self, values: np.ndarray) -> np.ndarray:
