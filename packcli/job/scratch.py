@@ -117,7 +117,7 @@ class Scratch:
 
 IN_MEMORY = Scratch(None)
 
-BLOCK = 1 << 20
+BLOCK = 1 << 16
 """Rows a per-example count or sum works on at a time (`blocks`): integer sums, so the blocks change no result,
 and its masks and gathers are a block's, not the corpus's."""
 
