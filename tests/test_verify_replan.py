@@ -322,3 +322,15 @@ def test_the_file_backed_plan_check_holds_its_columns_in_files_not_in_memory(pac
     assert not any(v["example_id"] is not None for v in reports[0]["violations"])  # sound per example
     assert peaks[0] > 100 * n and peaks[1] < 16 * n, peaks
     assert sum(f.stat().st_size for f in tmp_path.iterdir()) > 100 * n  # where the columns went
+
+
+def test_an_accepted_example_of_no_tokens_is_named_not_a_crash(packed_copy):
+    """A packed row's original_length forged to 0 (the whole artifact re-sealed) under --no-reconstruct: the planner
+    packs 1 to capacity tokens an example, so the plan check names the row instead of failing inside the planner."""
+    def empty(rows: list[dict]) -> None:
+        next(r for r in rows if r["status"] == "packed")["original_length"] = 0
+    rewrite_seam(packed_copy, empty)
+    reseal(packed_copy, recount_counts=True)
+    report = caught(packed_copy, "plan", "original_length is 0, but it is not rejected", "--no-reconstruct")
+    plan = next(c for c in report["checks"] if c["name"] == "plan")
+    assert plan["count"] == 1 and plan["violations"][0]["field"] == "original_length"

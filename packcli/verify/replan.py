@@ -80,6 +80,8 @@ def check_plan(manifest: Manifest, rows: SeamColumns, facts: Reconstructed | Non
     starts = example_starts(rows, scratch)
     first = starts[:-1]
     facts_in = _inputs(rows, facts, starts, settings, scratch)
+    if _empty_examples(rows, facts_in, first, result):
+        return
     fates = decide_fates(facts_in.status, facts_in.length, facts_in.supervised, facts_in.reasons,
                          pinned_rule(settings), Overlong(settings.overlong), lambda j: facts_in.cuts[j], scratch)
     # Each record's first example (copy 0): its fate before a mixture's draw, as pack judges the reject budget on it.
@@ -387,6 +389,24 @@ def _inputs(rows: SeamColumns, facts: Reconstructed | None, starts: npt.NDArray[
     for j in as_ints(np.concatenate(overlong) if overlong else np.zeros(0, np.int64)):
         cuts[j] = claimed_cut(rows, range(int(starts[j]), int(starts[j + 1])), int(length[j]), rule)
     return ExampleFacts(status, length, supervised, reasons, reconstructed, dict(sorted(cuts.items())))
+
+
+def _empty_examples(rows: SeamColumns, facts: ExampleFacts, first: npt.NDArray[np.int64], result: CheckResult) -> bool:
+    """Whether an accepted example has no token, each such one named: pack rejects an empty record, and its planner
+    packs 1 to ``capacity`` tokens an example, so there is no plan to re-derive (a forged ``original_length``
+    under ``--no-reconstruct``)."""
+    found = False
+    for block in blocks(len(facts.status)):
+        empty = np.flatnonzero((facts.status[block] == PACKED) & (facts.length[block] < 1)) + block.start
+        for j in as_ints(empty):
+            found = True
+            i, length = int(first[j]), int(facts.length[j])
+            what, field = (f"it re-tokenizes to {length} tokens", "length") if facts.reconstructed[j] else \
+                (f"original_length is {length}", "original_length")
+            result.fail(Violation(f"{what}, but it is not rejected: pack rejects an empty record and packs 1 to "
+                                  "config.capacity tokens an example; the plan cannot be re-derived", field=field,
+                                  **_loc(rows, i)))
+    return found
 
 
 def _records(rows: SeamColumns, first: npt.NDArray[np.int64], scratch: Scratch) -> npt.NDArray[np.int64] | None:
