@@ -3,7 +3,7 @@ per-example columns in memory and file-backed (a `packcli.job.scratch.Scratch` o
 
 Each artifact and mode runs in a fresh process (``--child``): it reads the manifest and the seam table (the
 columns the check receives; not counted), loads every module and compiled kernel the check uses by running it on
-the first 1,000 rows (a fixed cost, numba's most of it; not counted), then
+its first 20,000 rows, in the same mode (a fixed cost, numba's most of it; not counted), then
 runs the check (``--no-reconstruct``'s inputs: no reconstructed facts), sampling /proc/self/status every 20 ms:
 
 - ``anon``: the highest RssAnon over the one before the check (what the kernel cannot drop);
@@ -54,11 +54,12 @@ def child(artifact: Path, mode: str, trace: bool, folder: Path) -> dict:
 
     manifest = mf.Manifest.of(mf.read_manifest(artifact))
     rows, _ = read_seam_columns(artifact / SEAM_TABLE_NAME)
-    # every module and compiled kernel the check uses loaded first (a fixed cost, numba's most of it): the check
-    # run once on the table's first rows
-    check_plan(manifest, rows.take(np.arange(min(rows.rows, 1000))), None, CheckResult("plan"))
     with tempfile.TemporaryDirectory(dir=folder) as scratch_dir:
         scratch = Scratch(Path(scratch_dir) if mode == "file-backed" else None)
+        # every module and compiled kernel the check uses loaded first (a fixed cost: some 28 MiB of numba's Python
+        # objects come with the first table longer than a packing window): the check run once on the table's first
+        # 20,000 rows, in the same mode
+        check_plan(manifest, rows.take(np.arange(min(rows.rows, 20_000))), None, CheckResult("plan"), scratch)
         keys = ("RssAnon", "VmRSS")
         before = proc_status_mib("self", keys)
         peak, done = dict(before), threading.Event()
