@@ -74,7 +74,7 @@ def decide_fates(status: npt.ArrayLike, length: npt.ArrayLike, supervised: npt.A
     full_sup = np.asarray(supervised, np.int64)
     used_len, used_sup = scratch.zeros(len(status), np.int64), scratch.zeros(len(status), np.int64)
     longer = [np.zeros(0, np.int64)]  # the packed examples over the capacity, a block at a time
-    for rows in blocks(len(status)):  # a block's masks, not the corpus's
+    for rows in blocks(len(status), scratch):  # a block's masks, not the corpus's
         packed = status[rows] == PACKED  # a rejected or duplicate record puts nothing into a pack
         np.copyto(used_len[rows], full_len[rows], where=packed)
         np.copyto(used_sup[rows], full_sup[rows], where=packed)
@@ -147,7 +147,7 @@ def split_rows(fates: Fates, length: npt.NDArray[np.int64], key: npt.NDArray[np.
     split = fates.status == SPLIT
     if not split.any():
         example = scratch.empty(n, np.int64)
-        for rows in blocks(n):  # not an in-memory arange of every row
+        for rows in blocks(n, scratch):  # not an in-memory arange of every row
             example[rows] = np.arange(rows.start, rows.stop, dtype=np.int64)
         return Chunked(Fates(fates.status, fates.used_len, fates.used_sup, fates.lost, fates.reasons),
                        example, scratch.zeros(n, np.int32), scratch.zeros(n, np.int64), scratch.put(length, np.int64))

@@ -44,14 +44,20 @@ class ShardTask:
 
 def plan_examples(fates: Fates, settings: PackSettings, scratch: Scratch = IN_MEMORY) -> PackPlan:
     """The pack plan of the packable examples under the pinned strategy (budgets not checked). The plan's
-    per-example arrays, and the planner's own while it runs, are ``scratch``'s (`packcli.job.scratch`)."""
+    per-example arrays, and the planner's own while it runs, are ``scratch``'s (`packcli.job.scratch`), their pages
+    handed back whenever the planner starts a new array."""
     rows = packable_rows(fates, scratch)
     lengths = scratch.empty(len(rows), np.int64)
     np.take(fates.used_len, rows, out=lengths, mode="clip")  # rows are indices of used_len: "raise" would buffer
     del rows
+
+    def allocate(n: int, dtype: npt.DTypeLike) -> np.ndarray:
+        scratch.release()  # a new work array is a new step: the pages the steps before touched go back (file-backed)
+        return scratch.empty(n, dtype)
+
     return pack_lengths(lengths, settings.capacity, strategy=settings.strategy, window=settings.window,
                         seed=settings.seed, shuffle=settings.shuffle, shuffle_packs=settings.shuffle_packs,
-                        allocate=scratch.empty)
+                        allocate=allocate)
 
 
 def plan_packs(fates: Fates, settings: PackSettings, scratch: Scratch = IN_MEMORY) -> PackPlan:
@@ -94,7 +100,7 @@ def packable_rows(fates: Fates, scratch: Scratch = IN_MEMORY) -> npt.NDArray[np.
     n = len(fates.status)
     out = scratch.empty(sum(len(found(rows)) for rows in blocks(n)), np.int64)
     at = 0
-    for rows in blocks(n):
+    for rows in blocks(n, scratch):
         part = found(rows)
         out[at:at + len(part)] = part
         at += len(part)
@@ -113,7 +119,7 @@ def place_examples(plan: PackPlan, fates: Fates, packs_per_shard: int, scratch: 
         column.fill(-1)
     before = 0  # tokens of the packed positions before the block
     pack_start = 0  # tokens before the first position of the pack the block starts in
-    for block in blocks(len(ordered)):
+    for block in blocks(len(ordered), scratch):
         rows = ordered[block]
         pack = np.searchsorted(offsets, np.arange(block.start, block.stop), side="right") - 1  # each position's
         lengths = fates.used_len[rows]

@@ -90,7 +90,7 @@ class Scratch:
         """A new column holding ``values[rows]`` (``rows`` valid indices of ``values``, a row may repeat), gathered
         straight into it (no in-memory copy of the whole)."""
         out = self.empty(len(rows), values.dtype)
-        for block in blocks(len(rows)):  # numpy copies read-only indices (a plan's order) before it gathers: a block's
+        for block in blocks(len(rows), self):  # numpy copies read-only indices (a plan's order) before it gathers: a block's
             np.take(values, rows[block], out=out[block], mode="clip")  # valid indices: "raise" would buffer a copy
         return out
 
@@ -122,9 +122,14 @@ BLOCK = 1 << 16
 and its masks and gathers are a block's, not the corpus's."""
 
 
-def blocks(n: int) -> Iterator[slice]:
-    """Consecutive row ranges of `BLOCK` rows (the last shorter) covering ``n`` rows."""
-    return (slice(start, min(start + BLOCK, n)) for start in range(0, n, BLOCK))
+def blocks(n: int, scratch: Scratch | None = None) -> Iterator[slice]:
+    """Consecutive row ranges of `BLOCK` rows (the last shorter) covering ``n`` rows. With ``scratch``, its pages
+    are handed back (`Scratch.release`) after each block: a pass over whole file-backed columns keeps a block's
+    pages resident, not every page it has read or written."""
+    for start in range(0, n, BLOCK):
+        yield slice(start, min(start + BLOCK, n))
+        if scratch is not None:
+            scratch.release()
 
 
 class Appended:

@@ -35,8 +35,8 @@ def match_chunks(rows: SeamColumns, starts: np.ndarray, expected: Chunked, lengt
     """
     n = len(rows["chunk"])
     match = scratch.empty(n, np.int64)
-    if _in_step(rows, starts, expected):  # the common case: every example has its rows, in order
-        for block in blocks(n):
+    if _in_step(rows, starts, expected, scratch):  # the common case: every example has its rows, in order
+        for block in blocks(n, scratch):
             match[block] = np.arange(block.start, block.stop, dtype=np.int64)
         return match
     # A table whose rows are not the expected ones: matched example by example, in memory (a damaged table costs
@@ -57,14 +57,14 @@ def match_chunks(rows: SeamColumns, starts: np.ndarray, expected: Chunked, lengt
     return match
 
 
-def _in_step(rows: SeamColumns, starts: np.ndarray, expected: Chunked) -> bool:
+def _in_step(rows: SeamColumns, starts: np.ndarray, expected: Chunked, scratch: Scratch) -> bool:
     """Whether row ``i`` of the table is expected row ``i``: as many rows as expected, each of the example and
     chunk its expected row is (both are grouped by example in order, so this is every example holding as many
     rows as it expects, its chunks in order). Compared a block of rows at a time."""
     chunks = np.asarray(rows["chunk"])
     if len(chunks) != len(expected.example):
         return False
-    for block in blocks(len(chunks)):
+    for block in blocks(len(chunks), scratch):
         example = np.searchsorted(starts, np.arange(block.start, block.stop), side="right") - 1  # each row's
         if not (np.array_equal(example, expected.example[block]) and np.array_equal(chunks[block],
                                                                                    expected.chunk[block])):

@@ -80,10 +80,12 @@ def check_plan(manifest: Manifest, rows: SeamColumns, facts: Reconstructed | Non
     starts = example_starts(rows, scratch)
     first = starts[:-1]
     facts_in = _inputs(rows, facts, starts, settings, scratch)
+    scratch.release()
     if _empty_examples(rows, facts_in, first, result):
         return
     fates = decide_fates(facts_in.status, facts_in.length, facts_in.supervised, facts_in.reasons,
                          pinned_rule(settings), Overlong(settings.overlong), lambda j: facts_in.cuts[j], scratch)
+    scratch.release()
     # Each record's first example (copy 0): its fate before a mixture's draw, as pack judges the reject budget on it.
     records = _records(rows, first, scratch)  # None: every example is its record's copy 0
 
@@ -95,6 +97,7 @@ def check_plan(manifest: Manifest, rows: SeamColumns, facts: Reconstructed | Non
     lost = loss_problem(fates if records is None else fates.take(records, scratch), where,
                         settings.max_reject_fraction)
     fates = _unsampled(rows, first, fates, config.mix)
+    scratch.release()
     expected = split_rows(fates, facts_in.length, scratch=scratch)
     del fates  # ``expected`` holds a row's fates (these very arrays when nothing is split): one copy an example
     scratch.release()
@@ -118,9 +121,9 @@ def check_plan(manifest: Manifest, rows: SeamColumns, facts: Reconstructed | Non
     del plan
     match = match_chunks(rows, starts, expected, facts_in.length, settings, result, scratch)
     scratch.release()
-    _check_fates(rows, match, expected, facts_in, settings, result)
+    _check_fates(rows, match, expected, facts_in, settings, result, scratch)
     scratch.release()
-    _check_placement(rows, match, placement, settings, result)
+    _check_placement(rows, match, placement, settings, result, scratch)
     scratch.release()
 
 
@@ -196,7 +199,7 @@ def _in_read_order(manifest: Manifest, rows: SeamColumns, facts: Reconstructed |
 
 
 def _check_fates(rows: SeamColumns, match: np.ndarray, expected: Chunked, facts: ExampleFacts,
-                 settings: PackSettings, result: CheckResult) -> None:
+                 settings: PackSettings, result: CheckResult, scratch: Scratch = IN_MEMORY) -> None:
     """Every row's status, reason, length, supervised counts and chunk start are its re-derived fate's.
 
     The rows that differ are found a block at a time (`_differing_fates`); only they are walked, in row order,
@@ -205,7 +208,7 @@ def _check_fates(rows: SeamColumns, match: np.ndarray, expected: Chunked, facts:
     columns = {"status": lambda m: STATUSES[fates.status[m]], "reason": lambda m: fates.reasons[m],
                "length": lambda m: int(fates.used_len[m]), "supervised": lambda m: int(fates.used_sup[m]),
                "supervised_lost": lambda m: int(fates.lost[m]), "chunk_start": lambda m: int(expected.chunk_start[m])}
-    for i in as_ints(_differing_fates(rows, match, expected)):
+    for i in as_ints(_differing_fates(rows, match, expected, scratch)):
         m = int(match[i])
         j = int(expected.example[m])
         if rows["status"][i] != columns["status"](m):
@@ -222,7 +225,8 @@ def _check_fates(rows: SeamColumns, match: np.ndarray, expected: Chunked, facts:
                 break
 
 
-def _differing_fates(rows: SeamColumns, match: np.ndarray, expected: Chunked) -> npt.NDArray[np.int64]:
+def _differing_fates(rows: SeamColumns, match: np.ndarray, expected: Chunked,
+                     scratch: Scratch = IN_MEMORY) -> npt.NDArray[np.int64]:
     """The matched rows (``match`` >= 0) whose status, chunk start, reason, length or supervised counts differ from
     their expected row's, ascending: the strings compared by code (the table's codes translated into the expected
     reasons' codes, a value the expected reasons lack never equal), the numbers as numbers."""
@@ -234,7 +238,7 @@ def _differing_fates(rows: SeamColumns, match: np.ndarray, expected: Chunked) ->
         ("chunk_start", expected.chunk_start), ("length", fates.used_len), ("supervised", fates.used_sup),
         ("supervised_lost", fates.lost))]
     found = []
-    for block in blocks(len(match)):
+    for block in blocks(len(match), scratch):
         m = match[block]
         matched = np.flatnonzero(m >= 0)
         m = m[matched]
@@ -311,10 +315,10 @@ def example_starts(rows: SeamColumns, scratch: Scratch = IN_MEMORY) -> npt.NDArr
             same &= key[at][1:] == key[at][:-1]
         return np.flatnonzero(~same) + (block.start if block.start else 1)
 
-    count = sum(len(new(block)) + (block.start == 0) for block in blocks(n))
+    count = sum(len(new(block)) + (block.start == 0) for block in blocks(n, scratch))
     starts = scratch.empty(count + 1, np.int64)
     k = 0
-    for block in blocks(n):
+    for block in blocks(n, scratch):
         found = new(block)
         if block.start == 0:
             found = np.concatenate([[0], found])
@@ -346,7 +350,7 @@ def _inputs(rows: SeamColumns, facts: Reconstructed | None, starts: npt.NDArray[
         (i for i, why in enumerate(facts.rejection) if why is not None), np.int64)
     capacity = settings.capacity
     overlong = []  # the examples whose seam rows claim their cut: over-long ones (a few)
-    for block in blocks(count):
+    for block in blocks(count, scratch):
         f = first[block]
         claimed = claimed_of[rows["status"].codes[f]]
         vouched = np.zeros(len(f), bool) if facts is None else facts.length[f] >= 0
@@ -467,19 +471,19 @@ def _loc(rows: SeamColumns, i: int) -> dict:
 
 
 def _check_placement(rows: SeamColumns, match: np.ndarray, placement: Placement, settings: PackSettings,
-                     result: CheckResult) -> None:
+                     result: CheckResult, scratch: Scratch = IN_MEMORY) -> None:
     """Every row at the shard, row and offset the plan gives it; nothing placed that is not packed.
 
     The misplaced rows are counted, then walked, a block at a time (`_misplaced`): only they become Python
     values."""
     shard_col, row_col, off_col = rows["shard"], rows["row"], rows["offset"]
-    wrong = sum(len(_misplaced(rows, match, placement, block)) for block in blocks(len(match)))
+    wrong = sum(len(_misplaced(rows, match, placement, block)) for block in blocks(len(match), scratch))
     if not wrong:
         return
     plan = ", ".join(f"config.{key}={getattr(settings, key)!r}" for key in PackSettings.PLACEMENT)
     result.fail(Violation(f"{wrong} of {len(shard_col)} examples are not where the plan puts them; re-run on "
                           f"the reconstructed lengths with {plan}"))
-    for block in blocks(len(match)):
+    for block in blocks(len(match), scratch):
         for i in as_ints(_misplaced(rows, match, placement, block)):
             m = int(match[i])
             k, r, o = int(placement.shard[m]), int(placement.row[m]), int(placement.offset[m])
