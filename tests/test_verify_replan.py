@@ -186,9 +186,17 @@ NUMBERS = ("length", "supervised", "supervised_lost", "chunk_start", "row", "off
 EDITS = ("swap", "status", "reason", "shard", "number", "copy", "line", "input", "reject", "unvouch")
 
 
-def _forged(directory, edits, vouch):  # noqa: ANN001, ANN202
+class _Sparse(dict):
+    """Reconstruction's rejections as a mapping of the rejected rows alone (the others read None)."""
+
+    def __missing__(self, row: int) -> None:
+        return None
+
+
+def _forged(directory, edits, vouch, sparse=False):  # noqa: ANN001, ANN202
     """The seam table of ``directory`` with ``edits`` (kind, row, pick, delta) made to its columns, and facts as
-    reconstruction would give them for it (None: ``--no-reconstruct``), some of them edited too."""
+    reconstruction would give them for it (None: ``--no-reconstruct``), some of them edited too; ``sparse``: the
+    rejections a mapping of the rejected rows, not a list a row."""
     import numpy as np
 
     from packcli.verify.columns import Ints, SeamColumns, Strings, read_seam_columns
@@ -228,6 +236,9 @@ def _forged(directory, edits, vouch):  # noqa: ANN001, ANN202
     if not np.array_equal(order, np.arange(n)):
         table = table.take(order)
         facts = Reconstructed(facts.length[order], facts.supervised[order], {}, [facts.rejection[j] for j in order])
+    if sparse:
+        facts = Reconstructed(facts.length, facts.supervised, facts.cuts,
+                              _Sparse({i: why for i, why in enumerate(facts.rejection) if why is not None}))
     return table, facts if vouch else None
 
 
@@ -246,10 +257,11 @@ def _outcome(check, *args):  # noqa: ANN001, ANN202
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(which=st.sampled_from(["packed", "split_packed"]), vouch=st.booleans(),
+@given(which=st.sampled_from(["packed", "split_packed"]), vouch=st.booleans(), sparse=st.booleans(),
        edits=st.lists(st.tuples(st.sampled_from(EDITS), st.integers(0, 10**6), st.integers(0, 100), st.integers(-2, 2)),
                       max_size=3))
-def test_a_forged_table_gives_the_same_report_in_memory_and_file_backed(which, vouch, edits, request, tmp_path_factory):
+def test_a_forged_table_gives_the_same_report_in_memory_and_file_backed(which, vouch, sparse, edits, request,
+                                                                         tmp_path_factory):
     """Whatever a forger changes in the seam table (or reconstruction finds), the plan check over file-backed
     columns, its block-wise passes crossing a block boundary every 3 rows, reports what it reports in memory."""
     from forgery import file_backed
@@ -259,8 +271,10 @@ def test_a_forged_table_gives_the_same_report_in_memory_and_file_backed(which, v
 
     directory = request.getfixturevalue(which)
     manifest = mf.Manifest.of(mf.read_manifest(directory))
-    rows, facts = _forged(directory, edits, vouch)
+    rows, facts = _forged(directory, edits, vouch, sparse)
     memory = _outcome(check_plan, manifest, rows, facts)
+    if sparse and vouch:  # reconstruction's rejections as a list a row or a mapping of the rejected rows: one report
+        assert _outcome(check_plan, manifest, *_forged(directory, edits, vouch)) == memory
     folder = tmp_path_factory.mktemp("forged") / "scratch"
     with file_backed(folder) as scratch:
         assert _outcome(check_plan, manifest, rows, facts, scratch) == memory

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -192,9 +192,11 @@ def _in_read_order(manifest: Manifest, rows: SeamColumns, facts: Reconstructed |
     if facts is not None:
         moved = np.empty_like(order)
         moved[order] = np.arange(len(order))  # where each row of the table went
+        rejection = facts.rejection  # a mapping of the rejected rows (kept one), or a list a row
+        rejection = (type(rejection)({int(moved[i]): why for i, why in rejection.items()})
+                     if isinstance(rejection, Mapping) else [rejection[j] for j in as_ints(order)])
         facts = Reconstructed(facts.length[order], facts.supervised[order],
-                              {int(moved[i]): cut for i, cut in facts.cuts.items()},
-                              [facts.rejection[j] for j in as_ints(order)])
+                              {int(moved[i]): cut for i, cut in facts.cuts.items()}, rejection)
     return rows, facts
 
 
@@ -346,8 +348,7 @@ def _inputs(rows: SeamColumns, facts: Reconstructed | None, starts: npt.NDArray[
     claimed_of = _lookup(rows["status"], STATUSES)
     row_reasons = rows["reason"]
     original, row_sup, row_lost = (np.asarray(rows[c]) for c in ("original_length", "supervised", "supervised_lost"))
-    rejected_rows = None if facts is None else np.fromiter(  # the rows re-parsing rejects: a few, not one a row
-        (i for i, why in enumerate(facts.rejection) if why is not None), np.int64)
+    rejected_rows = None if facts is None else _rejected_rows(facts.rejection)
     capacity = settings.capacity
     overlong = []  # the examples whose seam rows claim their cut: over-long ones (a few)
     for block in blocks(count, scratch):
@@ -411,6 +412,13 @@ def _empty_examples(rows: SeamColumns, facts: ExampleFacts, first: npt.NDArray[n
                                   "config.capacity tokens an example; the plan cannot be re-derived", field=field,
                                   **_loc(rows, i)))
     return found
+
+
+def _rejected_rows(rejection: Mapping[int, str | None] | Sequence[str | None]) -> npt.NDArray[np.int64]:
+    """The rows re-parsing rejects, ascending (a few, not one a row): from reconstruction's ``rejection``, a
+    mapping of the rejected rows (the others read None) or a list a row."""
+    pairs = rejection.items() if isinstance(rejection, Mapping) else enumerate(rejection)
+    return np.array(sorted(i for i, why in pairs if why is not None), dtype=np.int64)
 
 
 def _records(rows: SeamColumns, first: npt.NDArray[np.int64], scratch: Scratch) -> npt.NDArray[np.int64] | None:
