@@ -127,6 +127,17 @@ def packed_copy(packed, tmp_path) -> Path:
     return dst
 
 
+@pytest.fixture()
+def plan_file_backed_too(monkeypatch, tmp_path) -> Iterator[None]:
+    """Every plan check the test runs runs file-backed as well, with the same report (`forgery.plan_both_ways`);
+    each file-backed run must have made its columns' files."""
+    from forgery import plan_both_ways
+
+    made = plan_both_ways(monkeypatch, tmp_path / "plan-scratch")
+    yield
+    assert all(any(folder.iterdir()) for folder in made), made
+
+
 @pytest.fixture(scope="session")
 def packed_drop(tmp_path_factory, corpus_files, tokenizer_dir) -> Path:
     """The fixture corpus with over-long examples dropped (the `packed` fixture truncates them)."""

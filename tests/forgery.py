@@ -8,13 +8,23 @@ tests live beside the check they exercise (tests/test_verify_<check module>.py).
 
 from __future__ import annotations
 
+import itertools
 import json
+import mmap
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
+import packcli.job.scratch
+import packcli.verify.suite
 from packcli.cli import app
+from packcli.job.scratch import Scratch
 from packcli.verify.forge import read_segments
+from packcli.verify.report import CheckResult
 
 runner = CliRunner()
 
@@ -29,6 +39,40 @@ def caught(directory: Path, check: str, phrase: str, *extra: str) -> dict:
     assert any(phrase in m for m in messages), {n: [v["message"] for v in c["violations"]][:4]
                                                 for n, c in checks.items() if not c["ok"]}
     return report
+
+
+@contextmanager
+def file_backed(folder: Path, block: int = 3) -> Iterator[Scratch]:
+    """A `Scratch` over ``folder`` (made here) under which every column of a value or more is a file (no page-size
+    floor: a small artifact's columns are files too) and every block-wise pass works ``block`` rows at a time (each
+    block boundary crossed), while the context lasts."""
+    folder.mkdir(parents=True)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(mmap, "PAGESIZE", 1)
+        patch.setattr(packcli.job.scratch, "BLOCK", block)
+        yield Scratch(folder)
+
+
+def plan_both_ways(monkeypatch: pytest.MonkeyPatch, folder: Path) -> list[Path]:
+    """From now on every plan check ``verify`` runs (in this process: `caught`, `verify_artifact`) runs again over
+    a `Scratch` in a folder of its own under ``folder`` (`file_backed`), and its report must be the in-memory one,
+    violation for violation; returns the folders of the runs that planned (settings the planner can run on, rows):
+    each must then hold the columns' files."""
+    check_plan = packcli.verify.suite.check_plan
+    made: list[Path] = []
+    runs = itertools.count()
+
+    def both_ways(manifest, rows, facts, result: CheckResult) -> None:  # noqa: ANN001 - check_plan's
+        check_plan(manifest, rows, facts, result)
+        filed = CheckResult(result.name, limit=result.limit)
+        with file_backed(folder / f"scratch-{next(runs)}") as scratch:
+            check_plan(manifest, rows, facts, filed, scratch)
+        assert asdict(filed) == asdict(result)
+        if filed.checked:
+            made.append(scratch.folder)
+
+    monkeypatch.setattr(packcli.verify.suite, "check_plan", both_ways)
+    return made
 
 
 def manifest_of(d: Path) -> dict:

@@ -141,3 +141,17 @@ def test_startup_bench_times_help_verify_and_small_packs(tmp_path, capsys):
     data = json.loads(out.read_text())
     assert len(data["rows"]) == 4 and all(r["wall_s"] > 0 for r in data["rows"].values())
     assert "load and compile the template" in data["fixed_cost_steps_s"]
+
+
+def test_plan_check_bench_measures_both_modes_and_checks_the_reports_agree(tmp_path, capsys):
+    """scripts/bench_plan_check.py: the plan check on an artifact in memory and file-backed, each in fresh processes
+    (sampled and traced): one row per mode, the same report (the fixture's columns are under a page each, so even
+    file-backed they stay in memory: tests/test_verify_replan.py shows the files)."""
+    bench = load_script("bench_plan_check")
+    out = tmp_path / "plan.json"
+    assert bench.main([str(FIXTURES / "packed"), "--scratch-dir", str(tmp_path / "s"), "--out", str(out)]) == 0
+    assert capsys.readouterr().out.rstrip().splitlines()[-1].startswith("|"), "the table must be printed last"
+    runs = json.loads(out.read_text())["runs"]
+    assert [r["mode"] for r in runs] == ["memory", "file-backed"] and all(r["rows"] == 300 for r in runs)
+    assert runs[0]["report_sha256"] == runs[1]["report_sha256"] and runs[0]["violations"] == 0
+    assert runs[0]["files_mib"] == 0 and all(r["traced_mib"] > 0 and r["wall_s"] > 0 for r in runs)

@@ -65,6 +65,34 @@ def test_each_example_lands_in_its_shard_row_and_offset():
     assert placement.offset.tolist() == [0, -1, 4, 0, -1, 3, 0]
 
 
+@pytest.mark.parametrize("block", [1, 2, 3, 1 << 20])
+def test_the_placement_is_the_same_whatever_block_it_is_worked_out_in(block, monkeypatch, tmp_path):
+    """`place_examples` works a block of packed positions at a time, carrying the tokens before the block and the
+    start of the pack that spans into it: any block size (a pack cut by a block boundary, a block inside a pack)
+    gives each example the shard, row and offset its pack and the lengths before it in that pack give, file-backed
+    or not."""
+    import packcli.job.scratch
+    from packcli.job.scratch import Scratch
+
+    rng = np.random.default_rng(7)
+    n = 300
+    many = Fates(rng.choice(np.array([PACKED, REJECTED, TRUNCATED, DROPPED], np.int8), n, p=[.7, .1, .1, .1]),
+                 rng.integers(1, 9, n).astype(np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64), [""] * n)
+    plan = plan_examples(many, settings(capacity=24, strategy="bfd", shuffle=True, shuffle_packs=True))
+    packable = np.flatnonzero(np.isin(many.status, [PACKED, TRUNCATED]))
+    want = {}  # the placement spelled out pack by pack
+    for p in range(plan.num_packs):
+        offset = 0
+        for i in packable[plan.order[plan.pack_offsets[p]:plan.pack_offsets[p + 1]]].tolist():
+            want[i] = (p // 4, p % 4, offset)
+            offset += int(many.used_len[i])
+    monkeypatch.setattr(packcli.job.scratch, "BLOCK", block)
+    placement = place_examples(plan, many, packs_per_shard=4, scratch=Scratch(tmp_path))
+    got = {i: (int(placement.shard[i]), int(placement.row[i]), int(placement.offset[i])) for i in range(n)}
+    assert got == {i: want.get(i, (-1, -1, -1)) for i in range(n)}
+    assert placement.ordered.tolist() == packable[plan.order].tolist()
+
+
 def test_the_shard_tasks_carry_their_own_packs_alone():
     index = SimpleNamespace(spill_offset=np.arange(7, dtype=np.int64) * 100, ids=np.arange(7, dtype=np.int64) + 50)
     masked = np.ones(7, np.int64)

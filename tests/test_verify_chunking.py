@@ -12,6 +12,9 @@ from forgery import caught, manifest_of, roomiest
 from packcli.verify import forge, verify_artifact
 from packcli.verify.forge import Segment, follow_packs, read_segments, reseal, rewrite_seam, write_segments
 
+# every plan check below runs file-backed too (tests/conftest.py): the same report, over files
+pytestmark = pytest.mark.usefixtures("plan_file_backed_too")
+
 
 @pytest.fixture(scope="module")
 def packed_split(tmp_path_factory, corpus_files, tokenizer_dir) -> Path:

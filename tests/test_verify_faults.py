@@ -8,6 +8,9 @@ import pytest
 from packcli.verify import verify_artifact
 from packcli.verify.faults import FAULTS, prepare_workspace, run_self_test
 
+# every plan check below runs file-backed too (tests/conftest.py): the same report, over files
+pytestmark = pytest.mark.usefixtures("plan_file_backed_too")
+
 
 def test_the_self_tests_overlong_fault_on_a_drop_artifact(packed_drop, tmp_path):
     """--self-test's overlong-policy fault takes the drop branch on a --overlong drop artifact."""

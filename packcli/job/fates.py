@@ -22,7 +22,7 @@ from packcli.contract import DROPPED, IN_PACK_CODES, PACKED, REJECTED, SPLIT, TR
 from packcli.errors import BudgetError
 from packcli.ingest import InputFile
 from packcli.job.chunks import Cut, SplitRule, cut_example
-from packcli.job.scratch import IN_MEMORY, Scratch, TextColumn, copy_texts, take_texts
+from packcli.job.scratch import IN_MEMORY, Scratch, TextColumn, blocks, copy_texts, take_texts
 from packcli.job.spill import SpillReader
 from packcli.job.units import ExampleIndex
 
@@ -46,10 +46,11 @@ class Fates:
         """Indices of the examples that go into packs (packed whole, truncated, or chunks of a split one)."""
         return np.flatnonzero(np.isin(self.status, IN_PACK_CODES))
 
-    def take(self, rows: npt.NDArray[np.int64]) -> Fates:
-        """These fates at ``rows`` (copies of the per-row arrays; ``cuts`` stay keyed by the original indices)."""
-        return Fates(self.status[rows], self.used_len[rows], self.used_sup[rows], self.lost[rows],
-                     take_texts(self.reasons, rows), self.cuts)
+    def take(self, rows: npt.NDArray[np.int64], scratch: Scratch = IN_MEMORY) -> Fates:
+        """These fates at ``rows`` (copies of the per-row arrays, ``scratch``'s; ``cuts`` stay keyed by the original
+        indices)."""
+        return Fates(*(scratch.take(column, rows) for column in (self.status, self.used_len, self.used_sup, self.lost)),
+                     take_texts(self.reasons, rows, scratch), self.cuts)
 
 
 def decide_fates(status: npt.ArrayLike, length: npt.ArrayLike, supervised: npt.ArrayLike,
@@ -71,12 +72,15 @@ def decide_fates(status: npt.ArrayLike, length: npt.ArrayLike, supervised: npt.A
     status = scratch.put(status, np.int8)  # a copy: the caller's array stays as it was
     full_len = np.asarray(length, dtype=np.int64)
     full_sup = np.asarray(supervised, np.int64)
-    packed = status == PACKED  # a rejected or duplicate record puts nothing into a pack
     used_len, used_sup = scratch.zeros(len(status), np.int64), scratch.zeros(len(status), np.int64)
-    np.copyto(used_len, full_len, where=packed)
-    np.copyto(used_sup, full_sup, where=packed)
-    fates = Fates(status, used_len, used_sup, scratch.zeros(len(status), np.int64), copy_texts(reasons))
-    for i in np.flatnonzero(packed & (full_len > capacity)).tolist():
+    longer = [np.zeros(0, np.int64)]  # the packed examples over the capacity, a block at a time
+    for rows in blocks(len(status), scratch):  # a block's masks, not the corpus's
+        packed = status[rows] == PACKED  # a rejected or duplicate record puts nothing into a pack
+        np.copyto(used_len[rows], full_len[rows], where=packed)
+        np.copyto(used_sup[rows], full_sup[rows], where=packed)
+        longer.append(np.flatnonzero(packed & (full_len[rows] > capacity)) + rows.start)
+    fates = Fates(status, used_len, used_sup, scratch.zeros(len(status), np.int64), copy_texts(reasons, scratch))
+    for i in np.concatenate(longer).tolist():
         reason = f"{full_len[i]} tokens > capacity {capacity}"
         if overlong is Overlong.truncate:
             kept = int(cut(i).supervised[0])
@@ -124,7 +128,8 @@ class Chunked:
     span: npt.NDArray[np.int64]
 
 
-def split_rows(fates: Fates, length: npt.NDArray[np.int64], key: npt.NDArray[np.int64] | None = None) -> Chunked:
+def split_rows(fates: Fates, length: npt.NDArray[np.int64], key: npt.NDArray[np.int64] | None = None,
+               scratch: Scratch = IN_MEMORY) -> Chunked:
     """One row per chunk of every split example (status ``split``, or ``dropped`` with the chunk's reason),
     every other example one row as it is.
 
@@ -133,6 +138,7 @@ def split_rows(fates: Fates, length: npt.NDArray[np.int64], key: npt.NDArray[np.
         length: per example, its full length.
         key: per example, its key in ``fates.cuts`` (a mixture's copies of a record share their record's
             cut); None: the example's own index.
+        scratch: where the new per-row columns live (`packcli.job.scratch`).
 
     With no split example every row is its example: the result's fates are ``fates`` itself (its arrays,
     not a copy of them: a second copy of every example's fates was ``verify``'s plan-check peak).
@@ -140,18 +146,20 @@ def split_rows(fates: Fates, length: npt.NDArray[np.int64], key: npt.NDArray[np.
     n = len(fates.status)
     split = fates.status == SPLIT
     if not split.any():
+        example = scratch.empty(n, np.int64)
+        for rows in blocks(n, scratch):  # not an in-memory arange of every row
+            example[rows] = np.arange(rows.start, rows.stop, dtype=np.int64)
         return Chunked(Fates(fates.status, fates.used_len, fates.used_sup, fates.lost, fates.reasons),
-                       np.arange(n, dtype=np.int64), np.zeros(n, np.int32), np.zeros(n, np.int64),
-                       np.array(length, np.int64))
+                       example, scratch.zeros(n, np.int32), scratch.zeros(n, np.int64), scratch.put(length, np.int64))
     key = np.arange(n, dtype=np.int64) if key is None else np.asarray(key, np.int64)
     counts = np.ones(n, np.int64)
     counts[split] = [fates.cuts[k].count for k in key[split].tolist()]
-    example = np.repeat(np.arange(n, dtype=np.int64), counts)
+    example = scratch.keep(np.repeat(np.arange(n, dtype=np.int64), counts))
     first = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    chunk = (np.arange(len(example)) - np.repeat(first, counts)).astype(np.int32)
-    rows = fates.take(example)
-    chunk_start = np.zeros(len(example), np.int64)
-    span = np.asarray(length, np.int64)[example].copy()
+    chunk = scratch.keep((np.arange(len(example)) - np.repeat(first, counts)).astype(np.int32))
+    rows = fates.take(example, scratch)
+    chunk_start = scratch.zeros(len(example), np.int64)
+    span = scratch.take(np.asarray(length, np.int64), example)
     for i in np.flatnonzero(split).tolist():
         c = fates.cuts[int(key[i])]
         at = slice(first[i], first[i] + c.count)
@@ -172,10 +180,14 @@ def loss_problem(fates: Fates, where: Callable[[int], str], max_fraction: float)
     exceed ``max_fraction`` of all records: (what, the most common reasons with their counts and
     ``where`` one of each occurs); None when the run may go on."""
     records = len(fates.status)
-    lost = np.flatnonzero((fates.status == REJECTED) | (fates.status == DROPPED))
-    packed = len(fates.packable)  # not duplicates
-    if packed and len(lost) <= max_fraction * records:
+    lost_count = packed = 0  # counted a block at a time: the records' indices only when there is a problem to name
+    for rows in blocks(records):
+        status = fates.status[rows]
+        lost_count += int(np.count_nonzero((status == REJECTED) | (status == DROPPED)))
+        packed += int(np.count_nonzero(np.isin(status, IN_PACK_CODES)))  # `Fates.packable`: not duplicates
+    if packed and lost_count <= max_fraction * records:
         return None
+    lost = np.flatnonzero((fates.status == REJECTED) | (fates.status == DROPPED))
     reasons: Counter[str] = Counter()
     first: dict[str, str] = {}
     for i in lost.tolist():

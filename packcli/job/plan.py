@@ -44,14 +44,20 @@ class ShardTask:
 
 def plan_examples(fates: Fates, settings: PackSettings, scratch: Scratch = IN_MEMORY) -> PackPlan:
     """The pack plan of the packable examples under the pinned strategy (budgets not checked). The plan's
-    per-example arrays, and the planner's own while it runs, are ``scratch``'s (`packcli.job.scratch`)."""
-    rows = fates.packable
+    per-example arrays, and the planner's own while it runs, are ``scratch``'s (`packcli.job.scratch`), their pages
+    handed back whenever the planner starts a new array."""
+    rows = packable_rows(fates, scratch)
     lengths = scratch.empty(len(rows), np.int64)
     np.take(fates.used_len, rows, out=lengths, mode="clip")  # rows are indices of used_len: "raise" would buffer
     del rows
+
+    def allocate(n: int, dtype: npt.DTypeLike) -> np.ndarray:
+        scratch.release()  # a new work array is a new step: the pages the steps before touched go back (file-backed)
+        return scratch.empty(n, dtype)
+
     return pack_lengths(lengths, settings.capacity, strategy=settings.strategy, window=settings.window,
                         seed=settings.seed, shuffle=settings.shuffle, shuffle_packs=settings.shuffle_packs,
-                        allocate=scratch.empty)
+                        allocate=allocate)
 
 
 def plan_packs(fates: Fates, settings: PackSettings, scratch: Scratch = IN_MEMORY) -> PackPlan:
@@ -86,22 +92,44 @@ class Placement:
     num_shards: int
 
 
+def packable_rows(fates: Fates, scratch: Scratch = IN_MEMORY) -> npt.NDArray[np.int64]:
+    """`Fates.packable` as a ``scratch`` column, found a block at a time (no in-memory index of every example)."""
+    def found(rows: slice) -> npt.NDArray[np.int64]:
+        return np.flatnonzero(np.isin(fates.status[rows], IN_PACK_CODES)) + rows.start
+
+    n = len(fates.status)
+    out = scratch.empty(sum(len(found(rows)) for rows in blocks(n)), np.int64)
+    at = 0
+    for rows in blocks(n, scratch):
+        part = found(rows)
+        out[at:at + len(part)] = part
+        at += len(part)
+    return out
+
+
 def place_examples(plan: PackPlan, fates: Fates, packs_per_shard: int, scratch: Scratch = IN_MEMORY) -> Placement:
     """Cut the plan into shards of ``packs_per_shard`` packs and say where each example lands (the columns
-    are ``scratch``'s: `packcli.job.scratch`)."""
+    are ``scratch``'s: `packcli.job.scratch`; worked out a block of packed positions at a time, so the in-memory
+    work arrays are a block's, not the corpus's)."""
     n = len(fates.status)
-    ordered = scratch.keep(fates.packable[plan.order])
-    ex_per_pack = np.diff(plan.pack_offsets).astype(np.int64)
-    pack = scratch.keep(np.repeat(np.arange(plan.num_packs, dtype=np.int64), ex_per_pack))
-    starts = scratch.empty(len(ordered) + 1, np.int64)
-    starts[0] = 0
-    np.cumsum(fates.used_len[ordered], out=starts[1:])
+    ordered = scratch.take(packable_rows(fates, scratch), plan.order)
+    offsets = plan.pack_offsets
     shard_of, row_col, off_col = (scratch.empty(n, np.int32) for _ in range(3))
     for column in (shard_of, row_col, off_col):
         column.fill(-1)
-    shard_of[ordered] = pack // packs_per_shard
-    row_col[ordered] = pack % packs_per_shard
-    off_col[ordered] = starts[:-1] - np.repeat(starts[plan.pack_offsets[:-1]], ex_per_pack)
+    before = 0  # tokens of the packed positions before the block
+    pack_start = 0  # tokens before the first position of the pack the block starts in
+    for block in blocks(len(ordered), scratch):
+        rows = ordered[block]
+        pack = np.searchsorted(offsets, np.arange(block.start, block.stop), side="right") - 1  # each position's
+        lengths = fates.used_len[rows]
+        at = np.cumsum(lengths) - lengths + before  # tokens before each position
+        first = offsets[pack] - block.start  # each position's pack's first position, within the block (< 0: before it)
+        starts = np.where(first >= 0, at[np.maximum(first, 0)], pack_start)
+        shard_of[rows] = pack // packs_per_shard
+        row_col[rows] = pack % packs_per_shard
+        off_col[rows] = at - starts
+        before, pack_start = int(at[-1] + lengths[-1]), int(starts[-1])
     return Placement(ordered, shard_of, row_col, off_col, -(-plan.num_packs // packs_per_shard))
 
 

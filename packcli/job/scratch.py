@@ -91,6 +91,14 @@ class Scratch:
         mapped[...] = values
         return mapped
 
+    def take(self, values: np.ndarray, rows: npt.NDArray[np.int64]) -> np.ndarray:
+        """A new column holding ``values[rows]`` (``rows`` valid indices of ``values``, a row may repeat), gathered
+        straight into it (no in-memory copy of the whole)."""
+        out = self.empty(len(rows), values.dtype)
+        for block in blocks(len(rows), self):  # numpy copies read-only indices (a plan's order) before it gathers: a block's
+            np.take(values, rows[block], out=out[block], mode="clip")  # valid indices: "raise" would buffer a copy
+        return out
+
     def keep(self, values: np.ndarray) -> np.ndarray:
         """A column holding ``values``, an array the caller hands over (a fresh result no one else holds):
         itself in memory, a file-backed copy otherwise (``values`` is then let go by the caller)."""
@@ -114,14 +122,19 @@ class Scratch:
 
 IN_MEMORY = Scratch(None)
 
-BLOCK = 1 << 20
+BLOCK = 1 << 16
 """Rows a per-example count or sum works on at a time (`blocks`): integer sums, so the blocks change no result,
 and its masks and gathers are a block's, not the corpus's."""
 
 
-def blocks(n: int) -> Iterator[slice]:
-    """Consecutive row ranges of `BLOCK` rows (the last shorter) covering ``n`` rows."""
-    return (slice(start, min(start + BLOCK, n)) for start in range(0, n, BLOCK))
+def blocks(n: int, scratch: Scratch | None = None) -> Iterator[slice]:
+    """Consecutive row ranges of `BLOCK` rows (the last shorter) covering ``n`` rows. With ``scratch``, its pages
+    are handed back (`Scratch.release`) after each block: a pass over whole file-backed columns keeps a block's
+    pages resident, not every page it has read or written."""
+    for start in range(0, n, BLOCK):
+        yield slice(start, min(start + BLOCK, n))
+        if scratch is not None:
+            scratch.release()
 
 
 class Appended:
@@ -199,12 +212,16 @@ class TextColumn:
     def __setitem__(self, at: int, text: str) -> None:
         self.codes[at] = code_of(text, self.names, self._index)
 
-    def take(self, rows: npt.NDArray[np.int64]) -> TextColumn:
-        """The strings at ``rows`` (a row may repeat), a column of their own."""
-        return TextColumn(self.codes[rows], self.names, self._index)
+    def fill(self, rows: npt.NDArray[np.int64], text: str) -> None:
+        """``text`` at every one of ``rows``."""
+        self.codes[rows] = code_of(text, self.names, self._index)
 
-    def copy(self) -> TextColumn:
-        return TextColumn(self.codes.copy(), self.names, self._index)
+    def take(self, rows: npt.NDArray[np.int64], scratch: Scratch = IN_MEMORY) -> TextColumn:
+        """The strings at ``rows`` (a row may repeat), a column of their own (``scratch``'s)."""
+        return TextColumn(scratch.take(self.codes, rows), self.names, self._index)
+
+    def copy(self, scratch: Scratch = IN_MEMORY) -> TextColumn:
+        return TextColumn(scratch.put(self.codes), self.names, self._index)
 
 
 def code_of(text: str, names: list[str], index: dict[str, int]) -> int:
@@ -216,13 +233,15 @@ def code_of(text: str, names: list[str], index: dict[str, int]) -> int:
     return code
 
 
-def take_texts(texts: list[str] | TextColumn, rows: npt.NDArray[np.int64]) -> list[str] | TextColumn:
-    """``texts`` at ``rows``: a `TextColumn` stays one, a list stays a list."""
+def take_texts(texts: list[str] | TextColumn, rows: npt.NDArray[np.int64],
+               scratch: Scratch = IN_MEMORY) -> list[str] | TextColumn:
+    """``texts`` at ``rows``: a `TextColumn` stays one (its codes ``scratch``'s), a list stays a list."""
     if isinstance(texts, TextColumn):
-        return texts.take(rows)
+        return texts.take(rows, scratch)
     return [texts[i] for start in range(0, len(rows), 1 << 16)  # not a list of every row's index
             for i in rows[start:start + (1 << 16)].tolist()]
 
 
-def copy_texts(texts: list[str] | TextColumn) -> list[str] | TextColumn:
-    return texts.copy() if isinstance(texts, TextColumn) else list(texts)
+def copy_texts(texts: list[str] | TextColumn, scratch: Scratch = IN_MEMORY) -> list[str] | TextColumn:
+    """A copy of ``texts``: a `TextColumn`'s codes ``scratch``'s, a list a list."""
+    return texts.copy(scratch) if isinstance(texts, TextColumn) else list(texts)

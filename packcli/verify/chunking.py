@@ -18,26 +18,34 @@ from packcli.artifact.manifest import PackSettings
 from packcli.contract import IN_PACKS
 from packcli.job.chunks import Cut, SplitRule
 from packcli.job.fates import Chunked
+from packcli.job.scratch import IN_MEMORY, Scratch, blocks
+from packcli.verify.columns import SeamColumns
 from packcli.verify.report import CheckResult, Violation
 
 
-def match_chunks(rows: dict[str, list], starts: np.ndarray, expected: Chunked, length: np.ndarray,
-                 settings: PackSettings, result: CheckResult) -> np.ndarray:
-    """Per seam-table row, the expected row (index into ``expected``) it is, or -1; every row without its
-    expected chunk and every expected chunk without its row reported.
+def match_chunks(rows: SeamColumns, starts: np.ndarray, expected: Chunked, length: np.ndarray,
+                 settings: PackSettings, result: CheckResult, scratch: Scratch = IN_MEMORY) -> np.ndarray:
+    """Per seam-table row, the expected row (index into ``expected``) it is, or -1 (a ``scratch`` column); every
+    row without its expected chunk and every expected chunk without its row reported.
 
     Args:
         starts: where each example's rows start (`packcli.verify.replan.example_starts`), and the end.
         expected: the rows the re-derived fates give, one per example or per chunk of a split example.
         length: per example, its (reconstructed) length, for the messages.
     """
+    n = len(rows["chunk"])
+    match = scratch.empty(n, np.int64)
+    if _in_step(rows, starts, expected, scratch):  # the common case: every example has its rows, in order
+        for block in blocks(n, scratch):
+            match[block] = np.arange(block.start, block.stop, dtype=np.int64)
+        return match
+    # A table whose rows are not the expected ones: matched example by example, in memory (a damaged table costs
+    # more than a sound one).
     chunks = np.asarray(rows["chunk"], np.int64)
     count = len(starts) - 1
     per_example = np.bincount(expected.example, minlength=count)
-    if np.array_equal(np.diff(starts), per_example) and np.array_equal(chunks, expected.chunk):
-        return np.arange(len(chunks), dtype=np.int64)  # the common case: every example has its rows, in order
     first = np.concatenate([[0], np.cumsum(per_example)]).astype(np.int64)
-    match = np.full(len(chunks), -1, np.int64)
+    match.fill(-1)
     for j in range(count):
         mine = range(int(starts[j]), int(starts[j + 1]))
         want = {int(expected.chunk[m]): m for m in range(int(first[j]), int(first[j + 1]))}
@@ -49,7 +57,22 @@ def match_chunks(rows: dict[str, list], starts: np.ndarray, expected: Chunked, l
     return match
 
 
-def _match_example(rows: dict[str, list], mine: range, want: dict[int, int], expected: Chunked, length: int,
+def _in_step(rows: SeamColumns, starts: np.ndarray, expected: Chunked, scratch: Scratch) -> bool:
+    """Whether row ``i`` of the table is expected row ``i``: as many rows as expected, each of the example and
+    chunk its expected row is (both are grouped by example in order, so this is every example holding as many
+    rows as it expects, its chunks in order). Compared a block of rows at a time."""
+    chunks = np.asarray(rows["chunk"])
+    if len(chunks) != len(expected.example):
+        return False
+    for block in blocks(len(chunks), scratch):
+        example = np.searchsorted(starts, np.arange(block.start, block.stop), side="right") - 1  # each row's
+        if not (np.array_equal(example, expected.example[block]) and np.array_equal(chunks[block],
+                                                                                   expected.chunk[block])):
+            return False
+    return True
+
+
+def _match_example(rows: SeamColumns, mine: range, want: dict[int, int], expected: Chunked, length: int,
                    settings: PackSettings, match: np.ndarray, result: CheckResult) -> None:
     """Match one example's rows to its expected chunks, reporting what does not pair up."""
     i0 = mine.start
@@ -76,7 +99,7 @@ def _match_example(rows: dict[str, list], mine: range, want: dict[int, int], exp
                                   f"({cut})", field="chunk", **loc))
 
 
-def claimed_cut(rows: dict[str, list], group: range, length: int, rule: SplitRule) -> Cut:
+def claimed_cut(rows: SeamColumns, group: range, length: int, rule: SplitRule) -> Cut:
     """The cut an over-long example's rows claim, for when reconstruction did not run: chunk starts and
     lengths from ``rule`` (the arithmetic needs no tokens), and per chunk what its row says it keeps, its
     supervised counts and why it was dropped; a chunk with no row keeps nothing. Under ``truncate`` only

@@ -101,7 +101,7 @@ def verify_artifact(directory: str | Path, *, tokenizer: str | None = None, temp
             if not render_oracle:
                 artifact.packs.forget_segments()  # the plan check reads the seam table alone: its peak without them
             scratch.release()
-            check_plan(manifest, rows, facts, report.check("plan", max_violations))
+            check_plan(manifest, rows, facts, report.check("plan", max_violations), scratch)
             if render_oracle:
                 result = report.check("render_oracle", max_violations)
                 if tok is None:
