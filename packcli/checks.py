@@ -216,6 +216,22 @@ def directory_problems(flag: str, path: str | Path | None) -> list[str]:
 
 
 @_path_errors_are_problems
+def scratch_dir_problems(flag: str, path: str | Path | None, artifact: str | Path) -> list[str]:
+    """Where ``verify`` may make its scratch folder (None: the system's temporary folder, ``$TMPDIR``): an existing
+    folder it can write in, outside ``artifact`` (a closed set of files: verify would find its own folder there
+    and report it as a stranger)."""
+    named = flag if path is not None else "the temporary folder ($TMPDIR)"
+    where = Path(tempfile.gettempdir()) if path is None else Path(path)
+    if not where.is_dir():
+        return [f"{named} {where}: no such directory"]
+    inside = Path(artifact).resolve()
+    if where.resolve() == inside or inside in where.resolve().parents:
+        return [f"{named} {where} is inside the artifact {artifact}: verify would find its own scratch folder there; "
+                "choose a folder outside it"]
+    return _unwritable(named, where, where.absolute())
+
+
+@_path_errors_are_problems
 def output_file_problems(flag: str, path: str | Path | None, suffixes: Iterable[str] | None = None) -> list[str]:
     """A file packcli may create or replace: a known suffix, not a directory, no file of the user's
     there (`packcli.owned.replace_problems`), in a directory it can write in."""

@@ -341,3 +341,36 @@ def test_a_column_never_takes_over_a_file_it_did_not_create(tmp_path: Path) -> N
     column.append(np.arange(3))
     column.close()
     assert list(own.iterdir()) == [] and (tmp_path / "column-0000").read_bytes() == b"mine"
+
+
+def test_a_column_is_allocated_before_it_is_mapped(tmp_path):
+    """A column's file gets its disk when it is made (not a sparse file a full disk would turn into a SIGBUS at the
+    first write of a page): its blocks cover its size."""
+    column = Scratch(tmp_path).empty(1 << 18, np.int64)
+    column[...] = 7
+    (path,) = [p for p in tmp_path.iterdir() if p.name.startswith("column-")]
+    assert path.stat().st_blocks * 512 >= column.nbytes
+
+
+def test_a_full_disk_is_an_error_naming_the_column_not_a_crash(tmp_path, monkeypatch):
+    """What the disk says when a column is allocated reaches the caller as an OSError naming the file (the command
+    reports it); a filesystem that cannot allocate ahead gets a sparse file, which still works."""
+    import errno
+    import os
+
+    def full(fd, offset, size):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "posix_fallocate", full)
+    with pytest.raises(OSError) as caught:
+        Scratch(tmp_path).empty(1 << 18, np.int64)
+    assert caught.value.errno == errno.ENOSPC and caught.value.filename.endswith("column-0000")
+
+    def unsupported(fd, offset, size):
+        raise OSError(errno.EOPNOTSUPP, "Operation not supported")
+
+    monkeypatch.setattr(os, "posix_fallocate", unsupported)
+    (tmp_path / "sparse").mkdir()
+    column = Scratch(tmp_path / "sparse").empty(1 << 18, np.int64)
+    column[...] = 3
+    assert int(column.sum()) == 3 * (1 << 18)

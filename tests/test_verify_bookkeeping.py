@@ -93,3 +93,12 @@ def test_a_reject_re_encoded_with_a_duplicate_key(packed_copy):
     path.write_text("\n".join(lines), encoding="utf-8")
     reseal(packed_copy)
     caught(packed_copy, "global", "rejects.jsonl line 1 is not what pack writes")
+
+
+def test_rejects_jsonl_with_crlf_line_ends_is_not_what_pack_writes(packed_copy):
+    """pack ends every line with \\n alone; the same lines ended \\r\\n and re-sealed are other bytes, and verify
+    compares bytes (not the lines Python's newline translation would read)."""
+    path = packed_copy / "rejects.jsonl"
+    path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
+    reseal(packed_copy)
+    caught(packed_copy, "global", "rejects.jsonl line 1 is not what pack writes")

@@ -24,7 +24,9 @@ arrives in parts in no set order (each unit's facts, as units finish) is appende
 
 from __future__ import annotations
 
+import errno
 import mmap
+import os
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
@@ -67,7 +69,7 @@ class Scratch:
         path = self.folder / f"column-{self._made:04d}"
         self._made += 1
         with open(path, "xb+") as handle:
-            handle.truncate(size)
+            allocate(handle.fileno(), size, path)
             mapping = mmap.mmap(handle.fileno(), size)
         self._mappings = [ref for ref in self._mappings if ref() is not None]
         self._mappings.append(weakref.ref(mapping))
@@ -121,6 +123,22 @@ class Scratch:
 
 
 IN_MEMORY = Scratch(None)
+
+
+def allocate(fd: int, size: int, path: Path) -> None:
+    """Give the file ``size`` bytes of disk now. A sparse file (``truncate``) would be mapped as well, but a page
+    written into it when the disk is full kills the process (SIGBUS), with no message and its folder left
+    behind; allocated first, a full disk is an ``OSError`` here (ENOSPC, naming ``path``), which the command
+    reports. Where the filesystem cannot allocate ahead (no ``posix_fallocate``, or it refuses), the file is
+    made sparse, as before."""
+    if hasattr(os, "posix_fallocate"):
+        try:
+            os.posix_fallocate(fd, 0, size)
+            return
+        except OSError as exc:
+            if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+                raise OSError(exc.errno, exc.strerror, str(path)) from None
+    os.ftruncate(fd, size)
 
 BLOCK = 1 << 16
 """Rows a per-example count or sum works on at a time (`blocks`): integer sums, so the blocks change no result,

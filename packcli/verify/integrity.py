@@ -31,6 +31,7 @@ from packcli.artifact.seams import NULLABLE_COLUMNS, SEAM_TABLE_SCHEMA
 from packcli.artifact.shards import SCHEMA, load_flat, numpy_view, read_parquet
 from packcli.contract import CARD_NAME, REJECTS_NAME, SEAM_TABLE_NAME, file_sha256, shard_name
 from packcli.engine import Engine
+from packcli.errors import DISK_FULL
 from packcli.job.scratch import IN_MEMORY, Scratch
 from packcli.verify.columns import SeamColumns, read_seam_columns
 from packcli.verify.layout import check_packs
@@ -240,6 +241,8 @@ def _read_seam_table(path: Path, info: mf.FilePin, result: CheckResult, scratch:
     try:
         columns, null_counts = read_seam_columns(path, scratch)
     except (pa.ArrowException, OSError) as exc:
+        if isinstance(exc, OSError) and exc.errno in DISK_FULL:
+            raise  # writing verify's own columns, not reading the artifact: the command reports it (`verify_scratch`)
         result.fail(Violation(f"{path.name} unreadable: {exc}"))
         return None
     if rows != info.rows:

@@ -50,6 +50,7 @@ class VerifyRequest:
             directory_problems,
             int_problems,
             output_file_problems,
+            scratch_dir_problems,
             template_problems,
             tokenizer_problems,
         )
@@ -57,7 +58,7 @@ class VerifyRequest:
 
         problems = directory_problems("`directory`", self.directory)
         problems += directory_problems("`source_root`", self.source_root)
-        problems += directory_problems("`scratch_dir`", self.scratch_dir)
+        problems += scratch_dir_problems("`scratch_dir`", self.scratch_dir, self.directory)
         problems += tokenizer_problems("`tokenizer`", self.tokenizer) + template_problems(self.template, self.tokenizer)
         problems += int_problems("`packs`", self.packs, 1, 1_000_000)
         problems += int_problems("`max_violations`", self.max_violations, 0)

@@ -10,11 +10,15 @@ record's copies, reconstruction from the sources, and the plan re-derived from t
 
 from __future__ import annotations
 
-from contextlib import nullcontext
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from packcli.artifact import manifest as mf
+from packcli.checks import raise_all, scratch_dir_problems
 from packcli.engine import Engine
+from packcli.errors import DISK_FULL, SYSTEM_REFUSALS, InputError, SystemRefusal
 from packcli.job.scratch import Scratch
 from packcli.owned import scratch_folder
 from packcli.progress import NO_PROGRESS, Progress
@@ -61,8 +65,9 @@ def verify_artifact(directory: str | Path, *, tokenizer: str | None = None, temp
     """
     directory = Path(directory)
     root = Path(source_root) if source_root is not None else None
+    raise_all(scratch_dir_problems("`scratch_dir`", scratch_dir, directory), error=InputError)  # before any work
     if render_oracle is not None:
-        require_oracle(render_oracle)  # before any work
+        require_oracle(render_oracle)
     data = mf.read_manifest(directory)
     report = VerifyReport(str(directory), manifest_sha256=data.get("manifest_sha256"))
     later = ["integrity", "contract_drift", "pack_layout", "global"] + (["reconstruction"] if reconstruct else [])
@@ -75,9 +80,7 @@ def verify_artifact(directory: str | Path, *, tokenizer: str | None = None, temp
         manifest = mf.Manifest.of(data)  # whole: every field the checks below read is there, of its type
         integrity, drift = report.check("integrity", max_violations), report.check("contract_drift", max_violations)
         layout = report.check("pack_layout", max_violations)
-        with scratch_folder("packcli-verify-", "verify's per-example columns (packcli.job.scratch)",
-                            None if scratch_dir is None else Path(scratch_dir)) as folder:
-            scratch = Scratch(folder)  # the seam table's and the segments' columns, mapped: not a memory wall
+        with verify_scratch(scratch_dir) as scratch:  # every per-example column, mapped: not a memory wall
             with engine.session() if engine is not None else nullcontext():  # one cluster session for every stage
                 artifact = check_integrity(directory, manifest, integrity, layout, engine=engine, scratch=scratch)
                 tok, text = check_drift(manifest, drift, tokenizer=tokenizer, template=template, source_root=root,
@@ -109,6 +112,23 @@ def verify_artifact(directory: str | Path, *, tokenizer: str | None = None, temp
                 else:
                     check_render_oracle(manifest, rows, artifact.packs, tok, result, source_root=root, sample=sample)
     return report
+
+
+@contextmanager
+def verify_scratch(scratch_dir: str | Path | None) -> Iterator[Scratch]:
+    """The columns' own marked folder under ``scratch_dir`` (None: ``$TMPDIR``), removed after. The disk filling up
+    there is a `SystemRefusal` that says where and what to do (verify writes nothing else): its files are
+    allocated before they are mapped (`packcli.job.scratch.allocate`), so it is an error, not a crash."""
+    where = Path(tempfile.gettempdir()) if scratch_dir is None else Path(scratch_dir)
+    try:
+        with scratch_folder("packcli-verify-", "verify's per-example columns (packcli.job.scratch)", where) as folder:
+            yield Scratch(folder)
+    except OSError as exc:
+        if exc.errno not in DISK_FULL:
+            raise
+        raise SystemRefusal(f"verify's scratch folder in {where}: {SYSTEM_REFUSALS[exc.errno]}; it removed what it "
+                            "wrote there", "free space there, or give `scratch_dir` a folder with room (a few hundred "
+                            "bytes an example: docs/benchmarks-pipeline.md, memory)") from None
 
 
 def attention_check(directory: str | Path, backends: list[str], *, device: str = "cpu", dtype: str = "float32",
