@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import seam_rows
 from forgery import caught, manifest_of
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from packcli.contract import example_id
 from packcli.verify import forge, verify_artifact
@@ -158,3 +161,37 @@ def test_worker_processes_catch_reconstruction_faults(name, packed, tmp_path):
     check = next(c for c in parallel.checks if c.name == "reconstruction")
     assert not check.ok and any(fault.expect in v.message for v in check.violations), check.violations
     assert serial.to_dict()["checks"] == parallel.to_dict()["checks"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), ordered=st.booleans(), block=st.sampled_from([1, 3, 1 << 16]))
+def test_record_rows_hand_each_record_its_rows_in_table_order(seed: int, ordered: bool, block: int) -> None:
+    """`RecordRows` (a table in pack's order: its own order, no sort; any other: sorted) gives each record's rows
+    in table order, once, and names the records never asked for in the order of their first row: what a dict of
+    lists gives, in memory and file-backed, whatever the block."""
+    import mmap
+    import tempfile
+
+    from packcli.job import scratch as scratch_module
+    from packcli.job.scratch import IN_MEMORY, Scratch
+    from packcli.verify.reconstruct import RecordRows
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 40))
+    index, line = rng.integers(-1, 3, n).astype(np.int32), rng.integers(-3, 6, n).astype(np.int32)
+    if ordered:
+        order = np.lexsort((line, index))
+        index, line = index[order], line[order]
+    rows = {"input": index, "line": line}
+    want: dict[tuple[int, int], list[int]] = {}
+    for i, key in enumerate(zip(index.tolist(), line.tolist())):
+        want.setdefault(key, []).append(i)
+    asked = [key for key in want if rng.random() < 0.5] + [(7, 7)]
+    with tempfile.TemporaryDirectory() as folder, pytest.MonkeyPatch.context() as patch:
+        patch.setattr(scratch_module, "BLOCK", block)
+        patch.setattr(mmap, "PAGESIZE", 1)
+        for scratch in (IN_MEMORY, Scratch(Path(folder))):
+            records = RecordRows(rows, scratch)
+            assert [records.pop(key) for key in asked] == [want.get(key) for key in asked]
+            assert records.pop(asked[0]) is None  # handed over once
+            assert records.left() == [key for key in want if key not in asked]

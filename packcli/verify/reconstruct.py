@@ -44,7 +44,7 @@ from packcli.errors import InputError
 from packcli.ingest import FieldMap, describe_input
 from packcli.job.chunks import Cut, SplitRule, chunk_labels, cut_example, pinned_rule
 from packcli.job.pause import pause_at
-from packcli.job.scratch import IN_MEMORY, Scratch
+from packcli.job.scratch import IN_MEMORY, Scratch, blocks
 from packcli.job.select import duplicate_reason
 from packcli.job.units import UnitSpec, iter_unit_lines, plan_units, unit_batches
 from packcli.prepare import Preparer, PrepareSpec, TokenizerRef, preparer_for, share_preparer
@@ -226,6 +226,7 @@ def check_reconstruction(manifest: Manifest, rows: dict[str, list], packs: PackI
                     differing.setdefault(line, []).append(span)
         if differing:
             unexplained.append((spec, differing))
+        scratch.release()  # the unit's rows, facts and digests: the next unit reads its own
 
     # Units are compared in unit order as they come back (the report is the same however many workers
     # ran them) and let go: only the few finished ahead of their turn wait here, never every outcome.
@@ -265,11 +266,24 @@ class RecordRows:
     `pop` hands a record's rows over once, `left` names the records never handed over."""
 
     def __init__(self, rows: Mapping[str, Sequence], scratch: Scratch = IN_MEMORY) -> None:
-        keys = _record_keys(np.asarray(rows["input"], np.int64), np.asarray(rows["line"], np.int64))
-        self.order = scratch.keep(np.argsort(keys, kind="stable"))  # a record's rows in table order
-        self.keys = scratch.keep(keys[self.order])
-        del keys
-        self.taken = scratch.zeros(len(self.keys), bool)
+        index, line = np.asarray(rows["input"]), np.asarray(rows["line"])
+        n = len(index)
+        keys = scratch.empty(n, np.int64)
+        ordered, last = True, None
+        for block in blocks(n, scratch):  # a block's casts, not the table's
+            part = keys[block]
+            part[...] = _record_keys(index[block].astype(np.int64), line[block].astype(np.int64))
+            if len(part):
+                ordered &= bool((last is None or last <= part[0]) and (part[1:] >= part[:-1]).all())
+                last = int(part[-1])
+        if ordered:  # as pack writes the table (by input, then line): the order is the rows' own
+            self.order, self.keys = scratch.empty(n, np.int64), keys
+            for block in blocks(n, scratch):
+                self.order[block] = np.arange(block.start, block.stop, dtype=np.int64)
+        else:  # another order (a forged table): sorted in memory, then kept
+            self.order = scratch.keep(np.argsort(keys, kind="stable"))  # a record's rows in table order
+            self.keys = scratch.take(keys, self.order)
+        self.taken = scratch.zeros(n, bool)
 
     def pop(self, key: tuple[int, int]) -> list[int] | None:
         """The rows of record ``key`` (input, line), in table order; None when it has none or was popped."""
