@@ -114,9 +114,7 @@ def place_examples(plan: PackPlan, fates: Fates, packs_per_shard: int, scratch: 
     n = len(fates.status)
     ordered = scratch.take(packable_rows(fates, scratch), plan.order)
     offsets = plan.pack_offsets
-    shard_of, row_col, off_col = (scratch.empty(n, np.int32) for _ in range(3))
-    for column in (shard_of, row_col, off_col):
-        column.fill(-1)
+    shard_of, row_col, off_col = (scratch.full(n, -1, np.int32) for _ in range(3))
     before = 0  # tokens of the packed positions before the block
     pack_start = 0  # tokens before the first position of the pack the block starts in
     for block in blocks(len(ordered), scratch):

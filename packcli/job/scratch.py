@@ -62,6 +62,13 @@ class Scratch:
         out[...] = value
         return out
 
+    def arange(self, n: int) -> np.ndarray:
+        """``0, 1, ..., n - 1`` (int64), written a block at a time: no n-long temporary, a block's pages resident."""
+        out = self.empty(n, np.int64)
+        for block in blocks(n, self):
+            out[block] = np.arange(block.start, block.stop, dtype=np.int64)
+        return out
+
     def _mapped(self, n: int, kind: np.dtype) -> np.ndarray | None:
         size = n * kind.itemsize
         if self.folder is None or size < mmap.PAGESIZE:  # a page or less: not worth a file

@@ -34,18 +34,15 @@ def match_chunks(rows: SeamColumns, starts: np.ndarray, expected: Chunked, lengt
         length: per example, its (reconstructed) length, for the messages.
     """
     n = len(rows["chunk"])
-    match = scratch.empty(n, np.int64)
     if _in_step(rows, starts, expected, scratch):  # the common case: every example has its rows, in order
-        for block in blocks(n, scratch):
-            match[block] = np.arange(block.start, block.stop, dtype=np.int64)
-        return match
+        return scratch.arange(n)
+    match = scratch.full(n, -1, np.int64)
     # A table whose rows are not the expected ones: matched example by example, in memory (a damaged table costs
     # more than a sound one).
     chunks = np.asarray(rows["chunk"], np.int64)
     count = len(starts) - 1
     per_example = np.bincount(expected.example, minlength=count)
     first = np.concatenate([[0], np.cumsum(per_example)]).astype(np.int64)
-    match.fill(-1)
     for j in range(count):
         mine = range(int(starts[j]), int(starts[j + 1]))
         want = {int(expected.chunk[m]): m for m in range(int(first[j]), int(first[j + 1]))}

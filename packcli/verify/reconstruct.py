@@ -277,9 +277,7 @@ class RecordRows:
                 ordered &= bool((last is None or last <= part[0]) and (part[1:] >= part[:-1]).all())
                 last = int(part[-1])
         if ordered:  # as pack writes the table (by input, then line): the order is the rows' own
-            self.order, self.keys = scratch.empty(n, np.int64), keys
-            for block in blocks(n, scratch):
-                self.order[block] = np.arange(block.start, block.stop, dtype=np.int64)
+            self.order, self.keys = scratch.arange(n), keys
         else:  # another order (a forged table): sorted in memory, then kept
             self.order = scratch.keep(np.argsort(keys, kind="stable"))  # a record's rows in table order
             self.keys = scratch.take(keys, self.order)

@@ -339,8 +339,7 @@ def _inputs(rows: SeamColumns, facts: Reconstructed | None, starts: npt.NDArray[
     rejected and duplicate examples are visited one by one."""
     count = len(starts) - 1
     first = starts[:-1]
-    status = scratch.empty(count, np.int8)
-    status.fill(PACKED)
+    status = scratch.full(count, PACKED, np.int8)
     length, supervised = scratch.zeros(count, np.int64), scratch.zeros(count, np.int64)
     names, index = [""], {"": 0}  # the reasons' strings (code 0: none), shared with the column (appended only)
     reasons = TextColumn(scratch.zeros(count, np.int32), names, index)
